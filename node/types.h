@@ -1,0 +1,82 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Plain data types shared by the node's modules (store, protocol, plugin
+ * host, semqctl). Only structs, enums and limits live here, so that any
+ * header can include this one without pulling in another module.
+ */
+#ifndef SEMQ_TYPES_H
+#define SEMQ_TYPES_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <semq/semq.h>
+
+#define SEMQ_KEY_MAX 255 /* bytes of a message key */
+#define SEMQ_ERRLEN 256  /* size of the err buffers passed around */
+
+/* tb_0031.status */
+enum out_status {
+	SS_UNSEND = 0,
+	SS_SEND = 4,
+	SS_ACK = 6,
+	SS_ACK2 = 100,
+	SS_CANCELLED = -2
+};
+
+/* tb_0031.result, tb_0030.result and the wire's Result (same numbers). */
+enum msg_result {
+	RES_PROCESSED = 0,
+	RES_REDO = 1,
+	RES_DUPLICATE = 2,
+	RES_SCHEDULED = 3,
+	RES_CANCELLED = 4
+};
+
+/* tb_0030.ack_status and confirm bits */
+enum { AS_INIT = 0, AS_OK = 1 };
+enum { CONFIRM_ORIGIN = 1, CONFIRM_RELAY = 2 };
+
+/* tb_0033.status */
+enum redo_status {
+	RS_PENDING = 0,
+	RS_WAITING = 1,
+	RS_DONE = 2,
+	RS_DEAD = -1,
+	RS_DISCARDED = -2
+};
+
+/* The id of a message everywhere: origin/dest/seq. */
+struct msgid {
+	char origin[SEMQ_ID_MAX + 1];
+	char dest[SEMQ_ID_MAX + 1];
+	uint64_t seq;
+};
+
+/*
+ * One message. Strings are inline; the payload is owned by the struct when it
+ * comes out of the store (free it with msg_clear()), borrowed when a caller
+ * fills one in to pass it to the store.
+ */
+struct msg {
+	struct msgid id;
+	uint32_t type;
+	int has_key;
+	char key[SEMQ_KEY_MAX + 1];
+	uint64_t prev_seq;
+	int64_t deliver_at; /* 0 = at once */
+	int64_t created_at;
+	uint8_t *payload;
+	size_t payload_len;
+	int tombstone;                   /* cancelled by the origin */
+	char stored_by[SEMQ_ID_MAX + 1]; /* relay holding a copy, or "" */
+};
+
+/* Frees m->payload and zeroes m. Accepts NULL. */
+void msg_clear(struct msg *m);
+
+/* Formats "origin/dest/seq" into buf (at least 2*64+24 bytes); returns buf. */
+#define MSGID_STRLEN (2 * SEMQ_ID_MAX + 24)
+const char *msgid_str(const struct msgid *id, char *buf, size_t bufsz);
+
+#endif

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# Installs the Debian 12 packages SEMQ needs to build and test, when missing.
+# Sourced by tools/test.sh and tools/quickstart.sh; safe to run again.
+set -euo pipefail
+
+SEMQ_PACKAGES=(
+	build-essential cmake pkg-config
+	libevent-dev libssl-dev openssl libsqlite3-dev sqlite3
+	libprotobuf-c-dev protobuf-c-compiler libcmocka-dev libinih-dev
+	libjansson-dev clang-format python3
+)
+
+semq_install_deps() {
+	local missing=() p
+	for p in "${SEMQ_PACKAGES[@]}"; do
+		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" ||
+			missing+=("$p")
+	done
+	[ ${#missing[@]} -eq 0 ] && return 0
+	echo "==> installing Debian packages: ${missing[*]}"
+	if [ "$(id -u)" -ne 0 ]; then
+		echo "error: need root to install ${missing[*]}; run: sudo apt-get install -y ${missing[*]}" >&2
+		return 1
+	fi
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -qq
+	apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+if [ "${BASH_SOURCE[0]}" = "$0" ]; then
+	semq_install_deps
+fi
