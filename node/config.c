@@ -1,0 +1,1715 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * node.ini (SPEC §9): reads the file with inih into struct config, checks
+ * every value where it enters, and reports every problem found, each as one
+ * "FILE:LINE: message" line. One table of keys (section, key, type, default,
+ * offset, range, flags, meaning) drives parsing, defaults, required-key checks
+ * and config_describe(), so the reference cannot drift from the parser.
+ *
+ * DESIGN. inih (Debian build: fixed 200-byte line buffer, multi-line values,
+ * ';' inline comments, no line number for the handler) reads lines through
+ * our reader(), which is called exactly once per physical line. The reader
+ * - counts lines, so the handler knows the line of each key;
+ * - strips leading blanks, so inih never sees an indented line and never
+ *   glues it to the previous key as a continuation: indented keys are keys;
+ * - handles comments and [section] headers itself (inih truncates section
+ *   names to 49 bytes and does not report empty sections), and hands inih
+ *   an empty line instead, so section state lives in struct load only;
+ * - reports malformed lines (no '=' / ':', no ']', too long for inih's
+ *   buffer, NUL bytes) with their line and hands inih an empty line, so every
+ *   syntax error is reported, not only the first as inih would.
+ * Invariants: only "key = value" lines reach inih; the handler never fails
+ * (it records problems and returns 1), so a non-zero return from inih is a
+ * syntax error the reader missed and is reported as such.
+ */
+#define _GNU_SOURCE /* asprintf, vasprintf */
+#include "config.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <ini.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define KIB ((int64_t)1024)
+#define MIB (1024 * KIB)
+#define GIB (1024 * MIB)
+#define SEC ((int64_t)1000)
+#define MIN (60 * SEC)
+#define HOUR (60 * MIN)
+#define DAY (24 * HOUR)
+
+#define REDO_MAX_LEVELS 32
+#define MAX_FRAME_SLACK (4 * KIB)    /* max_frame >= max_payload + this */
+#define MAX_FRAME_DEFAULT (64 * KIB) /* default max_frame - max_payload */
+#define MSG_MAX 2048                 /* one value problem, without prefix */
+
+enum sect { S_NONE, S_NODE, S_TLS, S_PEER, S_ROUTE, S_PLUGIN, S_REDO, S_SKIP };
+
+enum ktype {
+	T_STRING,
+	T_PATH,     /* char *, resolved against the config file's directory */
+	T_ID,       /* char[SEMQ_ID_MAX + 1] */
+	T_BOOL,     /* int */
+	T_DURATION, /* int64_t milliseconds */
+	T_UINT,     /* unsigned */
+	T_SIZE,     /* size_t bytes */
+	T_ADDR,     /* struct cfg_addr */
+	T_ENUM,     /* int: index into names */
+	T_DURLIST,  /* int64_t * at off, size_t count at off_n */
+	T_TYPELIST, /* uint32_t * at off, size_t count at off_n (cfg_plugin) */
+	T_ROUTE,    /* documentation only: [route] keys */
+	T_OPTION    /* documentation only: plugin options */
+};
+
+enum {
+	K_REQUIRED = 1, /* an error when absent */
+	K_EXISTS = 2,   /* path: must name a readable file */
+	K_DIR = 4,      /* path: its directory must exist */
+	K_DOC = 8       /* only documents keys handled outside the table */
+};
+
+/* One key. `off` (and `off_n`) point into the struct of its section:
+ * struct config for [node], [tls] and [redo], struct cfg_peer for [peer],
+ * struct cfg_plugin for [plugin]. `def` is written in config syntax and goes
+ * through the same parser as the file; NULL = no default. */
+struct key {
+	enum sect sect;
+	const char *name;
+	enum ktype type;
+	const char *def;
+	size_t off, off_n;
+	int64_t min, max; /* uint, duration (ms), size, list items */
+	const char *const *names;
+	unsigned flags;
+	const char *doc;
+};
+
+struct section {
+	enum sect sect;
+	const char *name;
+	int named; /* [peer NAME], [plugin NAME] */
+	const char *doc;
+};
+
+static const char *const sync_names[] = {"off", "normal", "full", "extra",
+					 NULL};
+static const char *const level_names[] = {"error", "warn", "info", "debug",
+					  NULL};
+
+#define NODE(f) offsetof(struct config, f)
+#define PEER(f) offsetof(struct cfg_peer, f)
+#define PLUG(f) offsetof(struct cfg_plugin, f)
+
+static const struct section sections[] = {
+	{S_NODE, "node", 0,
+	 "This node: identity, database, listeners, timers and limits."},
+	{S_TLS, "tls", 0,
+	 "Mutual TLS 1.3 with every peer. semqd needs all three when it "
+	 "listens or has peers."},
+	{S_PEER, "peer", 1,
+	 "A node this node talks to; NAME is its node id (and certificate "
+	 "CN). One section per peer."},
+	{S_ROUTE, "route", 0,
+	 "Next hops: each key is a destination node id or `default`, each "
+	 "value the name of a [peer] to send through."},
+	{S_PLUGIN, "plugin", 1,
+	 "A shared object that applies arriving messages (include/semq/"
+	 "plugin.h). NAME is free, 1-64 of A-Za-z0-9._-."},
+	{S_REDO, "redo", 0,
+	 "Retries of messages whose plugin failed (tb_0033)."},
+};
+
+static const struct key keys[] = {
+	{S_NODE, "id", T_ID, NULL, NODE(id), 0, 0, 0, NULL, K_REQUIRED,
+	 "This node's id, 1-64 characters of A-Za-z0-9._-; must equal the CN "
+	 "(or a semq://ID URI SAN) of its certificate."},
+	{S_NODE, "db", T_PATH, NULL, NODE(db), 0, 0, 0, NULL,
+	 K_REQUIRED | K_DIR,
+	 "The SQLite database file; created and migrated on start. Its "
+	 "directory must exist."},
+	{S_NODE, "listen", T_ADDR, NULL, NODE(listen), 0, 0, 0, NULL, 0,
+	 "Accept inbound peers on this address. Omit to only dial out."},
+	{S_NODE, "admin", T_ADDR, NULL, NODE(admin), 0, 0, 0, NULL, 0,
+	 "Admin HTTP (/metrics, /health, JSON) on this address; keep it on "
+	 "loopback. Omit to disable."},
+	{S_NODE, "admin_token", T_STRING, NULL, NODE(admin_token), 0, 0, 0,
+	 NULL, 0, "Bearer token the admin HTTP requires when set."},
+	{S_NODE, "relay", T_BOOL, "no", NODE(relay), 0, 0, 0, NULL, 0,
+	 "Forward messages between the nodes connected to this one "
+	 "(platform role)."},
+	{S_NODE, "store_and_forward", T_BOOL, "no", NODE(store_and_forward), 0,
+	 0, 0, NULL, 0,
+	 "With relay: keep messages for a destination that is offline and "
+	 "deliver them when it connects."},
+	{S_NODE, "synchronous", T_ENUM, "full", NODE(synchronous), 0, 0, 0,
+	 sync_names, 0, "SQLite PRAGMA synchronous for the database."},
+	{S_NODE, "poll_interval", T_DURATION, "50ms", NODE(poll_interval_ms), 0,
+	 1, HOUR, NULL, 0,
+	 "How often tb_0031 is scanned for rows written without "
+	 "semq_notify()."},
+	{S_NODE, "query_after", T_DURATION, "30s", NODE(query_after_ms), 0, 1,
+	 30 * DAY, NULL, 0,
+	 "Ask the destination about a message sent but unconfirmed for this "
+	 "long, instead of resending blindly."},
+	{S_NODE, "outbound_retention", T_DURATION, "1d",
+	 NODE(outbound_retention_ms), 0, 0, 3650 * DAY, NULL, 0,
+	 "How long a confirmed outbound row is kept before it is deleted."},
+	{S_NODE, "ping_interval", T_DURATION, "10s", NODE(ping_interval_ms), 0,
+	 1, DAY, NULL, 0, "Ping a quiet connection this often."},
+	{S_NODE, "idle_timeout", T_DURATION, "60s", NODE(idle_timeout_ms), 0, 1,
+	 DAY, NULL, 0,
+	 "Close a connection silent for this long; more than "
+	 "ping_interval."},
+	{S_NODE, "reconnect_min", T_DURATION, "500ms", NODE(reconnect_min_ms),
+	 0, 1, DAY, NULL, 0,
+	 "First delay before dialling a peer again; it grows exponentially, "
+	 "with jitter, after each failure."},
+	{S_NODE, "reconnect_max", T_DURATION, "30s", NODE(reconnect_max_ms), 0,
+	 1, DAY, NULL, 0,
+	 "Cap of the reconnect delay; at least reconnect_min."},
+	{S_NODE, "window", T_UINT, "1000", NODE(window), 0, 1, 1000000, NULL, 0,
+	 "Unconfirmed messages in flight per stream, at most."},
+	{S_NODE, "drain_rate", T_UINT, "0", NODE(drain_rate), 0, 0, 1000000000,
+	 NULL, 0,
+	 "After a reconnect, send a backlog no faster than this many "
+	 "messages per second; 0 = unlimited."},
+	{S_NODE, "batch_max", T_UINT, "1000", NODE(batch_max), 0, 1, 1000000,
+	 NULL, 0, "Messages per database commit, at most (group commit)."},
+	{S_NODE, "max_payload", T_SIZE, "16MiB", NODE(max_payload), 0, 1, GIB,
+	 NULL, 0, "Largest message payload, from applications and from peers."},
+	{S_NODE, "max_frame", T_SIZE, NULL, NODE(max_frame), 0, 1, UINT32_MAX,
+	 NULL, 0,
+	 "Largest wire frame accepted; default max_payload + 64KiB, at "
+	 "least max_payload + 4KiB."},
+	{S_NODE, "log_level", T_ENUM, "info", NODE(log_level), 0, 0, 0,
+	 level_names, 0, "Least severe level that is logged."},
+	{S_NODE, "log_file", T_PATH, NULL, NODE(log_file), 0, 0, 0, NULL, K_DIR,
+	 "Append the log to this file instead of stderr."},
+
+	{S_TLS, "cert", T_PATH, NULL, NODE(tls_cert), 0, 0, 0, NULL, K_EXISTS,
+	 "This node's certificate (PEM), signed by the CA."},
+	{S_TLS, "key", T_PATH, NULL, NODE(tls_key), 0, 0, 0, NULL, K_EXISTS,
+	 "Its private key (PEM)."},
+	{S_TLS, "ca", T_PATH, NULL, NODE(tls_ca), 0, 0, 0, NULL, K_EXISTS,
+	 "The deployment's CA certificate (PEM); peers must be signed by "
+	 "it."},
+
+	{S_PEER, "connect", T_ADDR, NULL, PEER(connect), 0, 0, 0, NULL, 0,
+	 "Dial the peer at this address. Omit to only accept its "
+	 "connections."},
+	{S_PEER, "trusted_relay", T_BOOL, "no", PEER(trusted_relay), 0, 0, 0,
+	 NULL, 0, "The peer may carry messages whose origin is another node."},
+
+	{S_ROUTE, "default", T_ROUTE, NULL, 0, 0, 0, 0, NULL, K_DOC,
+	 "Next hop for destinations that have no route of their own and "
+	 "are not connected directly."},
+	{S_ROUTE, "DEST", T_ROUTE, NULL, 0, 0, 0, 0, NULL, K_DOC,
+	 "Next hop for messages to the node id DEST."},
+
+	{S_PLUGIN, "path", T_PATH, NULL, PLUG(path), 0, 0, 0, NULL,
+	 K_REQUIRED | K_EXISTS, "The plugin's shared object."},
+	{S_PLUGIN, "types", T_TYPELIST, NULL, PLUG(types), PLUG(n_types), 0,
+	 UINT32_MAX, NULL, K_REQUIRED,
+	 "Message types it applies: * for all, or a comma list of type "
+	 "numbers."},
+	{S_PLUGIN, "KEY", T_OPTION, NULL, 0, 0, 0, 0, NULL, K_DOC,
+	 "Any other key is an option handed to the plugin, which checks "
+	 "it."},
+
+	{S_REDO, "levels", T_DURLIST, "5s,30s,1m,10m,30m,1h,6h,1d,2d",
+	 NODE(redo_levels_ms), NODE(n_redo_levels), 1, 365 * DAY, NULL, 0,
+	 "Delays before the 1st, 2nd, ... retry of a failed message; 1 to "
+	 "32 levels."},
+	{S_REDO, "max_tries", T_UINT, "9", NODE(max_tries), 0, 1, 1000, NULL, 0,
+	 "Attempts before a message is dead and left to an operator."},
+};
+
+#define N_KEYS (sizeof(keys) / sizeof(keys[0]))
+#define N_SECTIONS (sizeof(sections) / sizeof(sections[0]))
+
+/* ---- problem lists ------------------------------------------------------ */
+
+struct problem {
+	int line; /* 0 = none */
+	size_t seq;
+	char *text; /* "FILE:LINE: message", owned */
+};
+
+struct problems {
+	const char *file; /* borrowed */
+	struct problem *v;
+	size_t n;
+	int nomem;
+};
+
+__attribute__((format(printf, 3, 4))) static void problem(struct problems *p,
+							  int line,
+							  const char *fmt, ...)
+{
+	char *body = NULL, *text = NULL;
+	struct problem *nv;
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vasprintf(&body, fmt, ap);
+	va_end(ap);
+	if (n < 0) {
+		p->nomem = 1;
+		return;
+	}
+	if (line > 0)
+		n = asprintf(&text, "%s:%d: %s", p->file, line, body);
+	else
+		n = asprintf(&text, "%s: %s", p->file, body);
+	free(body);
+	if (n < 0) {
+		p->nomem = 1;
+		return;
+	}
+	nv = realloc(p->v, (p->n + 1) * sizeof(*nv));
+	if (!nv) {
+		free(text);
+		p->nomem = 1;
+		return;
+	}
+	p->v = nv;
+	p->v[p->n].line = line;
+	p->v[p->n].seq = p->n;
+	p->v[p->n].text = text;
+	p->n++;
+}
+
+static int has_problem_at(const struct problems *p, int line)
+{
+	for (size_t i = 0; i < p->n; i++)
+		if (p->v[i].line == line)
+			return 1;
+	return 0;
+}
+
+static int problem_cmp(const void *a, const void *b)
+{
+	const struct problem *x = a, *y = b;
+	long lx = x->line > 0 ? x->line : (long)INT_MAX + 1;
+	long ly = y->line > 0 ? y->line : (long)INT_MAX + 1;
+
+	if (lx != ly)
+		return lx < ly ? -1 : 1;
+	return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+/* Appends the problems, in line order (those without a line last), one per
+ * line, to *s (malloc'd or NULL; replaced). */
+static int problems_append(struct problems *p, char **s)
+{
+	size_t len = *s ? strlen(*s) : 0, add = 0;
+	char *out;
+
+	qsort(p->v, p->n, sizeof(*p->v), problem_cmp);
+	for (size_t i = 0; i < p->n; i++)
+		add += strlen(p->v[i].text) + 1;
+	out = realloc(*s, len + add + 1);
+	if (!out)
+		return SEMQ_ERR_NOMEM;
+	for (size_t i = 0; i < p->n; i++) {
+		size_t l = strlen(p->v[i].text);
+		memcpy(out + len, p->v[i].text, l);
+		out[len + l] = '\n';
+		len += l + 1;
+	}
+	out[len] = '\0';
+	*s = out;
+	return SEMQ_OK;
+}
+
+static void problems_free(struct problems *p)
+{
+	for (size_t i = 0; i < p->n; i++)
+		free(p->v[i].text);
+	free(p->v);
+	p->v = NULL;
+	p->n = 0;
+}
+
+/* ---- value parsers ------------------------------------------------------ */
+
+static int is_digit(char c)
+{
+	return c >= '0' && c <= '9';
+}
+
+/* The leading decimal digits of s (no sign, no blanks) into *v. Returns
+ * the number of digits. When the number exceeds UINT64_MAX, *over is set
+ * and *v is UINT64_MAX, which every range check of ours refuses too. */
+static size_t digits_u64(const char *s, uint64_t *v, int *over)
+{
+	uint64_t x = 0;
+	size_t n = 0;
+
+	*over = 0;
+	for (; is_digit(s[n]); n++) {
+		unsigned d = (unsigned)(s[n] - '0');
+		if (x > (UINT64_MAX - d) / 10)
+			*over = 1;
+		x = *over ? UINT64_MAX : x * 10 + d;
+	}
+	*v = x;
+	return n;
+}
+
+/* 0 ok; 1 malformed; 2 too large. */
+static int parse_duration(const char *s, int64_t *ms)
+{
+	static const struct {
+		const char *unit;
+		int64_t ms;
+	} units[] = {{"", SEC},  {"ms", 1},   {"s", SEC},
+		     {"m", MIN}, {"h", HOUR}, {"d", DAY}};
+	uint64_t v;
+	size_t n;
+	int over;
+
+	if (!s)
+		return 1;
+	n = digits_u64(s, &v, &over);
+	if (n == 0)
+		return 1;
+	for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
+		if (strcmp(s + n, units[i].unit) != 0)
+			continue;
+		if (over || v > (uint64_t)(INT64_MAX / units[i].ms))
+			return 2;
+		*ms = (int64_t)v * units[i].ms;
+		return 0;
+	}
+	return 1;
+}
+
+int config_parse_duration(const char *s, int64_t *ms_out)
+{
+	int64_t ms;
+
+	if (!ms_out || parse_duration(s, &ms) != 0)
+		return SEMQ_ERR_INVALID;
+	*ms_out = ms;
+	return SEMQ_OK;
+}
+
+/* 0 ok; 1 malformed; 2 too large. */
+static int parse_size(const char *s, size_t *out)
+{
+	static const struct {
+		const char *unit;
+		uint64_t mult;
+	} units[] = {{"", 1},        {"B", 1},         {"K", 1024},
+		     {"k", 1024},    {"KiB", 1024},    {"M", 1 << 20},
+		     {"m", 1 << 20}, {"MiB", 1 << 20}, {"G", 1 << 30},
+		     {"g", 1 << 30}, {"GiB", 1 << 30}};
+	uint64_t v;
+	size_t n;
+	int over;
+
+	if (!s)
+		return 1;
+	n = digits_u64(s, &v, &over);
+	if (n == 0)
+		return 1;
+	for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
+		if (strcmp(s + n, units[i].unit) != 0)
+			continue;
+		if (over || v > SIZE_MAX / units[i].mult)
+			return 2;
+		*out = (size_t)(v * units[i].mult);
+		return 0;
+	}
+	return 1;
+}
+
+int config_parse_size(const char *s, size_t *out)
+{
+	size_t v;
+
+	if (!out || parse_size(s, &v) != 0)
+		return SEMQ_ERR_INVALID;
+	*out = v;
+	return SEMQ_OK;
+}
+
+static int host_char(char c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+	       is_digit(c) || c == '.' || c == '-' || c == '_';
+}
+
+/* Parses host:port or [v6]:port into *out (host stored without brackets).
+ * 0 ok; otherwise 1 with why (MSG_MAX bytes) saying what is wrong. */
+static int parse_addr(const char *s, struct cfg_addr *out, char *why,
+		      size_t whysz)
+{
+	const char *host, *port, *colon;
+	size_t hlen;
+	uint64_t p;
+	size_t n;
+	int over;
+
+	memset(out, 0, sizeof(*out));
+	if (!s || !*s) {
+		snprintf(why, whysz, "%s", "empty address");
+		return 1;
+	}
+	if (s[0] == '[') {
+		const char *rb = strchr(s, ']');
+		char v6[INET6_ADDRSTRLEN + 1];
+		struct in6_addr a6;
+
+		if (!rb || rb[1] != ':') {
+			snprintf(why, whysz,
+				 "'%s' is not host:port or [v6]:port", s);
+			return 1;
+		}
+		host = s + 1;
+		hlen = (size_t)(rb - host);
+		port = rb + 2;
+		if (hlen == 0 || hlen >= sizeof(v6)) {
+			snprintf(why, whysz, "'%s': not an IPv6 address", s);
+			return 1;
+		}
+		memcpy(v6, host, hlen);
+		v6[hlen] = '\0';
+		if (inet_pton(AF_INET6, v6, &a6) != 1) {
+			snprintf(why, whysz,
+				 "'%s': '%s' is not an IPv6 address", s, v6);
+			return 1;
+		}
+	} else {
+		colon = strrchr(s, ':');
+		if (!colon) {
+			snprintf(why, whysz, "'%s': missing ':port'", s);
+			return 1;
+		}
+		host = s;
+		hlen = (size_t)(colon - s);
+		port = colon + 1;
+		if (memchr(host, ':', hlen)) {
+			snprintf(why, whysz,
+				 "'%s': write an IPv6 address in brackets, "
+				 "as in [::1]:7000",
+				 s);
+			return 1;
+		}
+		if (hlen == 0) {
+			snprintf(why, whysz, "'%s': missing host", s);
+			return 1;
+		}
+		for (size_t i = 0; i < hlen; i++) {
+			if (!host_char(host[i])) {
+				snprintf(why, whysz,
+					 "'%s': bad character '%c' in host", s,
+					 host[i]);
+				return 1;
+			}
+		}
+	}
+	if (hlen >= sizeof(out->host)) {
+		snprintf(why, whysz, "'%s': host longer than %zu characters", s,
+			 sizeof(out->host) - 1);
+		return 1;
+	}
+	n = digits_u64(port, &p, &over);
+	if (n == 0 || port[n] != '\0') {
+		snprintf(why, whysz, "'%s': port '%s' is not a number", s,
+			 port);
+		return 1;
+	}
+	if (p < 1 || p > 65535) {
+		snprintf(why, whysz, "'%s': port %s is not between 1 and 65535",
+			 s, port);
+		return 1;
+	}
+	memcpy(out->host, host, hlen);
+	out->host[hlen] = '\0';
+	out->port = (uint16_t)p;
+	out->set = 1;
+	return 0;
+}
+
+int config_parse_addr(const char *s, struct cfg_addr *out)
+{
+	char why[MSG_MAX];
+	struct cfg_addr a;
+
+	if (!out || parse_addr(s, &a, why, sizeof(why)) != 0)
+		return SEMQ_ERR_INVALID;
+	*out = a;
+	return SEMQ_OK;
+}
+
+/* ---- formatting for messages and the reference -------------------------- */
+
+static const char *fmt_duration(int64_t ms, char *buf, size_t sz)
+{
+	static const struct {
+		const char *unit;
+		int64_t ms;
+	} units[] = {{"d", DAY}, {"h", HOUR}, {"m", MIN}, {"s", SEC}};
+
+	if (ms == 0) {
+		snprintf(buf, sz, "%s", "0s");
+		return buf;
+	}
+	for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
+		if (ms % units[i].ms == 0) {
+			snprintf(buf, sz, "%lld%s",
+				 (long long)(ms / units[i].ms), units[i].unit);
+			return buf;
+		}
+	}
+	snprintf(buf, sz, "%lldms", (long long)ms);
+	return buf;
+}
+
+static const char *fmt_size(int64_t b, char *buf, size_t sz)
+{
+	if (b > 0 && b % GIB == 0)
+		snprintf(buf, sz, "%lldGiB", (long long)(b / GIB));
+	else if (b > 0 && b % MIB == 0)
+		snprintf(buf, sz, "%lldMiB", (long long)(b / MIB));
+	else if (b > 0 && b % KIB == 0)
+		snprintf(buf, sz, "%lldKiB", (long long)(b / KIB));
+	else
+		snprintf(buf, sz, "%lld", (long long)b);
+	return buf;
+}
+
+/* ---- typed values ------------------------------------------------------- */
+
+/* The parse state of one config_load(). */
+struct load {
+	struct config *c;
+	struct problems p;
+	char *dir; /* directory of the file, "" for none; owned */
+	FILE *f;
+	int lineno;
+	int read_errno; /* set when reading failed */
+	char *buf;      /* getline buffer */
+	size_t bufsz;
+
+	/* Current section. */
+	enum sect sect;
+	size_t idx;    /* peer or plugin index */
+	int sect_line; /* line of its header; identifies the instance */
+	char label[SEMQ_ID_MAX + 16]; /* "[peer P1]" */
+
+	/* Keys seen so far: (section line, key, line). */
+	struct seen {
+		int sect_line;
+		char *key;
+		int line;
+	} * seen;
+	size_t n_seen;
+};
+
+static const struct key *key_find(enum sect s, const char *name)
+{
+	for (size_t i = 0; i < N_KEYS; i++)
+		if (keys[i].sect == s && !(keys[i].flags & K_DOC) &&
+		    strcmp(keys[i].name, name) == 0)
+			return &keys[i];
+	return NULL;
+}
+
+/* Line where `name` was set in the section starting at sect_line, or 0. */
+static int seen_line(const struct load *L, int sect_line, const char *name)
+{
+	for (size_t i = 0; i < L->n_seen; i++)
+		if (L->seen[i].sect_line == sect_line &&
+		    strcmp(L->seen[i].key, name) == 0)
+			return L->seen[i].line;
+	return 0;
+}
+
+static int seen_add(struct load *L, const char *name)
+{
+	struct seen *nv = realloc(L->seen, (L->n_seen + 1) * sizeof(*nv));
+
+	if (!nv)
+		return SEMQ_ERR_NOMEM;
+	L->seen = nv;
+	nv[L->n_seen].key = strdup(name);
+	if (!nv[L->n_seen].key)
+		return SEMQ_ERR_NOMEM;
+	nv[L->n_seen].sect_line = L->sect_line;
+	nv[L->n_seen].line = L->lineno;
+	L->n_seen++;
+	return SEMQ_OK;
+}
+
+/* The struct the current section's keys point into. */
+static void *section_base(struct load *L, enum sect s, size_t idx)
+{
+	if (s == S_PEER)
+		return &L->c->peers[idx];
+	if (s == S_PLUGIN)
+		return &L->c->plugins[idx];
+	return L->c;
+}
+
+/* `v` made relative to the directory of the config file (caller frees). */
+static char *resolve_path(const struct load *L, const char *v)
+{
+	char *out = NULL;
+	size_t dl = strlen(L->dir);
+
+	if (v[0] == '/' || dl == 0)
+		return strdup(v);
+	if (asprintf(&out, "%s%s%s", L->dir, L->dir[dl - 1] == '/' ? "" : "/",
+		     v) < 0)
+		return NULL;
+	return out;
+}
+
+/* Checks the file `path` (resolved from `v`) as flags ask. 0 ok; 1 with why;
+ * SEMQ_ERR_NOMEM. */
+static int check_path(const char *v, const char *path, unsigned flags,
+		      char *why, size_t whysz)
+{
+	struct stat st;
+
+	if (flags & K_EXISTS) {
+		if (stat(path, &st) != 0 || access(path, R_OK) != 0) {
+			snprintf(why, whysz, "cannot read '%s': %s", v,
+				 strerror(errno));
+			return 1;
+		}
+		if (S_ISDIR(st.st_mode)) {
+			snprintf(why, whysz, "cannot read '%s': %s", v,
+				 strerror(EISDIR));
+			return 1;
+		}
+	}
+	if (flags & K_DIR) {
+		const char *slash = strrchr(path, '/');
+		char *dir;
+		int bad = 0;
+
+		if (!slash)
+			return 0; /* the working directory */
+		dir = strndup(path, slash == path ? 1 : (size_t)(slash - path));
+		if (!dir)
+			return SEMQ_ERR_NOMEM;
+		if (stat(dir, &st) != 0) {
+			snprintf(why, whysz, "'%s': directory '%s': %s", v, dir,
+				 strerror(errno));
+			bad = 1;
+		} else if (!S_ISDIR(st.st_mode)) {
+			snprintf(why, whysz, "'%s': '%s' is not a directory", v,
+				 dir);
+			bad = 1;
+		}
+		free(dir);
+		if (bad)
+			return 1;
+	}
+	return 0;
+}
+
+/* Splits a comma list into trimmed items, calling fn for each.
+ * Stops at the first item fn refuses. */
+static int list_items(const char *v, char *why, size_t whysz,
+		      int (*fn)(void *ctx, size_t i, const char *item,
+				char *why, size_t whysz),
+		      void *ctx)
+{
+	const char *p = v;
+	char item[128];
+	size_t i = 0;
+
+	for (;;) {
+		const char *e = strchr(p, ',');
+		size_t n = e ? (size_t)(e - p) : strlen(p);
+
+		while (n && (*p == ' ' || *p == '\t'))
+			p++, n--;
+		while (n && (p[n - 1] == ' ' || p[n - 1] == '\t'))
+			n--;
+		i++;
+		if (n == 0) {
+			snprintf(why, whysz, "item %zu is empty", i);
+			return 1;
+		}
+		if (n >= sizeof(item)) {
+			snprintf(why, whysz, "item %zu is too long", i);
+			return 1;
+		}
+		memcpy(item, p, n);
+		item[n] = '\0';
+		if (fn(ctx, i, item, why, whysz) != 0)
+			return 1;
+		if (!e)
+			return 0;
+		p = e + 1;
+	}
+}
+
+struct dlist {
+	const struct key *k;
+	int64_t v[REDO_MAX_LEVELS];
+	size_t n;
+};
+
+static int dlist_item(void *ctx, size_t i, const char *item, char *why,
+		      size_t whysz)
+{
+	struct dlist *d = ctx;
+	char a[32], b[32];
+	int64_t ms;
+
+	if (d->n == REDO_MAX_LEVELS) {
+		snprintf(why, whysz, "more than %d items", REDO_MAX_LEVELS);
+		return 1;
+	}
+	if (parse_duration(item, &ms) != 0) {
+		snprintf(why, whysz, "item %zu '%s' is not a duration", i,
+			 item);
+		return 1;
+	}
+	if (ms < d->k->min || ms > d->k->max) {
+		snprintf(why, whysz, "item %zu '%s' is not between %s and %s",
+			 i, item, fmt_duration(d->k->min, a, sizeof(a)),
+			 fmt_duration(d->k->max, b, sizeof(b)));
+		return 1;
+	}
+	d->v[d->n++] = ms;
+	return 0;
+}
+
+struct tlist {
+	uint32_t *v;
+	size_t n;
+	int nomem;
+};
+
+static int tlist_item(void *ctx, size_t i, const char *item, char *why,
+		      size_t whysz)
+{
+	struct tlist *t = ctx;
+	uint32_t *nv;
+	uint64_t x;
+	int over;
+	size_t n = digits_u64(item, &x, &over);
+
+	if (strcmp(item, "*") == 0) {
+		snprintf(why, whysz, "%s",
+			 "'*' must stand alone: all types, or a list of "
+			 "numbers");
+		return 1;
+	}
+	if (n == 0 || item[n] != '\0') {
+		snprintf(why, whysz, "item %zu '%s' is not a type number", i,
+			 item);
+		return 1;
+	}
+	if (x > UINT32_MAX) {
+		snprintf(why, whysz, "item %zu '%s' is not between 0 and %u", i,
+			 item, UINT32_MAX);
+		return 1;
+	}
+	for (size_t j = 0; j < t->n; j++) {
+		if (t->v[j] == (uint32_t)x) {
+			snprintf(why, whysz, "type %s is listed twice", item);
+			return 1;
+		}
+	}
+	nv = realloc(t->v, (t->n + 1) * sizeof(*nv));
+	if (!nv) {
+		t->nomem = 1;
+		snprintf(why, whysz, "%s", "out of memory");
+		return 1;
+	}
+	t->v = nv;
+	t->v[t->n++] = (uint32_t)x;
+	return 0;
+}
+
+/*
+ * Parses `v` as k's type into the struct `base`. Returns 0, 1 when the value
+ * is bad (why says how, naming the value), or SEMQ_ERR_NOMEM.
+ */
+static int set_value(struct load *L, const struct key *k, void *base,
+		     const char *v, char *why, size_t whysz)
+{
+	char *field = (char *)base + k->off;
+	char a[32], b[32];
+	uint64_t u;
+	int64_t ms;
+	size_t sz, nd;
+	int n, over;
+
+	if (!*v) {
+		snprintf(why, whysz, "%s", "empty value");
+		return 1;
+	}
+	switch (k->type) {
+	case T_STRING: {
+		char *s = strdup(v);
+		if (!s)
+			return SEMQ_ERR_NOMEM;
+		free(*(char **)field);
+		*(char **)field = s;
+		return 0;
+	}
+	case T_PATH: {
+		char *s = resolve_path(L, v);
+		if (!s)
+			return SEMQ_ERR_NOMEM;
+		n = check_path(v, s, k->flags, why, whysz);
+		if (n != 0) {
+			free(s);
+			return n;
+		}
+		free(*(char **)field);
+		*(char **)field = s;
+		return 0;
+	}
+	case T_ID:
+		if (!semq_id_valid(v)) {
+			snprintf(why, whysz,
+				 "'%s' is not a node id (1-64 of "
+				 "A-Za-z0-9._-)",
+				 v);
+			return 1;
+		}
+		snprintf(field, SEMQ_ID_MAX + 1, "%s", v);
+		return 0;
+	case T_BOOL:
+		if (!strcasecmp(v, "yes") || !strcasecmp(v, "true") ||
+		    !strcasecmp(v, "on") || !strcmp(v, "1")) {
+			*(int *)field = 1;
+			return 0;
+		}
+		if (!strcasecmp(v, "no") || !strcasecmp(v, "false") ||
+		    !strcasecmp(v, "off") || !strcmp(v, "0")) {
+			*(int *)field = 0;
+			return 0;
+		}
+		snprintf(why, whysz,
+			 "'%s' is not yes/no (yes, no, true, false, on, off, "
+			 "1, 0)",
+			 v);
+		return 1;
+	case T_DURATION:
+		n = parse_duration(v, &ms);
+		if (n == 1) {
+			snprintf(why, whysz,
+				 "'%s' is not a duration (250ms, 5s, 1m, 6h, "
+				 "2d, or seconds)",
+				 v);
+			return 1;
+		}
+		if (n == 2 || ms < k->min || ms > k->max) {
+			snprintf(why, whysz, "'%s' is not between %s and %s", v,
+				 fmt_duration(k->min, a, sizeof(a)),
+				 fmt_duration(k->max, b, sizeof(b)));
+			return 1;
+		}
+		*(int64_t *)field = ms;
+		return 0;
+	case T_UINT:
+		nd = digits_u64(v, &u, &over);
+		if (nd == 0 || v[nd] != '\0') {
+			snprintf(why, whysz, "'%s' is not a whole number", v);
+			return 1;
+		}
+		if (u < (uint64_t)k->min || u > (uint64_t)k->max) {
+			snprintf(why, whysz,
+				 "'%s' is not between %lld and %lld", v,
+				 (long long)k->min, (long long)k->max);
+			return 1;
+		}
+		*(unsigned *)field = (unsigned)u;
+		return 0;
+	case T_SIZE:
+		n = parse_size(v, &sz);
+		if (n == 1) {
+			snprintf(why, whysz,
+				 "'%s' is not a size (1000, 64KiB, 16MiB, "
+				 "1GiB)",
+				 v);
+			return 1;
+		}
+		if (n == 2 || (uint64_t)sz < (uint64_t)k->min ||
+		    (uint64_t)sz > (uint64_t)k->max) {
+			snprintf(why, whysz, "'%s' is not between %s and %s", v,
+				 fmt_size(k->min, a, sizeof(a)),
+				 fmt_size(k->max, b, sizeof(b)));
+			return 1;
+		}
+		*(size_t *)field = sz;
+		return 0;
+	case T_ADDR: return parse_addr(v, (struct cfg_addr *)field, why, whysz);
+	case T_ENUM:
+		for (int i = 0; k->names[i]; i++) {
+			if (!strcasecmp(v, k->names[i])) {
+				*(int *)field = i;
+				return 0;
+			}
+		}
+		snprintf(why, whysz, "'%s' is not one of", v);
+		for (int i = 0; k->names[i]; i++) {
+			size_t l = strlen(why);
+			snprintf(why + l, whysz - l, "%s%s", i ? ", " : " ",
+				 k->names[i]);
+		}
+		return 1;
+	case T_DURLIST: {
+		struct dlist d = {.k = k};
+		int64_t *nv;
+
+		if (list_items(v, why, whysz, dlist_item, &d) != 0)
+			return 1;
+		nv = malloc(d.n * sizeof(*nv));
+		if (!nv)
+			return SEMQ_ERR_NOMEM;
+		memcpy(nv, d.v, d.n * sizeof(*nv));
+		free(*(int64_t **)field);
+		*(int64_t **)field = nv;
+		*(size_t *)((char *)base + k->off_n) = d.n;
+		return 0;
+	}
+	case T_TYPELIST: {
+		struct cfg_plugin *pl = base;
+		struct tlist t = {0};
+
+		if (strcmp(v, "*") == 0) {
+			free(pl->types);
+			pl->types = NULL;
+			pl->n_types = 0;
+			pl->all_types = 1;
+			return 0;
+		}
+		if (list_items(v, why, whysz, tlist_item, &t) != 0) {
+			free(t.v);
+			return t.nomem ? SEMQ_ERR_NOMEM : 1;
+		}
+		free(pl->types);
+		pl->types = t.v;
+		pl->n_types = t.n;
+		pl->all_types = 0;
+		return 0;
+	}
+	case T_ROUTE:
+	case T_OPTION: break;
+	}
+	snprintf(why, whysz, "%s", "internal error: no parser for this key");
+	return 1;
+}
+
+/* Sets the defaults of section s into base. */
+static int apply_defaults(struct load *L, enum sect s, void *base)
+{
+	char why[MSG_MAX];
+
+	for (size_t i = 0; i < N_KEYS; i++) {
+		int r;
+
+		if (keys[i].sect != s || !keys[i].def)
+			continue;
+		r = set_value(L, &keys[i], base, keys[i].def, why, sizeof(why));
+		if (r == SEMQ_ERR_NOMEM)
+			return r;
+		if (r != 0)
+			return SEMQ_ERR_INTERNAL; /* a bad table default */
+	}
+	return SEMQ_OK;
+}
+
+/* ---- sections and keys -------------------------------------------------- */
+
+/* Opens the section whose header (between the brackets) is `raw`. */
+static int open_section(struct load *L, char *raw)
+{
+	const struct section *sec = NULL;
+	char *name, *arg;
+	int *once = NULL;
+	size_t n;
+
+	L->sect = S_SKIP;
+	L->sect_line = L->lineno;
+	name = raw + strspn(raw, " \t");
+	n = strlen(name);
+	while (n && (name[n - 1] == ' ' || name[n - 1] == '\t'))
+		name[--n] = '\0';
+	arg = name + strcspn(name, " \t");
+	if (*arg) {
+		*arg++ = '\0';
+		arg += strspn(arg, " \t");
+	}
+	for (size_t i = 0; i < N_SECTIONS; i++)
+		if (strcmp(sections[i].name, name) == 0)
+			sec = &sections[i];
+	if (!sec) {
+		if (*arg)
+			problem(&L->p, L->lineno, "unknown section [%s %s]",
+				name, arg);
+		else
+			problem(&L->p, L->lineno, "unknown section [%s]", name);
+		return SEMQ_OK;
+	}
+	if (!sec->named) {
+		if (*arg) {
+			problem(&L->p, L->lineno,
+				"[%s] takes no name, not '%s'", name, arg);
+			return SEMQ_OK;
+		}
+		switch (sec->sect) {
+		case S_NODE: once = &L->c->node_line; break;
+		case S_TLS: once = &L->c->tls_line; break;
+		case S_ROUTE: once = &L->c->route_line; break;
+		default: once = &L->c->redo_line; break;
+		}
+		if (*once) {
+			problem(&L->p, L->lineno,
+				"duplicate section [%s] (first at line %d)",
+				name, *once);
+			return SEMQ_OK;
+		}
+		*once = L->lineno;
+		L->sect = sec->sect;
+		snprintf(L->label, sizeof(L->label), "[%s]", name);
+		return SEMQ_OK;
+	}
+	if (!*arg) {
+		problem(&L->p, L->lineno, "[%s] needs a name: [%s NAME]", name,
+			name);
+		return SEMQ_OK;
+	}
+	if (!semq_id_valid(arg)) {
+		problem(&L->p, L->lineno,
+			"[%s %s]: '%s' is not a valid name (1-64 of "
+			"A-Za-z0-9._-)",
+			name, arg, arg);
+		return SEMQ_OK;
+	}
+	if (sec->sect == S_PEER) {
+		struct cfg_peer *nv;
+
+		for (size_t i = 0; i < L->c->n_peers; i++) {
+			if (strcmp(L->c->peers[i].name, arg) == 0) {
+				problem(&L->p, L->lineno,
+					"duplicate section [peer %s] (first "
+					"at line %d)",
+					arg, L->c->peers[i].line);
+				return SEMQ_OK;
+			}
+		}
+		nv = realloc(L->c->peers, (L->c->n_peers + 1) * sizeof(*nv));
+		if (!nv)
+			return SEMQ_ERR_NOMEM;
+		L->c->peers = nv;
+		memset(&nv[L->c->n_peers], 0, sizeof(*nv));
+		snprintf(nv[L->c->n_peers].name, sizeof(nv->name), "%s", arg);
+		nv[L->c->n_peers].line = L->lineno;
+		L->idx = L->c->n_peers++;
+	} else {
+		struct cfg_plugin *nv;
+
+		for (size_t i = 0; i < L->c->n_plugins; i++) {
+			if (strcmp(L->c->plugins[i].name, arg) == 0) {
+				problem(&L->p, L->lineno,
+					"duplicate section [plugin %s] (first "
+					"at line %d)",
+					arg, L->c->plugins[i].line);
+				return SEMQ_OK;
+			}
+		}
+		nv = realloc(L->c->plugins,
+			     (L->c->n_plugins + 1) * sizeof(*nv));
+		if (!nv)
+			return SEMQ_ERR_NOMEM;
+		L->c->plugins = nv;
+		memset(&nv[L->c->n_plugins], 0, sizeof(*nv));
+		snprintf(nv[L->c->n_plugins].name, sizeof(nv->name), "%s", arg);
+		nv[L->c->n_plugins].line = L->lineno;
+		L->idx = L->c->n_plugins++;
+	}
+	L->sect = sec->sect;
+	snprintf(L->label, sizeof(L->label), "[%s %s]", name, arg);
+	return apply_defaults(L, sec->sect, section_base(L, L->sect, L->idx));
+}
+
+static int add_route(struct load *L, const char *dest, const char *via)
+{
+	struct cfg_route *nv;
+
+	if (strcmp(dest, "default") != 0 && !semq_id_valid(dest)) {
+		problem(&L->p, L->lineno,
+			"[route] '%s': not 'default' or a node id (1-64 of "
+			"A-Za-z0-9._-)",
+			dest);
+		return SEMQ_OK;
+	}
+	if (!*via) {
+		problem(&L->p, L->lineno, "[route] %s: empty value", dest);
+		return SEMQ_OK;
+	}
+	if (!semq_id_valid(via)) {
+		problem(&L->p, L->lineno,
+			"[route] %s: '%s' is not a peer name (1-64 of "
+			"A-Za-z0-9._-)",
+			dest, via);
+		return SEMQ_OK;
+	}
+	nv = realloc(L->c->routes, (L->c->n_routes + 1) * sizeof(*nv));
+	if (!nv)
+		return SEMQ_ERR_NOMEM;
+	L->c->routes = nv;
+	nv = &nv[L->c->n_routes++];
+	memset(nv, 0, sizeof(*nv));
+	snprintf(nv->dest, sizeof(nv->dest), "%s", dest);
+	snprintf(nv->via, sizeof(nv->via), "%s", via);
+	nv->line = L->lineno;
+	return SEMQ_OK;
+}
+
+static int add_option(struct load *L, const char *key, const char *value)
+{
+	struct cfg_plugin *pl = &L->c->plugins[L->idx];
+	struct semq_plugin_option *nv, *o;
+	char *k = strdup(key), *v = strdup(value), *w = NULL;
+
+	if (!k || !v || asprintf(&w, "%s:%d", L->c->file, L->lineno) < 0)
+		goto nomem;
+	nv = realloc(pl->options, (pl->n_options + 1) * sizeof(*nv));
+	if (!nv)
+		goto nomem;
+	pl->options = nv;
+	o = &nv[pl->n_options++];
+	o->key = k;
+	o->value = v;
+	o->where = w;
+	return SEMQ_OK;
+nomem:
+	free(k);
+	free(v);
+	free(w);
+	return SEMQ_ERR_NOMEM;
+}
+
+/* Handles one "key = value" of the current section. */
+static int on_key(struct load *L, const char *name, const char *value)
+{
+	char why[MSG_MAX];
+	const struct key *k;
+	int first, r;
+
+	if (L->sect == S_SKIP)
+		return SEMQ_OK; /* its header was reported */
+	if (L->sect == S_NONE) {
+		problem(&L->p, L->lineno, "key '%s' outside any section", name);
+		return SEMQ_OK;
+	}
+	if (!*name) {
+		problem(&L->p, L->lineno, "empty key name in %s", L->label);
+		return SEMQ_OK;
+	}
+	first = seen_line(L, L->sect_line, name);
+	if (first) {
+		problem(&L->p, L->lineno,
+			"duplicate key '%s' in %s (first at line %d)", name,
+			L->label, first);
+		return SEMQ_OK;
+	}
+	r = seen_add(L, name);
+	if (r != SEMQ_OK)
+		return r;
+	if (L->sect == S_ROUTE)
+		return add_route(L, name, value);
+	k = key_find(L->sect, name);
+	if (!k) {
+		if (L->sect == S_PLUGIN)
+			return add_option(L, name, value);
+		problem(&L->p, L->lineno, "unknown key '%s' in %s", name,
+			L->label);
+		return SEMQ_OK;
+	}
+	r = set_value(L, k, section_base(L, L->sect, L->idx), value, why,
+		      sizeof(why));
+	if (r == SEMQ_ERR_NOMEM)
+		return r;
+	if (r != 0)
+		problem(&L->p, L->lineno, "%s %s: %s", L->label, name, why);
+	return SEMQ_OK;
+}
+
+static int handler(void *user, const char *section, const char *name,
+		   const char *value)
+{
+	struct load *L = user;
+
+	(void)section; /* ours is in L: see DESIGN */
+	if (on_key(L, name, value) == SEMQ_ERR_NOMEM)
+		L->p.nomem = 1;
+	return 1;
+}
+
+/* inih's find_chars_or_comment(): the first of `chars`, or the start of an
+ * inline comment (';' after a blank), or the end of s. */
+static char *find_chars_or_comment(char *s, const char *chars)
+{
+	int was_space = 0;
+
+	while (*s && !(chars && strchr(chars, *s)) &&
+	       !(was_space && *s == ';')) {
+		was_space = *s == ' ' || *s == '\t' || *s == '\r' ||
+			    *s == '\n' || *s == '\v' || *s == '\f';
+		s++;
+	}
+	return s;
+}
+
+/* The ini_reader: one physical line per call (see DESIGN). */
+static char *reader(char *str, int num, void *stream)
+{
+	struct load *L = stream;
+	ssize_t got;
+	size_t n;
+	char *s, *e;
+
+	errno = 0;
+	got = getline(&L->buf, &L->bufsz, L->f);
+	if (got < 0) {
+		if (ferror(L->f))
+			L->read_errno = errno ? errno : EIO;
+		return NULL;
+	}
+	L->lineno++;
+	str[0] = '\0';
+	s = L->buf;
+	if (memchr(s, '\0', (size_t)got)) {
+		problem(&L->p, L->lineno, "%s", "NUL byte in line");
+		return str;
+	}
+	if (L->lineno == 1 && (unsigned char)s[0] == 0xEF &&
+	    (unsigned char)s[1] == 0xBB && (unsigned char)s[2] == 0xBF)
+		s += 3;
+	s += strspn(s, " \t\r\n\v\f");
+	n = strlen(s);
+	while (n && strchr(" \t\r\n\v\f", s[n - 1]))
+		s[--n] = '\0';
+	if (n == 0 || s[0] == ';' || s[0] == '#')
+		return str;
+	if (s[0] == '[') {
+		char *rest;
+
+		e = find_chars_or_comment(s + 1, "]");
+		if (*e != ']') {
+			problem(&L->p, L->lineno,
+				"syntax error: no ']' to close the section "
+				"header");
+			L->sect = S_SKIP;
+			return str;
+		}
+		*e = '\0';
+		rest = e + 1 + strspn(e + 1, " \t");
+		if (*rest && *rest != ';' && *rest != '#') {
+			problem(&L->p, L->lineno,
+				"syntax error: text after ']': '%s'", rest);
+			L->sect = S_SKIP;
+			return str;
+		}
+		if (open_section(L, s + 1) == SEMQ_ERR_NOMEM)
+			L->p.nomem = 1;
+		return str;
+	}
+	e = find_chars_or_comment(s, "=:");
+	if (*e != '=' && *e != ':') {
+		problem(&L->p, L->lineno, "%s",
+			"syntax error: expected [section], key = value or a "
+			"comment");
+		return str;
+	}
+	if (num < 3 || n > (size_t)num - 3) {
+		problem(&L->p, L->lineno,
+			"line longer than %d characters (inih's limit)",
+			num < 3 ? 0 : num - 3);
+		return str;
+	}
+	memcpy(str, s, n + 1);
+	return str;
+}
+
+/* ---- whole-file checks -------------------------------------------------- */
+
+static void check_required(struct load *L, enum sect s, int sect_line,
+			   const char *label)
+{
+	for (size_t i = 0; i < N_KEYS; i++) {
+		if (keys[i].sect != s || !(keys[i].flags & K_REQUIRED))
+			continue;
+		if (sect_line && seen_line(L, sect_line, keys[i].name))
+			continue;
+		problem(&L->p, sect_line, "%s %s is required", label,
+			keys[i].name);
+	}
+}
+
+/* Problems that involve several keys or sections. */
+static void check_all(struct load *L)
+{
+	struct config *c = L->c;
+	int nl = c->node_line, l;
+	char label[SEMQ_ID_MAX + 16];
+
+	check_required(L, S_NODE, nl, "[node]");
+	for (size_t i = 0; i < c->n_plugins; i++) {
+		snprintf(label, sizeof(label), "[plugin %s]",
+			 c->plugins[i].name);
+		check_required(L, S_PLUGIN, c->plugins[i].line, label);
+	}
+
+	/* Sizes: max_frame defaults to max_payload + 64KiB. */
+	l = nl ? seen_line(L, nl, "max_frame") : 0;
+	if (!l) {
+		c->max_frame = c->max_payload + (size_t)MAX_FRAME_DEFAULT;
+	} else if (c->max_frame < c->max_payload + (size_t)MAX_FRAME_SLACK) {
+		problem(&L->p, l,
+			"[node] max_frame: %zu is less than max_payload + 4KiB "
+			"(%zu)",
+			c->max_frame, c->max_payload + (size_t)MAX_FRAME_SLACK);
+	}
+	if (c->reconnect_min_ms > c->reconnect_max_ms) {
+		l = nl ? seen_line(L, nl, "reconnect_max") : 0;
+		if (!l && nl)
+			l = seen_line(L, nl, "reconnect_min");
+		problem(&L->p, l,
+			"[node] reconnect_max: %lldms is less than "
+			"reconnect_min (%lldms)",
+			(long long)c->reconnect_max_ms,
+			(long long)c->reconnect_min_ms);
+	}
+	if (c->idle_timeout_ms <= c->ping_interval_ms) {
+		l = nl ? seen_line(L, nl, "idle_timeout") : 0;
+		if (!l && nl)
+			l = seen_line(L, nl, "ping_interval");
+		problem(&L->p, l,
+			"[node] idle_timeout: %lldms must be more than "
+			"ping_interval (%lldms)",
+			(long long)c->idle_timeout_ms,
+			(long long)c->ping_interval_ms);
+	}
+
+	for (size_t i = 0; i < c->n_peers; i++)
+		if (c->id[0] && strcmp(c->peers[i].name, c->id) == 0)
+			problem(&L->p, c->peers[i].line,
+				"[peer %s]: a peer cannot have this node's own "
+				"id",
+				c->id);
+	for (size_t i = 0; i < c->n_routes; i++) {
+		const struct cfg_route *r = &c->routes[i];
+
+		if (c->id[0] && strcmp(r->dest, c->id) == 0)
+			problem(&L->p, r->line,
+				"[route] %s: a route to this node itself",
+				r->dest);
+		if (!config_peer(c, r->via))
+			problem(&L->p, r->line,
+				"[route] %s: no [peer %s] to route through",
+				r->dest, r->via);
+	}
+}
+
+/* ---- public ------------------------------------------------------------- */
+
+void config_free(struct config *c)
+{
+	if (!c)
+		return;
+	free(c->file);
+	free(c->db);
+	free(c->admin_token);
+	free(c->log_file);
+	free(c->tls_cert);
+	free(c->tls_key);
+	free(c->tls_ca);
+	free(c->peers);
+	free(c->routes);
+	for (size_t i = 0; i < c->n_plugins; i++) {
+		struct cfg_plugin *p = &c->plugins[i];
+
+		free(p->path);
+		free(p->types);
+		for (size_t j = 0; j < p->n_options; j++) {
+			free((char *)p->options[j].key);
+			free((char *)p->options[j].value);
+			free((char *)p->options[j].where);
+		}
+		free(p->options);
+	}
+	free(c->plugins);
+	free(c->redo_levels_ms);
+	free(c);
+}
+
+int config_load(const char *path, struct config **out, char **errs_out)
+{
+	struct load L;
+	const char *slash;
+	char *errs = NULL;
+	int r = SEMQ_ERR_INTERNAL, ir;
+
+	memset(&L, 0, sizeof(L));
+	if (out)
+		*out = NULL;
+	if (errs_out)
+		*errs_out = NULL;
+	if (!path || !*path || !out)
+		return SEMQ_ERR_INVALID;
+	L.p.file = path;
+	L.c = calloc(1, sizeof(*L.c));
+	if (!L.c) {
+		r = SEMQ_ERR_NOMEM;
+		goto out;
+	}
+	L.c->file = strdup(path);
+	slash = strrchr(path, '/');
+	L.dir = slash ? strndup(path,
+				slash == path ? 1 : (size_t)(slash - path))
+		      : strdup("");
+	if (!L.c->file || !L.dir) {
+		r = SEMQ_ERR_NOMEM;
+		goto out;
+	}
+	L.f = fopen(path, "r");
+	if (!L.f) {
+		problem(&L.p, 0, "cannot open: %s", strerror(errno));
+		r = SEMQ_ERR_IO;
+		goto out;
+	}
+	r = apply_defaults(&L, S_NODE, L.c);
+	if (r == SEMQ_OK)
+		r = apply_defaults(&L, S_REDO, L.c);
+	if (r != SEMQ_OK)
+		goto out;
+
+	ir = ini_parse_stream(reader, &L, handler, &L);
+	if (L.read_errno) {
+		problem(&L.p, 0, "read error: %s", strerror(L.read_errno));
+		r = SEMQ_ERR_IO;
+		goto out;
+	}
+	if (ir == -2 || L.p.nomem) {
+		r = SEMQ_ERR_NOMEM;
+		goto out;
+	}
+	if (ir > 0 && !has_problem_at(&L.p, ir))
+		problem(&L.p, ir, "%s", "syntax error");
+	check_all(&L);
+	if (L.p.nomem) {
+		r = SEMQ_ERR_NOMEM;
+		goto out;
+	}
+	if (L.p.n) {
+		r = SEMQ_ERR_CONFIG;
+		goto out;
+	}
+	*out = L.c;
+	L.c = NULL;
+	r = SEMQ_OK;
+out:
+	if (L.p.n && errs_out && problems_append(&L.p, &errs) == SEMQ_OK) {
+		*errs_out = errs;
+		errs = NULL;
+	}
+	free(errs);
+	problems_free(&L.p);
+	for (size_t i = 0; i < L.n_seen; i++)
+		free(L.seen[i].key);
+	free(L.seen);
+	free(L.buf);
+	free(L.dir);
+	if (L.f)
+		fclose(L.f);
+	config_free(L.c);
+	return r;
+}
+
+const struct cfg_peer *config_peer(const struct config *c, const char *name)
+{
+	if (!c || !name)
+		return NULL;
+	for (size_t i = 0; i < c->n_peers; i++)
+		if (strcmp(c->peers[i].name, name) == 0)
+			return &c->peers[i];
+	return NULL;
+}
+
+int config_check_daemon(const struct config *c, char **errs_out)
+{
+	struct problems p;
+	int r = SEMQ_ERR_INTERNAL;
+
+	memset(&p, 0, sizeof(p));
+	if (!c)
+		return SEMQ_ERR_INVALID;
+	p.file = c->file ? c->file : "node.ini";
+	if (c->listen.set || c->n_peers || c->tls_cert || c->tls_key ||
+	    c->tls_ca) {
+		const char *why = c->listen.set ? "[node] listen is set"
+				  : c->n_peers  ? "there are [peer] sections"
+						: "[tls] is partly set";
+		if (!c->tls_cert)
+			problem(&p, c->tls_line, "[tls] cert is required: %s",
+				why);
+		if (!c->tls_key)
+			problem(&p, c->tls_line, "[tls] key is required: %s",
+				why);
+		if (!c->tls_ca)
+			problem(&p, c->tls_line, "[tls] ca is required: %s",
+				why);
+	}
+	if (!c->listen.set && !c->n_peers && !c->n_plugins)
+		problem(&p, c->node_line, "%s",
+			"[node] has no listen, no [peer] and no [plugin]: "
+			"semqd would have nothing to do");
+	for (size_t i = 0; i < c->n_routes; i++)
+		if (!config_peer(c, c->routes[i].via))
+			problem(&p, c->routes[i].line,
+				"[route] %s: no [peer %s] to route through",
+				c->routes[i].dest, c->routes[i].via);
+	if (p.nomem) {
+		r = SEMQ_ERR_NOMEM;
+		goto out;
+	}
+	r = p.n ? SEMQ_ERR_CONFIG : SEMQ_OK;
+	if (p.n && errs_out && problems_append(&p, errs_out) != SEMQ_OK)
+		r = SEMQ_ERR_NOMEM;
+out:
+	problems_free(&p);
+	return r;
+}
+
+static const char *type_text(const struct key *k, char *buf, size_t sz)
+{
+	char a[32], b[32];
+	size_t l;
+
+	switch (k->type) {
+	case T_STRING: return "string";
+	case T_PATH: return "path";
+	case T_ID: return "node id";
+	case T_BOOL: return "yes|no";
+	case T_ADDR: return "host:port or [v6]:port";
+	case T_ROUTE: return "peer name";
+	case T_OPTION: return "string";
+	case T_TYPELIST: return "* or type,type,...";
+	case T_DURATION:
+		snprintf(buf, sz, "duration %s..%s",
+			 fmt_duration(k->min, a, sizeof(a)),
+			 fmt_duration(k->max, b, sizeof(b)));
+		return buf;
+	case T_DURLIST:
+		snprintf(buf, sz, "durations d1,d2,... each %s..%s",
+			 fmt_duration(k->min, a, sizeof(a)),
+			 fmt_duration(k->max, b, sizeof(b)));
+		return buf;
+	case T_UINT:
+		snprintf(buf, sz, "integer %lld..%lld", (long long)k->min,
+			 (long long)k->max);
+		return buf;
+	case T_SIZE:
+		snprintf(buf, sz, "size %s..%s", fmt_size(k->min, a, sizeof(a)),
+			 fmt_size(k->max, b, sizeof(b)));
+		return buf;
+	case T_ENUM:
+		buf[0] = '\0';
+		for (int i = 0; k->names[i]; i++) {
+			l = strlen(buf);
+			snprintf(buf + l, sz - l, "%s%s", i ? "|" : "",
+				 k->names[i]);
+		}
+		return buf;
+	}
+	return "?";
+}
+
+/* Writes `text` then `tail` as words, wrapped at 79 columns, each line
+ * indented by `indent` spaces. */
+static void put_wrapped(FILE *f, int indent, const char *text, const char *tail)
+{
+	const char *parts[2] = {text, tail};
+	int col = 0;
+
+	for (int i = 0; i < 2; i++) {
+		const char *p = parts[i];
+
+		while (*p) {
+			size_t w;
+
+			p += strspn(p, " ");
+			w = strcspn(p, " ");
+			if (!w)
+				break;
+			if (col && col + 1 + (int)w > 79) {
+				fputc('\n', f);
+				col = 0;
+			}
+			if (!col)
+				col = fprintf(f, "%*s", indent, "");
+			else
+				col += fprintf(f, "%s", " ");
+			col += fprintf(f, "%.*s", (int)w, p);
+			p += w;
+		}
+	}
+	fputc('\n', f);
+}
+
+void config_describe(FILE *f)
+{
+	char tb[128];
+
+	fprintf(f, "%s",
+		"node.ini reference (SEMQ). Durations: 250ms, 5s, 1m, 6h, 2d; "
+		"a bare number is\n"
+		"seconds. Sizes: 1000 (bytes), 64KiB or 64K, 16MiB or 16M, "
+		"1GiB or 1G.\n"
+		"Relative paths are resolved against the directory of this "
+		"file. Comments\n"
+		"start with ';' or '#' at the start of a line, or ' ;' after "
+		"a value.\n");
+	for (size_t s = 0; s < N_SECTIONS; s++) {
+		const struct section *sec = &sections[s];
+
+		fprintf(f, "\n[%s%s]\n", sec->name, sec->named ? " NAME" : "");
+		put_wrapped(f, 4, sec->doc, "");
+		for (size_t i = 0; i < N_KEYS; i++) {
+			const struct key *k = &keys[i];
+
+			if (k->sect != sec->sect)
+				continue;
+			fprintf(f, "  %s = <%s>", k->name,
+				type_text(k, tb, sizeof(tb)));
+			if (k->flags & K_REQUIRED)
+				fprintf(f, "%s", "  (required)");
+			else if (k->def)
+				fprintf(f, "  (default %s)", k->def);
+			else if (k->sect == S_NODE &&
+				 strcmp(k->name, "max_frame") == 0)
+				fprintf(f, "%s",
+					"  (default max_payload + 64KiB)");
+			else
+				fprintf(f, "%s", "  (optional)");
+			fputc('\n', f);
+			put_wrapped(f, 6, k->doc,
+				    (k->flags & K_EXISTS) ? "Must exist." : "");
+		}
+	}
+}

@@ -1,0 +1,126 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * node.ini: the node's configuration (SPEC §9), parsed with inih into a typed
+ * struct from one declarative table of keys (section, key, type, default,
+ * check). The same table documents the keys: config_describe() prints it.
+ *
+ * Every problem found is reported, each on one line of the form
+ * "node.ini:14: unknown key 'lissen' in [node]", not only the first.
+ * Relative paths are resolved against the directory of the config file.
+ */
+#ifndef SEMQ_CONFIG_H
+#define SEMQ_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include <semq/plugin.h>
+#include <semq/semq.h>
+
+/* host:port; host is a numeric address or a name, [v6] in brackets. */
+struct cfg_addr {
+	int set;
+	char host[256];
+	uint16_t port;
+};
+
+struct cfg_peer {
+	char name[SEMQ_ID_MAX + 1]; /* [peer NAME]: the peer's node id */
+	struct cfg_addr connect;    /* dial out when set */
+	int trusted_relay;
+	int line; /* where the section starts */
+};
+
+struct cfg_route {
+	char dest[SEMQ_ID_MAX + 1]; /* destination id, or "default" */
+	char via[SEMQ_ID_MAX + 1];  /* next hop: a [peer] name */
+	int line;
+};
+
+struct cfg_plugin {
+	char name[SEMQ_ID_MAX + 1];
+	char *path;    /* resolved */
+	int all_types; /* types = * */
+	uint32_t *types;
+	size_t n_types;
+	struct semq_plugin_option *options; /* strings owned by the config */
+	size_t n_options;
+	int line;
+};
+
+enum log_level_cfg { CFG_LOG_ERROR, CFG_LOG_WARN, CFG_LOG_INFO, CFG_LOG_DEBUG };
+
+struct config {
+	char *file; /* the path given to config_load */
+
+	/* [node] */
+	char id[SEMQ_ID_MAX + 1];
+	char *db; /* resolved path */
+	struct cfg_addr listen;
+	struct cfg_addr admin;
+	char *admin_token; /* NULL when unset */
+	int relay;
+	int store_and_forward;
+	int synchronous;               /* 0 off, 1 normal, 2 full, 3 extra */
+	int64_t poll_interval_ms;      /* 50ms */
+	int64_t query_after_ms;        /* 30s */
+	int64_t outbound_retention_ms; /* 1d */
+	int64_t ping_interval_ms;      /* 10s */
+	int64_t idle_timeout_ms;       /* 60s */
+	int64_t reconnect_min_ms;      /* 500ms */
+	int64_t reconnect_max_ms;      /* 30s */
+	unsigned window;               /* 1000 */
+	unsigned drain_rate;           /* msgs/s; 0 = unlimited */
+	unsigned batch_max;            /* messages per commit; 1000 */
+	size_t max_payload;            /* 16 MiB */
+	size_t max_frame;              /* max_payload + 64 KiB */
+	int log_level;                 /* enum log_level_cfg */
+	char *log_file;                /* NULL = stderr */
+
+	/* [tls] */
+	char *tls_cert, *tls_key, *tls_ca; /* resolved; NULL when unset */
+
+	struct cfg_peer *peers;
+	size_t n_peers;
+	struct cfg_route *routes;
+	size_t n_routes;
+	struct cfg_plugin *plugins;
+	size_t n_plugins;
+
+	/* [redo] */
+	int64_t *redo_levels_ms;
+	size_t n_redo_levels;
+	unsigned max_tries;
+
+	/* Lines of the section headers; 0 when the section is absent. */
+	int node_line, tls_line, route_line, redo_line;
+};
+
+/*
+ * Reads and checks `path`. On SEMQ_OK *out owns the config (config_free).
+ * On SEMQ_ERR_CONFIG (or SEMQ_ERR_IO when the file cannot be read), *errs_out
+ * gets every problem, one per line, each starting with "FILE:LINE: " (caller
+ * frees); *out is NULL.
+ */
+int config_load(const char *path, struct config **out, char **errs_out);
+void config_free(struct config *c); /* accepts NULL */
+
+/* The peer named `name`, or NULL. Borrowed from c. */
+const struct cfg_peer *config_peer(const struct config *c, const char *name);
+
+/* Checks what semqd needs beyond config_load: [tls] complete, at least one
+ * plugin or peer... Problems appended to *errs_out as by config_load. */
+int config_check_daemon(const struct config *c, char **errs_out);
+
+/* Writes a reference of every section and key (type, default, meaning). */
+void config_describe(FILE *f);
+
+/* Parses helpers, exposed for semqctl and tests: "5s", "30s", "1m", "6h",
+ * "2d", "250ms", a bare number = seconds. SEMQ_ERR_INVALID when malformed. */
+int config_parse_duration(const char *s, int64_t *ms_out);
+/* "16MiB", "64KiB", "1000" (bytes), "2M" ... */
+int config_parse_size(const char *s, size_t *out);
+int config_parse_addr(const char *s, struct cfg_addr *out);
+
+#endif
