@@ -1,0 +1,811 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The wire codec: turns bytes from a peer into validated semq.Frame structs
+ * and frames into bytes (proto/semq.proto, see codec.h).
+ *
+ * This is the edge where everything a peer sends enters the node, so every
+ * field is checked here, once: node ids, sequence numbers, string lengths,
+ * list sizes and enum values (proto3 decodes an unknown enum number as a
+ * plain int, and an unknown oneof body as "no body"), and no string may hold
+ * a NUL byte (protobuf-c would silently cut it there). Error messages name the
+ * field by its path in the frame, e.g.
+ * "Data.messages[3].origin: 'a b' is not a node id".
+ *
+ * DESIGN (the incremental reader)
+ *   The reader keeps one byte buffer buf[0..cap) with the unread bytes in
+ *   buf[start..end). Invariants:
+ *   - start <= end <= cap; when the buffer runs empty, start = end = 0.
+ *   - Appending compacts first (moves buf[start..end) to the front) and only
+ *     then grows, to max(end + len, min(2 * cap, max_frame + CODEC_HDR)): a
+ *     reader drained after every feed never holds more than one frame with
+ *     its header plus one read's worth of bytes.
+ *   - A frame's header is checked as soon as its 4 bytes are there, so an
+ *     oversized frame is refused before its body is buffered.
+ *   - After a bad frame the reader is poisoned: its bytes are dropped, later
+ *     feeds are discarded, and next() returns the same error and message
+ *     forever. The connection must close; nothing after a bad frame is
+ *     trusted.
+ */
+#include "codec.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <semq/error.h>
+
+#define LIST_MAX 65536 /* ids, verdicts, answers in one frame */
+#define DATA_MAX 10000 /* messages in one Data frame */
+#define TEXT_MAX 1024  /* RelayAck.detail, Error.text */
+#define HELLO_MIN_FRAME 1024
+#define READER_KEEP 65536 /* an idle reader keeps a buffer up to this size */
+#define QUOTE_MAX 72      /* bytes of a bad value shown in a message */
+#define PATH_MAX_LEN 96   /* "AckIndication.verdicts[65535].id" and such */
+
+static int fail(char *err, size_t errsz, int code, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+static int fail(char *err, size_t errsz, int code, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (err && errsz) {
+		va_start(ap, fmt);
+		vsnprintf(err, errsz, fmt, ap);
+		va_end(ap);
+	}
+	return code;
+}
+
+/*
+ * Writes `s` quoted for a one-line message into buf: printable ASCII as is,
+ * other bytes as \xNN, cut after QUOTE_MAX bytes with "...". Returns buf.
+ */
+static const char *quote(const char *s, char *buf, size_t bufsz)
+{
+	size_t i, o = 0;
+
+	if (!s) {
+		snprintf(buf, bufsz, "(null)");
+		return buf;
+	}
+	if (bufsz < 8) {
+		buf[0] = '\0';
+		return buf;
+	}
+	buf[o++] = '\'';
+	for (i = 0; s[i] && o + 8 < bufsz; i++) {
+		unsigned char c = (unsigned char)s[i];
+
+		if (i >= QUOTE_MAX) {
+			memcpy(buf + o, "...", 3);
+			o += 3;
+			break;
+		}
+		if (c >= 0x20 && c < 0x7f && c != '\\' && c != '\'') {
+			buf[o++] = (char)c;
+		} else {
+			snprintf(buf + o, bufsz - o, "\\x%02x", c);
+			o += 4;
+		}
+	}
+	buf[o++] = '\'';
+	buf[o] = '\0';
+	return buf;
+}
+
+/* ---- field checks ---------------------------------------------------------
+ * Each takes the path of the field (e.g. "Data.messages[3].origin") and
+ * returns SEMQ_OK or SEMQ_ERR_PROTO with err naming it.
+ */
+
+static int check_id(const char *path, const char *v, char *err, size_t errsz)
+{
+	char q[4 * QUOTE_MAX + 16];
+
+	if (!v)
+		return fail(err, errsz, SEMQ_ERR_PROTO, "%s: missing", path);
+	if (!semq_id_valid(v))
+		return fail(err, errsz, SEMQ_ERR_PROTO,
+			    "%s: %s is not a node id (1-64 of A-Za-z0-9._-)",
+			    path, quote(v, q, sizeof q));
+	return SEMQ_OK;
+}
+
+/* A string that may be empty, at most `max` bytes. */
+static int check_text(const char *path, const char *v, size_t max, char *err,
+		      size_t errsz)
+{
+	size_t n;
+
+	if (!v)
+		return fail(err, errsz, SEMQ_ERR_PROTO, "%s: missing", path);
+	n = strnlen(v, max + 1);
+	if (n > max)
+		return fail(err, errsz, SEMQ_ERR_PROTO,
+			    "%s: %zu bytes, more than %zu", path, strlen(v),
+			    max);
+	return SEMQ_OK;
+}
+
+/* A repeated field: 1..max entries, the array present. */
+static int check_count(const char *path, size_t n, const void *arr, size_t max,
+		       char *err, size_t errsz)
+{
+	if (n == 0)
+		return fail(err, errsz, SEMQ_ERR_PROTO,
+			    "%s: empty (1..%zu entries)", path, max);
+	if (n > max)
+		return fail(err, errsz, SEMQ_ERR_PROTO,
+			    "%s: %zu entries, more than %zu", path, n, max);
+	if (!arr)
+		return fail(err, errsz, SEMQ_ERR_PROTO,
+			    "%s: %zu entries but no array", path, n);
+	return SEMQ_OK;
+}
+
+static int check_msgid(const char *path, const Semq__MsgId *id, char *err,
+		       size_t errsz)
+{
+	char p[PATH_MAX_LEN + 16];
+	int r;
+
+	if (!id)
+		return fail(err, errsz, SEMQ_ERR_PROTO, "%s: missing", path);
+	snprintf(p, sizeof p, "%s.origin", path);
+	if ((r = check_id(p, id->origin, err, errsz)))
+		return r;
+	snprintf(p, sizeof p, "%s.dest", path);
+	if ((r = check_id(p, id->dest, err, errsz)))
+		return r;
+	if (id->seq == 0)
+		return fail(err, errsz, SEMQ_ERR_PROTO,
+			    "%s.seq: 0 (must be > 0)", path);
+	return SEMQ_OK;
+}
+
+static int result_known(int v)
+{
+	return v >= SEMQ__RESULT__RESULT_PROCESSED &&
+	       v <= SEMQ__RESULT__RESULT_CANCELLED;
+}
+
+/* ---- bodies ------------------------------------------------------------- */
+
+static int check_hello(const Semq__Hello *h, char *err, size_t errsz)
+{
+	int r;
+
+	if ((r = check_id("Hello.node_id", h->node_id, err, errsz)))
+		return r;
+	if (h->protocol_version < 1)
+		return fail(err, errsz, SEMQ_ERR_PROTO,
+			    "Hello.protocol_version: %u (must be >= 1)",
+			    (unsigned)h->protocol_version);
+	if ((int)h->role != SEMQ__ROLE__ROLE_EDGE &&
+	    (int)h->role != SEMQ__ROLE__ROLE_RELAY &&
+	    (int)h->role != SEMQ__ROLE__ROLE_SERVER)
+		return fail(err, errsz, SEMQ_ERR_PROTO,
+			    "Hello.role: %d is not EDGE, RELAY or SERVER",
+			    (int)h->role);
+	if (h->max_frame < HELLO_MIN_FRAME)
+		return fail(err, errsz, SEMQ_ERR_PROTO,
+			    "Hello.max_frame: %u (must be >= %d)",
+			    (unsigned)h->max_frame, HELLO_MIN_FRAME);
+	return SEMQ_OK;
+}
+
+static int check_message(const char *path, const Semq__Message *m, char *err,
+			 size_t errsz)
+{
+	char p[PATH_MAX_LEN + 16];
+	int r;
+
+	if (!m)
+		return fail(err, errsz, SEMQ_ERR_PROTO, "%s: missing", path);
+	snprintf(p, sizeof p, "%s.origin", path);
+	if ((r = check_id(p, m->origin, err, errsz)))
+		return r;
+	snprintf(p, sizeof p, "%s.dest", path);
+	if ((r = check_id(p, m->dest, err, errsz)))
+		return r;
+	if (m->seq == 0)
+		return fail(err, errsz, SEMQ_ERR_PROTO,
+			    "%s.seq: 0 (must be > 0)", path);
+	if (m->prev_seq >= m->seq)
+		return fail(err, errsz, SEMQ_ERR_PROTO,
+			    "%s.prev_seq: %llu is not below seq %llu", path,
+			    (unsigned long long)m->prev_seq,
+			    (unsigned long long)m->seq);
+	snprintf(p, sizeof p, "%s.key", path);
+	if ((r = check_text(p, m->key, SEMQ_KEY_MAX, err, errsz)))
+		return r;
+	if (m->deliver_at < 0)
+		return fail(err, errsz, SEMQ_ERR_PROTO,
+			    "%s.deliver_at: %lld is negative", path,
+			    (long long)m->deliver_at);
+	if (m->created_at < 0)
+		return fail(err, errsz, SEMQ_ERR_PROTO,
+			    "%s.created_at: %lld is negative", path,
+			    (long long)m->created_at);
+	if (m->payload.len && !m->payload.data)
+		return fail(err, errsz, SEMQ_ERR_PROTO,
+			    "%s.payload: %zu bytes but no data", path,
+			    m->payload.len);
+	snprintf(p, sizeof p, "%s.stored_by", path);
+	if (!m->stored_by)
+		return fail(err, errsz, SEMQ_ERR_PROTO, "%s: missing", p);
+	if (m->stored_by[0] && (r = check_id(p, m->stored_by, err, errsz)))
+		return r;
+	return SEMQ_OK;
+}
+
+static int check_data(const Semq__Data *d, char *err, size_t errsz)
+{
+	char p[PATH_MAX_LEN];
+	size_t i;
+	int r;
+
+	if ((r = check_count("Data.messages", d->n_messages, d->messages,
+			     DATA_MAX, err, errsz)))
+		return r;
+	for (i = 0; i < d->n_messages; i++) {
+		snprintf(p, sizeof p, "Data.messages[%zu]", i);
+		if ((r = check_message(p, d->messages[i], err, errsz)))
+			return r;
+	}
+	return SEMQ_OK;
+}
+
+/* ids[0..n) of RelayAck, AckResponse or Query; `path` is e.g. "Query.ids". */
+static int check_ids(const char *path, size_t n, Semq__MsgId *const *ids,
+		     char *err, size_t errsz)
+{
+	char p[PATH_MAX_LEN];
+	size_t i;
+	int r;
+
+	if ((r = check_count(path, n, ids, LIST_MAX, err, errsz)))
+		return r;
+	for (i = 0; i < n; i++) {
+		snprintf(p, sizeof p, "%s[%zu]", path, i);
+		if ((r = check_msgid(p, ids[i], err, errsz)))
+			return r;
+	}
+	return SEMQ_OK;
+}
+
+static int check_relay_ack(const Semq__RelayAck *a, char *err, size_t errsz)
+{
+	int r;
+
+	if ((r = check_ids("RelayAck.ids", a->n_ids, a->ids, err, errsz)))
+		return r;
+	if ((int)a->kind != SEMQ__RELAY_ACK__KIND__FORWARDED &&
+	    (int)a->kind != SEMQ__RELAY_ACK__KIND__STORED &&
+	    (int)a->kind != SEMQ__RELAY_ACK__KIND__UNREACHABLE)
+		return fail(err, errsz, SEMQ_ERR_PROTO,
+			    "RelayAck.kind: %d is not FORWARDED, STORED or "
+			    "UNREACHABLE",
+			    (int)a->kind);
+	return check_text("RelayAck.detail", a->detail, TEXT_MAX, err, errsz);
+}
+
+static int check_ack_indication(const Semq__AckIndication *a, char *err,
+				size_t errsz)
+{
+	char p[PATH_MAX_LEN];
+	size_t i;
+	int r;
+
+	if ((r = check_count("AckIndication.verdicts", a->n_verdicts,
+			     a->verdicts, LIST_MAX, err, errsz)))
+		return r;
+	for (i = 0; i < a->n_verdicts; i++) {
+		const Semq__Verdict *v = a->verdicts[i];
+
+		snprintf(p, sizeof p, "AckIndication.verdicts[%zu]", i);
+		if (!v)
+			return fail(err, errsz, SEMQ_ERR_PROTO, "%s: missing",
+				    p);
+		if (!result_known((int)v->result))
+			return fail(err, errsz, SEMQ_ERR_PROTO,
+				    "%s.result: %d is not a known result", p,
+				    (int)v->result);
+		snprintf(p, sizeof p, "AckIndication.verdicts[%zu].id", i);
+		if ((r = check_msgid(p, v->id, err, errsz)))
+			return r;
+	}
+	return SEMQ_OK;
+}
+
+static int check_ack_response(const Semq__AckResponse *a, char *err,
+			      size_t errsz)
+{
+	int r;
+
+	if ((r = check_ids("AckResponse.ids", a->n_ids, a->ids, err, errsz)))
+		return r;
+	return check_id("AckResponse.from", a->from, err, errsz);
+}
+
+static int check_query_reply(const Semq__QueryReply *q, char *err, size_t errsz)
+{
+	char p[PATH_MAX_LEN];
+	size_t i;
+	int r;
+
+	if ((r = check_count("QueryReply.answers", q->n_answers, q->answers,
+			     LIST_MAX, err, errsz)))
+		return r;
+	for (i = 0; i < q->n_answers; i++) {
+		const Semq__QueryAnswer *a = q->answers[i];
+
+		snprintf(p, sizeof p, "QueryReply.answers[%zu]", i);
+		if (!a)
+			return fail(err, errsz, SEMQ_ERR_PROTO, "%s: missing",
+				    p);
+		if (!result_known((int)a->result))
+			return fail(err, errsz, SEMQ_ERR_PROTO,
+				    "%s.result: %d is not a known result", p,
+				    (int)a->result);
+		snprintf(p, sizeof p, "QueryReply.answers[%zu].id", i);
+		if ((r = check_msgid(p, a->id, err, errsz)))
+			return r;
+	}
+	return SEMQ_OK;
+}
+
+static int check_error(const Semq__Error *e, char *err, size_t errsz)
+{
+	/* CODE_UNSPECIFIED is a value of the enum: a peer may not say why. */
+	if ((int)e->code < SEMQ__ERROR__CODE__CODE_UNSPECIFIED ||
+	    (int)e->code > SEMQ__ERROR__CODE__SHUTDOWN)
+		return fail(err, errsz, SEMQ_ERR_PROTO,
+			    "Error.code: %d is not a known code", (int)e->code);
+	return check_text("Error.text", e->text, TEXT_MAX, err, errsz);
+}
+
+/* ---- raw bytes: strings with a NUL ---------------------------------------
+ * protobuf-c hands strings out as C strings, so "R1\0x" on the wire would
+ * reach us as a valid "R1". This walks the (already unpacked, so well-formed)
+ * bytes along the descriptors and refuses a NUL inside any string field.
+ * Unknown fields are skipped; the schema is not recursive, so depth is small.
+ */
+
+/* Reads a varint from p[0..n); bytes used, 0 when it does not end. */
+static size_t rd_varint(const uint8_t *p, size_t n, uint64_t *v)
+{
+	size_t i;
+
+	*v = 0;
+	for (i = 0; i < n && i < 10; i++) {
+		*v |= (uint64_t)(p[i] & 0x7f) << (7 * i);
+		if (!(p[i] & 0x80))
+			return i + 1;
+	}
+	return 0;
+}
+
+static int check_nul(const ProtobufCMessageDescriptor *d, const uint8_t *p,
+		     size_t n, const char *path, char *err, size_t errsz)
+{
+	unsigned count[16] = {0}; /* occurrences per field, for [i] */
+	char sub[PATH_MAX_LEN + 32];
+	uint64_t tag, v;
+	size_t k;
+	int r;
+
+	while (n) {
+		const ProtobufCFieldDescriptor *fd;
+		size_t idx;
+
+		if (!(k = rd_varint(p, n, &tag)))
+			goto bad;
+		p += k;
+		n -= k;
+		switch (tag & 7) {
+		case 0:
+			if (!(k = rd_varint(p, n, &v)))
+				goto bad;
+			break;
+		case 1: k = 8; break;
+		case 5: k = 4; break;
+		case 2:
+			if (!(k = rd_varint(p, n, &v)) || v > n - k)
+				goto bad;
+			p += k;
+			n -= k;
+			k = (size_t)v;
+			break;
+		default: goto bad;
+		}
+		if (k > n)
+			goto bad;
+		fd = (tag & 7) == 2 && tag >> 3 <= UINT32_MAX
+			     ? protobuf_c_message_descriptor_get_field(
+				       d, (unsigned)(tag >> 3))
+			     : NULL;
+		if (fd && (fd->type == PROTOBUF_C_TYPE_STRING ||
+			   fd->type == PROTOBUF_C_TYPE_MESSAGE)) {
+			idx = (size_t)(fd - d->fields);
+			if (d == &semq__frame__descriptor)
+				snprintf(sub, sizeof sub, "%s",
+					 ((const ProtobufCMessageDescriptor *)
+						  fd->descriptor)
+						 ->short_name);
+			else if (fd->label == PROTOBUF_C_LABEL_REPEATED &&
+				 idx < 16)
+				snprintf(sub, sizeof sub, "%s.%s[%u]", path,
+					 fd->name, count[idx]++);
+			else
+				snprintf(sub, sizeof sub, "%s.%s", path,
+					 fd->name);
+			if (fd->type == PROTOBUF_C_TYPE_STRING) {
+				if (memchr(p, 0, k))
+					return fail(err, errsz, SEMQ_ERR_PROTO,
+						    "%s: contains a NUL byte",
+						    sub);
+			} else if ((r = check_nul(fd->descriptor, p, k, sub,
+						  err, errsz))) {
+				return r;
+			}
+		}
+		p += k;
+		n -= k;
+	}
+	return SEMQ_OK;
+bad:
+	return fail(err, errsz, SEMQ_ERR_PROTO, "%s: frame does not decode",
+		    path);
+}
+
+/* ---- frames ------------------------------------------------------------- */
+
+int codec_validate(const Semq__Frame *f, char *err, size_t errsz)
+{
+	const char *name = NULL;
+	const void *body = NULL;
+
+	if (!f)
+		return fail(err, errsz, SEMQ_ERR_PROTO, "frame: missing");
+	switch (f->body_case) {
+	case SEMQ__FRAME__BODY_HELLO:
+		name = "Hello";
+		body = f->hello;
+		break;
+	case SEMQ__FRAME__BODY_DATA:
+		name = "Data";
+		body = f->data;
+		break;
+	case SEMQ__FRAME__BODY_RELAY_ACK:
+		name = "RelayAck";
+		body = f->relay_ack;
+		break;
+	case SEMQ__FRAME__BODY_ACK_INDICATION:
+		name = "AckIndication";
+		body = f->ack_indication;
+		break;
+	case SEMQ__FRAME__BODY_ACK_RESPONSE:
+		name = "AckResponse";
+		body = f->ack_response;
+		break;
+	case SEMQ__FRAME__BODY_QUERY:
+		name = "Query";
+		body = f->query;
+		break;
+	case SEMQ__FRAME__BODY_QUERY_REPLY:
+		name = "QueryReply";
+		body = f->query_reply;
+		break;
+	case SEMQ__FRAME__BODY_PING:
+		name = "Ping";
+		body = f->ping;
+		break;
+	case SEMQ__FRAME__BODY_PONG:
+		name = "Pong";
+		body = f->pong;
+		break;
+	case SEMQ__FRAME__BODY_ERROR:
+		name = "Error";
+		body = f->error;
+		break;
+	default:
+		/* NOT_SET, which is also what a newer body number decodes to. */
+		return fail(err, errsz, SEMQ_ERR_PROTO,
+			    "frame has no known body (case %d)",
+			    (int)f->body_case);
+	}
+	if (!body)
+		return fail(err, errsz, SEMQ_ERR_PROTO, "%s: missing", name);
+
+	switch (f->body_case) {
+	case SEMQ__FRAME__BODY_HELLO: return check_hello(f->hello, err, errsz);
+	case SEMQ__FRAME__BODY_DATA: return check_data(f->data, err, errsz);
+	case SEMQ__FRAME__BODY_RELAY_ACK:
+		return check_relay_ack(f->relay_ack, err, errsz);
+	case SEMQ__FRAME__BODY_ACK_INDICATION:
+		return check_ack_indication(f->ack_indication, err, errsz);
+	case SEMQ__FRAME__BODY_ACK_RESPONSE:
+		return check_ack_response(f->ack_response, err, errsz);
+	case SEMQ__FRAME__BODY_QUERY:
+		return check_ids("Query.ids", f->query->n_ids, f->query->ids,
+				 err, errsz);
+	case SEMQ__FRAME__BODY_QUERY_REPLY:
+		return check_query_reply(f->query_reply, err, errsz);
+	case SEMQ__FRAME__BODY_ERROR: return check_error(f->error, err, errsz);
+	default: return SEMQ_OK; /* Ping, Pong: any values */
+	}
+}
+
+int codec_frame_len(const uint8_t hdr[CODEC_HDR], size_t max_frame,
+		    size_t *len_out, char *err, size_t errsz)
+{
+	size_t len = (size_t)hdr[0] << 24 | (size_t)hdr[1] << 16 |
+		     (size_t)hdr[2] << 8 | (size_t)hdr[3];
+
+	if (len == 0)
+		return fail(err, errsz, SEMQ_ERR_PROTO,
+			    "frame length 0 (must be 1..%zu)", max_frame);
+	if (len > max_frame)
+		return fail(err, errsz, SEMQ_ERR_TOO_BIG,
+			    "frame length %zu is over max_frame %zu", len,
+			    max_frame);
+	*len_out = len;
+	return SEMQ_OK;
+}
+
+int codec_decode_body(const uint8_t *body, size_t len, Semq__Frame **out,
+		      char *err, size_t errsz)
+{
+	int r = SEMQ_ERR_INTERNAL;
+	Semq__Frame *f = NULL; /* owned until handed out */
+
+	*out = NULL;
+	if (!body && len)
+		return fail(err, errsz, SEMQ_ERR_PROTO,
+			    "frame body: %zu bytes but no data", len);
+	f = semq__frame__unpack(NULL, len, body);
+	if (!f) {
+		r = fail(err, errsz, SEMQ_ERR_PROTO,
+			 "frame does not decode (%zu bytes)", len);
+		goto out;
+	}
+	if ((r = check_nul(&semq__frame__descriptor, body, len, "Frame", err,
+			   errsz)))
+		goto out;
+	if ((r = codec_validate(f, err, errsz)))
+		goto out;
+	*out = f;
+	f = NULL;
+	r = SEMQ_OK;
+out:
+	codec_frame_free(f);
+	return r;
+}
+
+void codec_frame_free(Semq__Frame *f)
+{
+	if (f)
+		semq__frame__free_unpacked(f, NULL);
+}
+
+int codec_encode(const Semq__Frame *f, size_t max_frame, uint8_t **out,
+		 size_t *len_out)
+{
+	int r = SEMQ_ERR_INTERNAL;
+	uint8_t *buf = NULL; /* owned until handed out */
+	size_t n;
+
+	*out = NULL;
+	*len_out = 0;
+	if (!f) {
+		r = SEMQ_ERR_INVALID;
+		goto out;
+	}
+	n = semq__frame__get_packed_size(f);
+	if (n > max_frame || n > UINT32_MAX) {
+		r = SEMQ_ERR_TOO_BIG;
+		goto out;
+	}
+	buf = malloc(CODEC_HDR + n);
+	if (!buf) {
+		r = SEMQ_ERR_NOMEM;
+		goto out;
+	}
+	buf[0] = (uint8_t)(n >> 24);
+	buf[1] = (uint8_t)(n >> 16);
+	buf[2] = (uint8_t)(n >> 8);
+	buf[3] = (uint8_t)n;
+	if (semq__frame__pack(f, buf + CODEC_HDR) != n)
+		goto out; /* SEMQ_ERR_INTERNAL: the size changed under us */
+	*out = buf;
+	*len_out = CODEC_HDR + n;
+	buf = NULL;
+	r = SEMQ_OK;
+out:
+	free(buf);
+	return r;
+}
+
+/* ---- incremental reader ------------------------------------------------- */
+
+struct codec_reader {
+	uint8_t *buf;     /* owned; NULL while empty */
+	size_t cap;       /* bytes allocated at buf */
+	size_t start;     /* first unread byte */
+	size_t end;       /* one past the last byte fed */
+	size_t max_frame; /* largest body accepted */
+	int poison;       /* 0, or the error returned forever */
+	char poison_msg[SEMQ_ERRLEN];
+};
+
+struct codec_reader *codec_reader_new(size_t max_frame)
+{
+	struct codec_reader *r = calloc(1, sizeof *r);
+
+	if (!r)
+		return NULL;
+	/* The header holds 32 bits: no body is ever larger. */
+	r->max_frame = max_frame > UINT32_MAX ? UINT32_MAX : max_frame;
+	return r;
+}
+
+void codec_reader_free(struct codec_reader *r)
+{
+	if (!r)
+		return;
+	free(r->buf);
+	free(r);
+}
+
+/* Drops the buffer; `code` and `msg` are what next() returns from now on. */
+static int reader_poison(struct codec_reader *r, int code, const char *msg)
+{
+	r->poison = code;
+	snprintf(r->poison_msg, sizeof r->poison_msg, "%s", msg);
+	free(r->buf);
+	r->buf = NULL;
+	r->cap = r->start = r->end = 0;
+	return code;
+}
+
+int codec_reader_feed(struct codec_reader *r, const void *data, size_t len)
+{
+	size_t want, ncap;
+	uint8_t *nbuf;
+
+	if (!r || (!data && len))
+		return SEMQ_ERR_INVALID;
+	if (r->poison || len == 0)
+		return SEMQ_OK; /* a poisoned reader discards what comes */
+	if (len > r->cap - r->end && r->start > 0) {
+		memmove(r->buf, r->buf + r->start, r->end - r->start);
+		r->end -= r->start;
+		r->start = 0;
+	}
+	if (len > r->cap - r->end) {
+		if (len > SIZE_MAX - r->end)
+			return SEMQ_ERR_NOMEM;
+		want = r->end + len;
+		ncap = r->cap ? r->cap * 2 : 4096;
+		if (ncap < r->cap || ncap > r->max_frame + CODEC_HDR)
+			ncap = r->max_frame + CODEC_HDR;
+		if (ncap < want)
+			ncap = want;
+		nbuf = realloc(r->buf, ncap);
+		if (!nbuf)
+			return SEMQ_ERR_NOMEM;
+		r->buf = nbuf;
+		r->cap = ncap;
+	}
+	memcpy(r->buf + r->end, data, len);
+	r->end += len;
+	return SEMQ_OK;
+}
+
+int codec_reader_next(struct codec_reader *r, Semq__Frame **out, char *err,
+		      size_t errsz)
+{
+	char msg[SEMQ_ERRLEN];
+	size_t avail, len;
+	int rc;
+
+	*out = NULL;
+	if (!r)
+		return fail(err, errsz, SEMQ_ERR_INVALID, "reader: NULL");
+	if (r->poison)
+		return fail(err, errsz, r->poison, "%s", r->poison_msg);
+	avail = r->end - r->start;
+	if (avail < CODEC_HDR)
+		return SEMQ_AGAIN;
+	rc = codec_frame_len(r->buf + r->start, r->max_frame, &len, msg,
+			     sizeof msg);
+	if (rc)
+		return fail(err, errsz, reader_poison(r, rc, msg), "%s", msg);
+	if (avail - CODEC_HDR < len)
+		return SEMQ_AGAIN;
+	rc = codec_decode_body(r->buf + r->start + CODEC_HDR, len, out, msg,
+			       sizeof msg);
+	if (rc)
+		return fail(err, errsz, reader_poison(r, rc, msg), "%s", msg);
+	r->start += CODEC_HDR + len;
+	if (r->start == r->end) {
+		r->start = r->end = 0;
+		if (r->cap > READER_KEEP) {
+			/* A big frame went through: do not keep its room. */
+			free(r->buf);
+			r->buf = NULL;
+			r->cap = 0;
+		}
+	}
+	return SEMQ_OK;
+}
+
+size_t codec_reader_pending(const struct codec_reader *r)
+{
+	return r ? r->end - r->start : 0;
+}
+
+/* ---- conversions -------------------------------------------------------- */
+
+/* Copies NUL-terminated `src` (NULL = "") into dst[dstsz], cut to fit. */
+static void copy_str(char *dst, size_t dstsz, const char *src)
+{
+	size_t n = src ? strnlen(src, dstsz - 1) : 0;
+
+	if (n)
+		memcpy(dst, src, n);
+	dst[n] = '\0';
+}
+
+void codec_msg_from_wire(const Semq__Message *w, struct msg *m)
+{
+	memset(m, 0, sizeof *m);
+	copy_str(m->id.origin, sizeof m->id.origin, w->origin);
+	copy_str(m->id.dest, sizeof m->id.dest, w->dest);
+	m->id.seq = w->seq;
+	m->type = w->type;
+	copy_str(m->key, sizeof m->key, w->key);
+	m->has_key = m->key[0] != '\0';
+	m->prev_seq = w->prev_seq;
+	m->deliver_at = w->deliver_at;
+	m->created_at = w->created_at;
+	m->payload = w->payload.data; /* borrowed from the frame */
+	m->payload_len = w->payload.len;
+	m->tombstone = w->tombstone ? 1 : 0;
+	copy_str(m->stored_by, sizeof m->stored_by, w->stored_by);
+}
+
+void codec_msg_to_wire(const struct msg *m, Semq__Message *w)
+{
+	/* protobuf-c's struct holds non-const pointers; packing only reads. */
+	w->origin = (char *)m->id.origin;
+	w->dest = (char *)m->id.dest;
+	w->seq = m->id.seq;
+	w->type = m->type;
+	w->key = m->has_key ? (char *)m->key : (char *)protobuf_c_empty_string;
+	w->prev_seq = m->prev_seq;
+	w->deliver_at = m->deliver_at;
+	w->created_at = m->created_at;
+	w->payload.data = m->payload;
+	w->payload.len = m->payload ? m->payload_len : 0;
+	w->tombstone = m->tombstone ? 1 : 0;
+	w->stored_by = (char *)m->stored_by;
+}
+
+void codec_msgid_from_wire(const Semq__MsgId *w, struct msgid *id)
+{
+	memset(id, 0, sizeof *id);
+	copy_str(id->origin, sizeof id->origin, w->origin);
+	copy_str(id->dest, sizeof id->dest, w->dest);
+	id->seq = w->seq;
+}
+
+void codec_msgid_to_wire(const struct msgid *id, Semq__MsgId *w)
+{
+	w->origin = (char *)id->origin;
+	w->dest = (char *)id->dest;
+	w->seq = id->seq;
+}
