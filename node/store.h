@@ -1,0 +1,300 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The store: the one interface through which the node reads and writes
+ * persistent state — the outbound queue tb_0031, the received record tb_0030
+ * with its per-stream watermarks, and the redo queue tb_0033.
+ *
+ * DESIGN
+ *  - One `struct store` is used by one thread (the store thread in semqd, the
+ *    main thread in semqctl). It is not thread-safe.
+ *  - Work is batched: store_begin() opens a transaction, many calls run in it,
+ *    store_commit() makes them durable at once. A mutating call made while no
+ *    batch is open runs in a transaction of its own.
+ *  - An acknowledgement is never sent before the commit that makes it true:
+ *    callers collect what store_receive() etc. report and act on it only after
+ *    store_commit() returned SEMQ_OK.
+ *  - Nothing here knows which database is behind it beyond store_open():
+ *    callers never see SQL or a `sqlite3 *` (except store_plugin_tx(), which
+ *    hands the open transaction to plugins). A second back end implements the
+ *    same functions.
+ *  - Time is a parameter (`now`, unix ms): the store never reads a clock.
+ */
+#ifndef SEMQ_STORE_H
+#define SEMQ_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <semq/plugin.h>
+
+#include "types.h"
+
+struct store;
+
+/* How a store is opened. */
+struct store_opts {
+	const char *path;    /* database file; created if missing */
+	const char *node_id; /* this node; recorded in the database on first
+				   open, and a later open with another id fails */
+	size_t max_payload;  /* recorded for the tb_0031 trigger; 0 = 16 MiB */
+	int synchronous;     /* 0 OFF, 1 NORMAL, 2 FULL (default), 3 EXTRA;
+				   -1 = default */
+	int busy_timeout_ms; /* 0 = default (5000) */
+	const int64_t
+		*redo_levels_ms; /* backoff levels; NULL = SPEC defaults */
+	size_t n_redo_levels;
+	unsigned max_tries; /* attempts before dead; 0 = default (9) */
+};
+
+/*
+ * Opens (creating and migrating as needed) the database. On success *out owns
+ * the store (free with store_free). On failure err gets one line naming the
+ * file and the problem: SEMQ_ERR_VERSION when the file was written by a newer
+ * SEMQ, SEMQ_ERR_INVALID when it belongs to another node id, SEMQ_ERR_DB or
+ * SEMQ_ERR_IO otherwise.
+ */
+int store_open(const struct store_opts *o, struct store **out, char *err,
+	       size_t errsz);
+void store_free(struct store *st); /* accepts NULL; rolls back an open batch */
+
+/* Highest schema version this build knows, and the one the file is at. */
+int store_schema_latest(void);
+int store_schema_version(struct store *st);
+
+/* The message of the last failed call (borrowed until the next call). */
+const char *store_errmsg(const struct store *st);
+
+/* Batches. Nested begin is SEMQ_ERR_INTERNAL, and so is a commit with no
+ * batch open; a rollback with no batch open is harmless (SEMQ_OK). A failed
+ * commit has rolled the batch back. */
+int store_begin(struct store *st);
+int store_commit(struct store *st);
+int store_rollback(struct store *st);
+int store_in_batch(const struct store *st);
+
+/* ---- origin side: tb_0031 ------------------------------------------------ */
+
+/*
+ * Inserts a message of this node (m->id.origin and m->id.seq are ignored and
+ * assigned by the schema; m is borrowed). *seq_out gets the seq.
+ */
+int store_enqueue(struct store *st, const struct msg *m, uint64_t *seq_out,
+		  char *err, size_t errsz);
+
+/*
+ * A relay's store-and-forward copy of another node's message (m borrowed, all
+ * of m->id given). Unique on the id: a second copy refreshes nothing and
+ * returns SEMQ_DUPLICATE; SEMQ_OK when newly stored. A copy of a tombstone
+ * (m->tombstone) is stored as a cancelled (-2) row.
+ */
+int store_enqueue_copy(struct store *st, const struct msg *m, int64_t now);
+
+/* Callback for listings: `m` and `row` are borrowed until it returns. Return
+ * non-zero to stop the iteration (the listing then returns SEMQ_OK). The
+ * callback may call the store. m->tombstone is set for a cancelled row. */
+struct out_row {
+	int64_t rowid;
+	int status; /* enum out_status */
+	int attempts;
+	int64_t next_attempt_at, sent_at, acked_at;
+	int result;             /* -1 when none yet */
+	const char *last_error; /* NULL when none */
+};
+typedef int (*store_out_cb)(void *ctx, const struct msg *m,
+			    const struct out_row *row);
+
+/*
+ * Messages ready to send: status 0 with next_attempt_at <= now, stream by
+ * stream in seq order, at most `window` unconfirmed (status 4 or 6 plus those
+ * returned) per stream, at most `limit` in all. dest NULL = every destination.
+ * Rows whose deliver time has not come still travel (the receiver schedules
+ * them). This does not change them: call store_mark_sent() per message.
+ */
+int store_fetch_sendable(struct store *st, const char *dest, int64_t now,
+			 unsigned window, unsigned limit, store_out_cb cb,
+			 void *ctx);
+
+/* 0 -> 4: sent; attempts+1, sent_at = now, next_attempt_at = query_at (when it
+ * becomes in doubt). SEMQ_DECLINED when the row is not in status 0 (for these
+ * four transitions also when there is no such row; store_errmsg says which). */
+int store_mark_sent(struct store *st, const struct msgid *id, int64_t now,
+		    int64_t query_at);
+/* 4 -> 6: a relay forwarded or stored it. SEMQ_DECLINED if not in 4. */
+int store_mark_relay_acked(struct store *st, const struct msgid *id,
+			   int64_t now, int64_t query_at);
+/* 4/6 -> 0: send again at retry_at (not received, unreachable); err text is
+ * kept in last_error (may be NULL). SEMQ_DECLINED if not in 4 or 6. */
+int store_mark_unsent(struct store *st, const struct msgid *id,
+		      int64_t retry_at, const char *error);
+/* 0/4/6/-2 -> 100 with the destination's verdict; acked_at = now.
+ * SEMQ_DECLINED when already 100 (a repeated indication: harmless). */
+int store_mark_confirmed(struct store *st, const struct msgid *id, int result,
+			 int64_t now);
+/* Moves the deadline of an unconfirmed row without changing its status:
+ * status 4 or 6 (when to query it next) or a cancelled row whose tombstone is
+ * not answered yet (when to send the tombstone again). SEMQ_DECLINED in any
+ * other state. */
+int store_defer(struct store *st, const struct msgid *id, int64_t next_at);
+/* Cancelled rows (-2) whose tombstone is due (next_attempt_at <= now) and
+ * not answered yet; m->tombstone is set. A tombstone's answer goes through
+ * store_mark_confirmed(): RES_CANCELLED keeps the row at -2 with that result,
+ * any other verdict (it took effect first) makes it 100. */
+int store_fetch_tombstones(struct store *st, int64_t now, unsigned limit,
+			   store_out_cb cb, void *ctx);
+/* Rows in status 4 or 6 whose next_attempt_at <= now: in doubt, to query. */
+int store_fetch_in_doubt(struct store *st, int64_t now, unsigned limit,
+			 store_out_cb cb, void *ctx);
+/* Operator cancel: any status but 100 -> -2 (already -2: SEMQ_OK), with
+ * next_attempt_at = now. SEMQ_DECLINED when already 100, SEMQ_ERR_NOT_FOUND
+ * when there is no such row. */
+int store_cancel(struct store *st, const struct msgid *id, int64_t now);
+/* Deletes confirmed (100) rows acked before now - retention_ms, at most
+ * `limit`; *n_out gets how many. A relay's copies go when confirmed too. */
+int store_purge(struct store *st, int64_t now, int64_t retention_ms,
+		unsigned limit, unsigned *n_out);
+/* One outbound row by id (m's payload owned by the caller: msg_clear). */
+int store_outbound_get(struct store *st, const struct msgid *id, struct msg *m,
+		       struct out_row *row);
+/* Listing of tb_0031 (status < -99 = all), newest first, at most limit. */
+int store_outbound_list(struct store *st, int status, unsigned limit,
+			store_out_cb cb, void *ctx);
+
+/* ---- receiver side: tb_0030, watermarks ---------------------------------- */
+
+/*
+ * Applies one message — the plugin runs here. Called on the store thread; the
+ * `m` and `tx` it gets are borrowed for the call. Returns a
+ * semq_plugin_result and, on failure, writes why into err.
+ */
+typedef int (*store_apply_fn)(void *ctx, const struct msg *m, unsigned tries,
+			      const struct semq_plugin_tx *tx, char *err,
+			      size_t errsz);
+
+/*
+ * Records a received message — the exactly-once step of SPEC §6, inside the
+ * open batch (or a transaction of its own):
+ *
+ *  - seq <= the stream's watermark or already in tb_0030: SEMQ_DUPLICATE,
+ *    *result_out = RES_DUPLICATE, nothing written, apply not called;
+ *  - prev_seq > 0 and that predecessor has not been recorded: SEMQ_AGAIN,
+ *    nothing written (hold it and offer it again later);
+ *  - a tombstone: tb_0030 row with RES_CANCELLED, apply not called;
+ *  - deliver_at > now: tb_0030 row + tb_0033 pending at deliver_at,
+ *    RES_SCHEDULED (waiting instead when its key has an unfinished entry;
+ *    released then no earlier than deliver_at);
+ *  - the key has an unfinished tb_0033 entry in this stream: tb_0030 row +
+ *    tb_0033 waiting, RES_REDO;
+ *  - otherwise tb_0030 row, then apply() inside a SAVEPOINT: OK -> RES_PROCESSED;
+ *    RETRY -> rolled back to the savepoint, tb_0033 pending at the first
+ *    redo level, RES_REDO; PERMANENT -> rolled back, tb_0033 dead, RES_REDO.
+ *
+ * via: the peer that delivered it when that is not the origin, else NULL.
+ * confirm_need: CONFIRM_ORIGIN, | CONFIRM_RELAY when a relay stored a copy.
+ * m is borrowed. SEMQ_OK / SEMQ_DUPLICATE / SEMQ_AGAIN or an error; on an error
+ * the batch must be rolled back. After a plugin failure (SEMQ_OK, RES_REDO)
+ * err holds the plugin's reason.
+ */
+int store_receive(struct store *st, const struct msg *m, const char *via,
+		  unsigned confirm_need, int64_t now, store_apply_fn apply,
+		  void *ctx, int *result_out, char *err, size_t errsz);
+
+/*
+ * Was this message received? *received = 1 with *result (RES_*) when it is in
+ * tb_0030 or at or below the watermark (then RES_DUPLICATE is reported, the
+ * row being gone), 0 otherwise.
+ */
+int store_lookup_received(struct store *st, const struct msgid *id,
+			  int *received, int *result);
+
+/*
+ * An 810-Response arrived: confirm_got |= bit; AS_OK once every needed bit is
+ * there (*now_ok = 1). SEMQ_DECLINED when the row is gone (already compacted).
+ */
+int store_ack_response(struct store *st, const struct msgid *id, unsigned bit,
+		       int *now_ok);
+
+/* Received rows still waiting for an 810-Response, received before `before`
+ * (to repeat their indications). m carries only id/type/key; `result` is the
+ * recorded verdict and `need`/`got` the confirm bits, `via` may be NULL. */
+typedef int (*store_unacked_cb)(void *ctx, const struct msgid *id, int result,
+				unsigned need, unsigned got, const char *via);
+int store_fetch_unacked(struct store *st, int64_t before, unsigned limit,
+			store_unacked_cb cb, void *ctx);
+
+/*
+ * Moves every stream's confirmed_through over the run of AS_OK rows above it
+ * and deletes (compacts) the rows it passed. *compacted gets the count.
+ */
+int store_advance_watermarks(struct store *st, unsigned *compacted);
+/* The watermark of one inbound stream (0 when unknown). */
+int store_watermark(struct store *st, const char *origin, const char *dest,
+		    uint64_t *w);
+
+/* ---- redo queue: tb_0033 ------------------------------------------------- */
+
+struct redo_row {
+	int64_t id;
+	int status; /* enum redo_status */
+	int tries;
+	int level;
+	int64_t next_attempt_at, created_at, updated_at;
+	const char *last_error;     /* NULL when none */
+	const char *discard_reason; /* NULL when none */
+};
+typedef int (*store_redo_cb)(void *ctx, const struct msg *m,
+			     const struct redo_row *row);
+
+/* Pending entries due at `now` (next_attempt_at <= now), oldest first. */
+int store_redo_due(struct store *st, int64_t now, unsigned limit,
+		   store_redo_cb cb, void *ctx);
+/* The earliest next_attempt_at of a pending entry, or SEMQ_DECLINED if none. */
+int store_redo_next_due(struct store *st, int64_t *at);
+/*
+ * Runs entry `id` (pending) once: apply() in a SAVEPOINT; OK -> done, and the
+ * next waiting entry of its key becomes pending at `now`; RETRY -> next level,
+ * or dead after max_tries; PERMANENT -> dead. *status_out gets the new status.
+ * SEMQ_DECLINED when the entry is not pending.
+ */
+int store_redo_run(struct store *st, int64_t id, int64_t now,
+		   store_apply_fn apply, void *ctx, int *status_out);
+/* Listing (status < -99 = all), by id, at most limit. */
+int store_redo_list(struct store *st, int status, unsigned limit,
+		    store_redo_cb cb, void *ctx);
+/* One entry: payload owned by the caller (msg_clear); row strings valid until
+ * the next store call. SEMQ_ERR_NOT_FOUND when there is none. */
+int store_redo_get(struct store *st, int64_t id, struct msg *m,
+		   struct redo_row *row);
+/* Operator: dead -> pending now (tries kept, level reset). SEMQ_DECLINED when
+ * not dead. */
+int store_redo_retry(struct store *st, int64_t id, int64_t now);
+/* Operator: every dead entry -> pending; *n_out gets the count. */
+int store_redo_retry_all_dead(struct store *st, int64_t now, unsigned *n_out);
+/* Operator: pending, waiting or dead -> discarded with a reason; releases the
+ * next waiting entry of the key. SEMQ_DECLINED when done or discarded. */
+int store_redo_discard(struct store *st, int64_t id, const char *reason,
+		       int64_t now);
+
+/* ---- status --------------------------------------------------------------- */
+
+/* One line of `semqctl status`: a count of rows of one table in one status,
+ * for one stream. table is "tb_0031", "tb_0030" or "tb_0033". */
+struct stat_row {
+	const char *table;
+	const char *origin;
+	const char *dest;
+	int status; /* tb_0030: ack_status */
+	int64_t count;
+	int64_t oldest; /* smallest created_at / received_at, unix ms */
+};
+typedef int (*store_stat_cb)(void *ctx, const struct stat_row *r);
+int store_stats(struct store *st, store_stat_cb cb, void *ctx);
+
+/* Inbound streams and their watermarks. */
+typedef int (*store_stream_cb)(void *ctx, const char *origin, const char *dest,
+			       uint64_t confirmed_through);
+int store_streams_in(struct store *st, store_stream_cb cb, void *ctx);
+
+/* The open transaction for plugins (borrowed while the store lives). */
+const struct semq_plugin_tx *store_plugin_tx(struct store *st);
+
+#endif

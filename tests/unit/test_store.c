@@ -1,0 +1,2015 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Unit tests of the store (node/store.h) on real database files: opening and
+ * migrating, the exactly-once receive path with plugin failures rolled back
+ * to their savepoint, key order through the redo queue, the outbound state
+ * machine, and watermark compaction. Each test gets a fresh directory made
+ * with mkdtemp under $TMPDIR; the plugin is played by apply callbacks that
+ * write to a table `effect` through tx->db and then return what the test
+ * asks for.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <sqlite3.h>
+
+#include <semq/error.h>
+#include <semq/plugin.h>
+
+#include "migrations.h"
+#include "store.h"
+#include "types.h"
+
+#define NOW INT64_C(1700000000000)
+
+struct fx {
+	char dir[PATH_MAX];
+	char path[PATH_MAX + 16];
+	struct store *st; /* owned; closed by teardown */
+};
+
+static int setup(void **state)
+{
+	const char *tmp = getenv("TMPDIR");
+	struct fx *fx = calloc(1, sizeof *fx);
+
+	if (!fx)
+		return -1;
+	snprintf(fx->dir, sizeof fx->dir, "%s/store-XXXXXX",
+		 tmp && *tmp ? tmp : "/tmp");
+	if (!mkdtemp(fx->dir)) {
+		free(fx);
+		return -1;
+	}
+	snprintf(fx->path, sizeof fx->path, "%s/node.db", fx->dir);
+	*state = fx;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	static const char *const sfx[] = {"", "-wal", "-shm", "-journal"};
+	struct fx *fx = *state;
+	char p[PATH_MAX + 32];
+	size_t i;
+
+	store_free(fx->st);
+	for (i = 0; i < sizeof sfx / sizeof sfx[0]; i++) {
+		snprintf(p, sizeof p, "%s%s", fx->path, sfx[i]);
+		unlink(p);
+	}
+	rmdir(fx->dir);
+	free(fx);
+	return 0;
+}
+
+static sqlite3 *dbof(struct store *st)
+{
+	const struct semq_plugin_tx *tx = store_plugin_tx(st);
+
+	assert_non_null(tx);
+	assert_int_equal(tx->db_kind, SEMQ_DB_SQLITE);
+	return tx->db;
+}
+
+static void exec(struct store *st, const char *sql)
+{
+	char *e = NULL;
+
+	if (sqlite3_exec(dbof(st), sql, NULL, NULL, &e) != SQLITE_OK)
+		fail_msg("%s: %s", sql, e ? e : "?");
+}
+
+/* First column of the first row of sql, as an integer (-999 when none). */
+static int64_t q1(struct store *st, const char *sql)
+{
+	sqlite3_stmt *s = NULL;
+	int64_t v = -999;
+
+	if (sqlite3_prepare_v2(dbof(st), sql, -1, &s, NULL) != SQLITE_OK)
+		fail_msg("%s: %s", sql, sqlite3_errmsg(dbof(st)));
+	if (sqlite3_step(s) == SQLITE_ROW &&
+	    sqlite3_column_type(s, 0) != SQLITE_NULL)
+		v = sqlite3_column_int64(s, 0);
+	sqlite3_finalize(s);
+	return v;
+}
+
+/* The same as text, into buf ("" when none). */
+static const char *q1s(struct store *st, const char *sql, char *buf,
+		       size_t bufsz)
+{
+	sqlite3_stmt *s = NULL;
+
+	buf[0] = '\0';
+	if (sqlite3_prepare_v2(dbof(st), sql, -1, &s, NULL) != SQLITE_OK)
+		fail_msg("%s: %s", sql, sqlite3_errmsg(dbof(st)));
+	if (sqlite3_step(s) == SQLITE_ROW && sqlite3_column_text(s, 0))
+		snprintf(buf, bufsz, "%s",
+			 (const char *)sqlite3_column_text(s, 0));
+	sqlite3_finalize(s);
+	return buf;
+}
+
+static int open_opts(struct fx *fx, const char *node,
+		     const struct store_opts *extra, struct store **out,
+		     char *err)
+{
+	struct store_opts o = {.synchronous = -1};
+
+	if (extra)
+		o = *extra;
+	o.path = fx->path;
+	o.node_id = node;
+	err[0] = '\0';
+	return store_open(&o, out, err, SEMQ_ERRLEN);
+}
+
+/* Opens fx->path as `node` (must work) with the `effect` test table. */
+static struct store *open_ok(struct fx *fx, const char *node,
+			     const struct store_opts *extra)
+{
+	char err[SEMQ_ERRLEN];
+	int r = open_opts(fx, node, extra, &fx->st, err);
+
+	if (r != SEMQ_OK)
+		fail_msg("store_open: %d %s", r, err);
+	exec(fx->st, "CREATE TABLE IF NOT EXISTS effect(origin TEXT,"
+		     " dest TEXT, seq INTEGER, tries INTEGER)");
+	return fx->st;
+}
+
+static void reopen(struct fx *fx, const char *node,
+		   const struct store_opts *extra)
+{
+	store_free(fx->st);
+	fx->st = NULL;
+	open_ok(fx, node, extra);
+}
+
+/* ---- the plugin stand-in ------------------------------------------------ */
+
+struct applier {
+	int verdicts[16]; /* returned in order; then SEMQ_PLUGIN_OK */
+	int n_verdicts, next;
+	int calls;
+	unsigned tries[16]; /* `tries` of each call */
+	const char *why;    /* err text on failure; NULL = leave it empty */
+	int end_tx;         /* COMMIT from inside the plugin (misbehave) */
+};
+
+static int apply_cb(void *ctx, const struct msg *m, unsigned tries,
+		    const struct semq_plugin_tx *tx, char *err, size_t errsz)
+{
+	struct applier *a = ctx;
+	sqlite3_stmt *s = NULL;
+	int v = a->next < a->n_verdicts ? a->verdicts[a->next++]
+					: SEMQ_PLUGIN_OK;
+
+	assert_int_equal(tx->db_kind, SEMQ_DB_SQLITE);
+	if (a->calls < 16)
+		a->tries[a->calls] = tries;
+	a->calls++;
+	/* The effect is written first in every case: a failure must roll it
+	 * back. */
+	assert_int_equal(sqlite3_prepare_v2(tx->db,
+					    "INSERT INTO effect VALUES (?1,"
+					    " ?2, ?3, ?4)",
+					    -1, &s, NULL),
+			 SQLITE_OK);
+	sqlite3_bind_text(s, 1, m->id.origin, -1, SQLITE_STATIC);
+	sqlite3_bind_text(s, 2, m->id.dest, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(s, 3, (sqlite3_int64)m->id.seq);
+	sqlite3_bind_int(s, 4, (int)tries);
+	assert_int_equal(sqlite3_step(s), SQLITE_DONE);
+	sqlite3_finalize(s);
+	if (a->end_tx)
+		sqlite3_exec(tx->db, "COMMIT", NULL, NULL, NULL);
+	if (v != SEMQ_PLUGIN_OK && a->why)
+		snprintf(err, errsz, "%s", a->why);
+	return v;
+}
+
+static void verdicts(struct applier *a, int n, ...)
+{
+	va_list ap;
+	int i;
+
+	va_start(ap, n);
+	for (i = 0; i < n; i++)
+		a->verdicts[a->n_verdicts++] = va_arg(ap, int);
+	va_end(ap);
+}
+
+static void mkmsg(struct msg *m, const char *origin, const char *dest,
+		  uint64_t seq, const char *key, uint64_t prev_seq)
+{
+	static uint8_t body[] = "document";
+
+	memset(m, 0, sizeof *m);
+	snprintf(m->id.origin, sizeof m->id.origin, "%s", origin);
+	snprintf(m->id.dest, sizeof m->id.dest, "%s", dest);
+	m->id.seq = seq;
+	m->type = 2800;
+	if (key) {
+		m->has_key = 1;
+		snprintf(m->key, sizeof m->key, "%s", key);
+	}
+	m->prev_seq = prev_seq;
+	m->created_at = NOW - 1000;
+	m->payload = body;
+	m->payload_len = sizeof body - 1;
+}
+
+static void mkid(struct msgid *id, const char *origin, const char *dest,
+		 uint64_t seq)
+{
+	memset(id, 0, sizeof *id);
+	snprintf(id->origin, sizeof id->origin, "%s", origin);
+	snprintf(id->dest, sizeof id->dest, "%s", dest);
+	id->seq = seq;
+}
+
+/* Receives m and checks the return code and result. */
+static void recv_expect(struct store *st, const struct msg *m,
+			struct applier *a, int64_t now, int want_r,
+			int want_res)
+{
+	char err[SEMQ_ERRLEN] = "";
+	int res = -7;
+	int r = store_receive(st, m, NULL, CONFIRM_ORIGIN, now, apply_cb, a,
+			      &res, err, sizeof err);
+
+	if (r != want_r)
+		fail_msg("receive seq %llu: %d (%s), wanted %d",
+			 (unsigned long long)m->id.seq, r, err, want_r);
+	assert_int_equal(res, want_res);
+}
+
+/* ---- collecting listings ---------------------------------------------- */
+
+struct redo_seen {
+	int n;
+	int64_t id[32];
+	uint64_t seq[32];
+	int status[32];
+};
+
+static int redo_collect(void *ctx, const struct msg *m,
+			const struct redo_row *row)
+{
+	struct redo_seen *c = ctx;
+
+	assert_true(c->n < 32);
+	c->id[c->n] = row->id;
+	c->seq[c->n] = m->id.seq;
+	c->status[c->n] = row->status;
+	c->n++;
+	return 0;
+}
+
+/* The tb_0033 entry of one seq (any stream), through store_redo_get. */
+static int64_t redo_id_of(struct store *st, uint64_t seq)
+{
+	struct redo_seen c = {0};
+	int i;
+
+	assert_int_equal(store_redo_list(st, -100, 100, redo_collect, &c),
+			 SEMQ_OK);
+	for (i = 0; i < c.n; i++)
+		if (c.seq[i] == seq)
+			return c.id[i];
+	fail_msg("no redo entry for seq %llu", (unsigned long long)seq);
+	return -1;
+}
+
+static void redo_expect(struct store *st, int64_t id, int status, int tries,
+			int level, int64_t next_at, const char *last_error)
+{
+	struct msg m;
+	struct redo_row row;
+
+	assert_int_equal(store_redo_get(st, id, &m, &row), SEMQ_OK);
+	assert_int_equal(row.status, status);
+	assert_int_equal(row.tries, tries);
+	assert_int_equal(row.level, level);
+	if (next_at >= 0)
+		assert_int_equal(row.next_attempt_at, next_at);
+	if (last_error) {
+		assert_non_null(row.last_error);
+		assert_string_equal(row.last_error, last_error);
+	} else {
+		assert_null(row.last_error);
+	}
+	msg_clear(&m);
+}
+
+struct out_seen {
+	int n;
+	char dest[64][SEMQ_ID_MAX + 1];
+	uint64_t seq[64];
+	int status[64];
+	int stop_after;     /* return 1 after this many rows (0 = never) */
+	struct store *st;   /* when set: re-enter the store from the callback */
+	int mark_sent;      /* ... marking each row sent */
+	int nested_listing; /* ... listing tb_0031 again */
+	int nested_n;
+};
+
+static int out_count(void *ctx, const struct msg *m, const struct out_row *row)
+{
+	(void)m;
+	(void)row;
+	((struct out_seen *)ctx)->nested_n++;
+	return 0;
+}
+
+static int out_collect(void *ctx, const struct msg *m,
+		       const struct out_row *row)
+{
+	struct out_seen *c = ctx;
+
+	assert_true(c->n < 64);
+	snprintf(c->dest[c->n], sizeof c->dest[c->n], "%s", m->id.dest);
+	c->seq[c->n] = m->id.seq;
+	c->status[c->n] = row->status;
+	c->n++;
+	if (c->st && c->mark_sent)
+		assert_int_equal(store_mark_sent(c->st, &m->id, NOW, NOW + 1),
+				 SEMQ_OK);
+	if (c->st && c->nested_listing)
+		assert_int_equal(
+			store_outbound_list(c->st, -100, 100, out_count, c),
+			SEMQ_OK);
+	return c->stop_after && c->n >= c->stop_after;
+}
+
+static uint64_t enqueue(struct store *st, const char *dest, const char *key)
+{
+	struct msg m;
+	char err[SEMQ_ERRLEN] = "";
+	uint64_t seq = 0;
+
+	mkmsg(&m, "", dest, 0, key, 0);
+	if (store_enqueue(st, &m, &seq, err, sizeof err) != SEMQ_OK)
+		fail_msg("enqueue: %s", err);
+	return seq;
+}
+
+static void out_expect_status(struct store *st, const char *origin,
+			      const char *dest, uint64_t seq, int status)
+{
+	struct msgid id;
+	struct msg m;
+	struct out_row row;
+
+	mkid(&id, origin, dest, seq);
+	assert_int_equal(store_outbound_get(st, &id, &m, &row), SEMQ_OK);
+	assert_int_equal(row.status, status);
+	msg_clear(&m);
+}
+
+/* ---- opening ------------------------------------------------------------ */
+
+static void test_open_creates_and_migrates(void **state)
+{
+	struct fx *fx = *state;
+	struct store_opts o = {.synchronous = 1, .busy_timeout_ms = 1234};
+	struct store *st = open_ok(fx, "S1", NULL);
+	struct msgid id;
+	struct msg m;
+	struct out_row row;
+	char buf[128];
+	uint64_t seq;
+
+	assert_true(store_schema_latest() >= 1);
+	assert_int_equal(store_schema_version(st), store_schema_latest());
+	assert_int_equal(q1(st, "SELECT count(*) FROM semq_schema"),
+			 (int64_t)semq_n_migrations);
+	assert_int_equal(q1(st, "SELECT max(version) FROM semq_schema"),
+			 store_schema_latest());
+	assert_true(q1(st, "SELECT applied_at FROM semq_schema") > NOW);
+	assert_int_equal(q1(st, "SELECT count(*) FROM sqlite_master WHERE"
+				" name IN ('tb_0030', 'tb_0031', 'tb_0033')"),
+			 3);
+	assert_string_equal(q1s(st,
+				"SELECT value FROM semq_meta WHERE key ="
+				" 'node_id'",
+				buf, sizeof buf),
+			    "S1");
+	assert_int_equal(q1(st, "SELECT value FROM semq_meta WHERE key ="
+				" 'max_payload'"),
+			 16777216);
+	assert_string_equal(q1s(st, "PRAGMA journal_mode", buf, sizeof buf),
+			    "wal");
+	assert_int_equal(q1(st, "PRAGMA foreign_keys"), 1);
+	assert_int_equal(q1(st, "PRAGMA synchronous"), 2);
+	assert_int_equal(q1(st, "PRAGMA busy_timeout"), 5000);
+	assert_int_equal(store_in_batch(st), 0);
+
+	/* Reopening keeps the data and does not migrate again. */
+	seq = enqueue(st, "R1", "K");
+	assert_int_equal(seq, 1);
+	o.max_payload = 1000;
+	reopen(fx, "S1", &o);
+	st = fx->st;
+	assert_int_equal(q1(st, "SELECT count(*) FROM semq_schema"),
+			 (int64_t)semq_n_migrations);
+	assert_int_equal(q1(st, "PRAGMA synchronous"), 1);
+	assert_int_equal(q1(st, "PRAGMA busy_timeout"), 1234);
+	assert_int_equal(q1(st, "SELECT value FROM semq_meta WHERE key ="
+				" 'max_payload'"),
+			 1000);
+	mkid(&id, "S1", "R1", 1);
+	assert_int_equal(store_outbound_get(st, &id, &m, &row), SEMQ_OK);
+	assert_string_equal(m.key, "K");
+	assert_int_equal(m.payload_len, 8);
+	assert_memory_equal(m.payload, "document", 8);
+	msg_clear(&m);
+	assert_int_equal(enqueue(st, "R1", NULL), 2);
+}
+
+static void test_open_other_node_refused(void **state)
+{
+	struct fx *fx = *state;
+	struct store *st2 = NULL;
+	char err[SEMQ_ERRLEN];
+
+	open_ok(fx, "S1", NULL);
+	store_free(fx->st);
+	fx->st = NULL;
+	assert_int_equal(open_opts(fx, "S2", NULL, &st2, err),
+			 SEMQ_ERR_INVALID);
+	assert_null(st2);
+	assert_non_null(strstr(err, "'S1'"));
+	assert_non_null(strstr(err, "'S2'"));
+	assert_non_null(strstr(err, fx->path));
+	/* The right id still opens it. */
+	open_ok(fx, "S1", NULL);
+}
+
+static void test_open_newer_schema_refused(void **state)
+{
+	struct fx *fx = *state;
+	struct store *st2 = NULL;
+	char err[SEMQ_ERRLEN], want[64];
+
+	open_ok(fx, "S1", NULL);
+	exec(fx->st, "INSERT INTO semq_schema(version, name, applied_at)"
+		     " VALUES (999, '0999_future.sql', 0)");
+	store_free(fx->st);
+	fx->st = NULL;
+	assert_int_equal(open_opts(fx, "S1", NULL, &st2, err),
+			 SEMQ_ERR_VERSION);
+	assert_null(st2);
+	assert_non_null(strstr(err, fx->path));
+	assert_non_null(strstr(err, "schema version 999 is newer"));
+	snprintf(want, sizeof want, "knows up to %d", store_schema_latest());
+	assert_non_null(strstr(err, want));
+	assert_non_null(strstr(err, "use a newer semqd"));
+}
+
+static void test_open_bad_files_and_options(void **state)
+{
+	struct fx *fx = *state;
+	struct store_opts o = {.synchronous = -1};
+	struct store *st2 = NULL;
+	const int64_t levels[] = {100};
+	char err[SEMQ_ERRLEN], buf[4096];
+	FILE *f;
+
+	/* A file that is not a database: named, not overwritten. */
+	memset(buf, 'x', sizeof buf);
+	f = fopen(fx->path, "wb");
+	assert_non_null(f);
+	assert_int_equal(fwrite(buf, 1, sizeof buf, f), sizeof buf);
+	fclose(f);
+	assert_int_equal(open_opts(fx, "S1", NULL, &st2, err), SEMQ_ERR_DB);
+	assert_null(st2);
+	assert_non_null(strstr(err, fx->path));
+	assert_non_null(strstr(err, "not a SEMQ database"));
+	f = fopen(fx->path, "rb");
+	assert_non_null(f);
+	assert_int_equal(fread(buf, 1, sizeof buf, f), sizeof buf);
+	fclose(f);
+	assert_int_equal(buf[0], 'x');
+	unlink(fx->path);
+
+	/* A directory that does not exist. */
+	o.path = "/nonexistent-semq-dir/node.db";
+	o.node_id = "S1";
+	assert_int_equal(store_open(&o, &st2, err, sizeof err), SEMQ_ERR_IO);
+	assert_non_null(strstr(err, "/nonexistent-semq-dir/node.db"));
+
+	/* Options, each refused before the file is touched. */
+	assert_int_equal(store_open(NULL, &st2, err, sizeof err),
+			 SEMQ_ERR_INVALID);
+	o.path = "";
+	assert_int_equal(store_open(&o, &st2, err, sizeof err),
+			 SEMQ_ERR_INVALID);
+	o.path = fx->path;
+	o.node_id = "not an id";
+	assert_int_equal(store_open(&o, &st2, err, sizeof err),
+			 SEMQ_ERR_INVALID);
+	assert_non_null(strstr(err, "node id"));
+	o.node_id = "S1";
+	o.synchronous = 4;
+	assert_int_equal(store_open(&o, &st2, err, sizeof err),
+			 SEMQ_ERR_INVALID);
+	assert_non_null(strstr(err, "synchronous"));
+	o.synchronous = -1;
+	o.redo_levels_ms = levels;
+	o.n_redo_levels = 0;
+	assert_int_equal(store_open(&o, &st2, err, sizeof err),
+			 SEMQ_ERR_INVALID);
+	assert_non_null(strstr(err, "n_redo_levels"));
+	assert_null(st2);
+	assert_int_equal(access(fx->path, F_OK), -1);
+}
+
+/* Several processes open a new file at the same moment: each succeeds and
+ * the schema is applied once. */
+static void test_open_concurrent_fresh(void **state)
+{
+	enum { N = 4 };
+	struct fx *fx = *state;
+	pid_t pids[N];
+	int gate[2], i, status, failed = 0;
+
+	assert_int_equal(pipe(gate), 0);
+	for (i = 0; i < N; i++) {
+		pids[i] = fork();
+		assert_true(pids[i] >= 0);
+		if (pids[i] == 0) {
+			struct store_opts o = {.path = fx->path,
+					       .node_id = "S1",
+					       .synchronous = -1};
+			struct store *st = NULL;
+			char err[SEMQ_ERRLEN], c;
+			int r;
+
+			close(gate[1]);
+			(void)!read(gate[0], &c, 1); /* EOF: all go at once */
+			r = store_open(&o, &st, err, sizeof err);
+			if (r != SEMQ_OK)
+				fprintf(stderr, "child: %s\n", err);
+			store_free(st);
+			_exit(r == SEMQ_OK ? 0 : 1);
+		}
+	}
+	close(gate[0]);
+	close(gate[1]);
+	/* Reap every child before judging, so none outlives the test. */
+	for (i = 0; i < N; i++) {
+		if (waitpid(pids[i], &status, 0) != pids[i] ||
+		    !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+			failed++;
+	}
+	assert_int_equal(failed, 0);
+	open_ok(fx, "S1", NULL);
+	assert_int_equal(q1(fx->st, "SELECT count(*) FROM semq_schema"),
+			 (int64_t)semq_n_migrations);
+	assert_int_equal(q1(fx->st, "SELECT count(*) FROM semq_meta WHERE"
+				    " key = 'node_id'"),
+			 1);
+}
+
+/* ---- receiving ---------------------------------------------------------- */
+
+static void test_receive_processed(void **state)
+{
+	struct fx *fx = *state;
+	struct store *st = open_ok(fx, "S1", NULL);
+	struct applier a = {0};
+	struct msg m;
+	char err[SEMQ_ERRLEN];
+	int rec = 0, res = -1;
+	uint64_t w = 99;
+
+	mkmsg(&m, "R1", "S1", 1, "K1", 0);
+	recv_expect(st, &m, &a, NOW, SEMQ_OK, RES_PROCESSED);
+	assert_int_equal(a.calls, 1);
+	assert_int_equal(a.tries[0], 0);
+	assert_int_equal(q1(st, "SELECT count(*) FROM effect"), 1);
+	assert_int_equal(q1(st, "SELECT result FROM tb_0030 WHERE seq = 1"),
+			 RES_PROCESSED);
+	assert_int_equal(q1(st, "SELECT ack_status FROM tb_0030"), AS_INIT);
+	assert_int_equal(q1(st, "SELECT received_at FROM tb_0030"), NOW);
+	assert_int_equal(q1(st, "SELECT count(*) FROM tb_0033"), 0);
+	assert_int_equal(q1(st, "SELECT count(*) FROM semq_stream_in WHERE"
+				" origin = 'R1' AND dest = 'S1'"),
+			 1);
+	assert_int_equal(store_watermark(st, "R1", "S1", &w), SEMQ_OK);
+	assert_int_equal(w, 0);
+	assert_int_equal(store_lookup_received(st, &m.id, &rec, &res), SEMQ_OK);
+	assert_int_equal(rec, 1);
+	assert_int_equal(res, RES_PROCESSED);
+
+	/* Via a relay that stored it: both recorded. */
+	mkmsg(&m, "R1", "S1", 2, NULL, 0);
+	assert_int_equal(store_receive(st, &m, "P1",
+				       CONFIRM_ORIGIN | CONFIRM_RELAY, NOW,
+				       apply_cb, &a, &res, err, sizeof err),
+			 SEMQ_OK);
+	assert_int_equal(q1(st, "SELECT confirm_need FROM tb_0030 WHERE"
+				" seq = 2 AND via = 'P1'"),
+			 3);
+	/* Not received: a seq never seen. */
+	m.id.seq = 3;
+	assert_int_equal(store_lookup_received(st, &m.id, &rec, &res), SEMQ_OK);
+	assert_int_equal(rec, 0);
+}
+
+static void test_receive_retry_rolls_back_plugin(void **state)
+{
+	struct fx *fx = *state;
+	struct store *st = open_ok(fx, "S1", NULL);
+	struct applier a = {.why = "backend busy"};
+	struct msg m, got;
+	struct redo_row row;
+	char err[SEMQ_ERRLEN] = "";
+	int res = -1;
+
+	verdicts(&a, 1, SEMQ_PLUGIN_RETRY);
+	mkmsg(&m, "R1", "S1", 1, "K1", 0);
+	assert_int_equal(store_receive(st, &m, NULL, CONFIRM_ORIGIN, NOW,
+				       apply_cb, &a, &res, err, sizeof err),
+			 SEMQ_OK);
+	assert_int_equal(res, RES_REDO);
+	assert_non_null(strstr(err, "backend busy"));
+	assert_int_equal(a.calls, 1);
+	/* The plugin's write is gone, the receipt stays, the redo entry is
+	 * there: pending at the first level. */
+	assert_int_equal(q1(st, "SELECT count(*) FROM effect"), 0);
+	assert_int_equal(q1(st, "SELECT result FROM tb_0030 WHERE seq = 1"),
+			 RES_REDO);
+	assert_int_equal(q1(st, "SELECT count(*) FROM tb_0033"), 1);
+	assert_int_equal(store_redo_get(st, redo_id_of(st, 1), &got, &row),
+			 SEMQ_OK);
+	assert_int_equal(row.status, RS_PENDING);
+	assert_int_equal(row.tries, 1);
+	assert_int_equal(row.next_attempt_at, NOW + 5000);
+	assert_string_equal(row.last_error, "backend busy");
+	assert_null(row.discard_reason);
+	assert_int_equal(row.created_at, NOW);
+	assert_int_equal(row.updated_at, NOW);
+	assert_string_equal(got.id.origin, "R1");
+	assert_int_equal(got.id.seq, 1);
+	assert_int_equal(got.type, 2800);
+	assert_string_equal(got.key, "K1");
+	assert_int_equal(got.created_at, NOW - 1000);
+	assert_int_equal(got.payload_len, 8);
+	assert_memory_equal(got.payload, "document", 8);
+	msg_clear(&got);
+
+	/* A plugin that fails without a reason still leaves one. */
+	a.why = NULL;
+	verdicts(&a, 1, SEMQ_PLUGIN_RETRY);
+	mkmsg(&m, "R1", "S1", 2, NULL, 0);
+	recv_expect(st, &m, &a, NOW, SEMQ_OK, RES_REDO);
+	assert_int_equal(store_redo_get(st, redo_id_of(st, 2), &got, &row),
+			 SEMQ_OK);
+	assert_non_null(row.last_error);
+	assert_non_null(strstr(row.last_error, "RETRY"));
+	msg_clear(&got);
+}
+
+static void test_receive_permanent_goes_dead(void **state)
+{
+	struct fx *fx = *state;
+	struct store *st = open_ok(fx, "S1", NULL);
+	struct applier a = {.why = "bill: line 3: no price"};
+
+	struct msg m;
+
+	/* Any verdict that is not OK or RETRY counts as PERMANENT. */
+	verdicts(&a, 2, SEMQ_PLUGIN_PERMANENT, 77);
+	mkmsg(&m, "R1", "S1", 1, "K1", 0);
+	recv_expect(st, &m, &a, NOW, SEMQ_OK, RES_REDO);
+	mkmsg(&m, "R1", "S1", 2, "K2", 0);
+	recv_expect(st, &m, &a, NOW, SEMQ_OK, RES_REDO);
+	assert_int_equal(q1(st, "SELECT count(*) FROM effect"), 0);
+	assert_int_equal(q1(st, "SELECT count(*) FROM tb_0030 WHERE"
+				" result = 1"),
+			 2);
+	redo_expect(st, redo_id_of(st, 1), RS_DEAD, 1, 0, -1,
+		    "bill: line 3: no price");
+	redo_expect(st, redo_id_of(st, 2), RS_DEAD, 1, 0, -1,
+		    "bill: line 3: no price");
+}
+
+static void test_receive_duplicate(void **state)
+{
+	struct fx *fx = *state;
+	struct store *st = open_ok(fx, "S1", NULL);
+	struct applier a = {.why = "x"};
+	struct msg m;
+
+	mkmsg(&m, "R1", "S1", 1, NULL, 0);
+	recv_expect(st, &m, &a, NOW, SEMQ_OK, RES_PROCESSED);
+	recv_expect(st, &m, &a, NOW + 1, SEMQ_DUPLICATE, RES_DUPLICATE);
+	assert_int_equal(a.calls, 1);
+	assert_int_equal(q1(st, "SELECT count(*) FROM effect"), 1);
+	assert_int_equal(q1(st, "SELECT count(*) FROM tb_0030"), 1);
+	assert_int_equal(q1(st, "SELECT received_at FROM tb_0030"), NOW);
+
+	/* One that went to redo is a duplicate too. */
+	verdicts(&a, 1, SEMQ_PLUGIN_RETRY);
+	mkmsg(&m, "R1", "S1", 2, NULL, 0);
+	recv_expect(st, &m, &a, NOW, SEMQ_OK, RES_REDO);
+	recv_expect(st, &m, &a, NOW, SEMQ_DUPLICATE, RES_DUPLICATE);
+	assert_int_equal(a.calls, 2);
+	assert_int_equal(q1(st, "SELECT count(*) FROM tb_0033"), 1);
+
+	/* Same seq, other stream: not a duplicate. */
+	mkmsg(&m, "R2", "S1", 1, NULL, 0);
+	recv_expect(st, &m, &a, NOW, SEMQ_OK, RES_PROCESSED);
+}
+
+static void test_duplicate_after_compaction(void **state)
+{
+	struct fx *fx = *state;
+	struct store *st = open_ok(fx, "S1", NULL);
+	struct applier a = {0};
+	struct msg m;
+	unsigned n = 99;
+	int ok = 0, rec = 0, res = -1;
+	uint64_t w = 0;
+
+	mkmsg(&m, "R1", "S1", 1, NULL, 0);
+	recv_expect(st, &m, &a, NOW, SEMQ_OK, RES_PROCESSED);
+	assert_int_equal(store_ack_response(st, &m.id, CONFIRM_ORIGIN, &ok),
+			 SEMQ_OK);
+	assert_int_equal(ok, 1);
+	assert_int_equal(store_advance_watermarks(st, &n), SEMQ_OK);
+	assert_int_equal(n, 1);
+	assert_int_equal(q1(st, "SELECT count(*) FROM tb_0030"), 0);
+	assert_int_equal(store_watermark(st, "R1", "S1", &w), SEMQ_OK);
+	assert_int_equal(w, 1);
+
+	recv_expect(st, &m, &a, NOW, SEMQ_DUPLICATE, RES_DUPLICATE);
+	assert_int_equal(a.calls, 1);
+	assert_int_equal(q1(st, "SELECT count(*) FROM tb_0030"), 0);
+	assert_int_equal(q1(st, "SELECT count(*) FROM effect"), 1);
+	assert_int_equal(store_lookup_received(st, &m.id, &rec, &res), SEMQ_OK);
+	assert_int_equal(rec, 1);
+	assert_int_equal(res, RES_DUPLICATE);
+	/* The row is gone: a late 810-Response is declined. */
+	assert_int_equal(store_ack_response(st, &m.id, CONFIRM_ORIGIN, &ok),
+			 SEMQ_DECLINED);
+}
+
+static void test_batch_commit_and_rollback(void **state)
+{
+	struct fx *fx = *state;
+	struct store *st = open_ok(fx, "S1", NULL);
+	struct applier a = {0};
+	struct msg m;
+	int rec = 1, res;
+	uint64_t i;
+
+	assert_int_equal(store_commit(st), SEMQ_ERR_INTERNAL);
+	assert_int_equal(store_begin(st), SEMQ_OK);
+	assert_int_equal(store_in_batch(st), 1);
+	assert_int_equal(store_begin(st), SEMQ_ERR_INTERNAL);
+	for (i = 1; i <= 3; i++) {
+		mkmsg(&m, "R1", "S1", i, NULL, 0);
+		recv_expect(st, &m, &a, NOW, SEMQ_OK, RES_PROCESSED);
+	}
+	assert_int_equal(enqueue(st, "R1", NULL), 1);
+	assert_int_equal(q1(st, "SELECT count(*) FROM tb_0030"), 3);
+	assert_int_equal(store_rollback(st), SEMQ_OK);
+	assert_int_equal(store_in_batch(st), 0);
+	assert_int_equal(q1(st, "SELECT count(*) FROM tb_0030"), 0);
+	assert_int_equal(q1(st, "SELECT count(*) FROM effect"), 0);
+	assert_int_equal(q1(st, "SELECT count(*) FROM semq_stream_in"), 0);
+	assert_int_equal(q1(st, "SELECT count(*) FROM tb_0031"), 0);
+	mkmsg(&m, "R1", "S1", 2, NULL, 0);
+	assert_int_equal(store_lookup_received(st, &m.id, &rec, &res), SEMQ_OK);
+	assert_int_equal(rec, 0);
+	/* A rolled back enqueue gives its seq back: no gap. */
+	assert_int_equal(enqueue(st, "R1", NULL), 1);
+
+	assert_int_equal(store_begin(st), SEMQ_OK);
+	for (i = 1; i <= 3; i++) {
+		mkmsg(&m, "R1", "S1", i, NULL, 0);
+		recv_expect(st, &m, &a, NOW, SEMQ_OK, RES_PROCESSED);
+	}
+	assert_int_equal(store_commit(st), SEMQ_OK);
+	assert_int_equal(store_in_batch(st), 0);
+	assert_int_equal(q1(st, "SELECT count(*) FROM tb_0030"), 3);
+	assert_int_equal(q1(st, "SELECT count(*) FROM effect"), 3);
+	/* Rolling back with nothing open is harmless. */
+	assert_int_equal(store_rollback(st), SEMQ_OK);
+
+	/* Committed means durable: visible after reopening. */
+	reopen(fx, "S1", NULL);
+	assert_int_equal(q1(fx->st, "SELECT count(*) FROM tb_0030"), 3);
+	assert_int_equal(q1(fx->st, "SELECT count(*) FROM effect"), 3);
+}
+
+static void test_plugin_ending_transaction(void **state)
+{
+	struct fx *fx = *state;
+	struct store *st = open_ok(fx, "S1", NULL);
+	struct applier a = {.end_tx = 1};
+	struct msg m;
+	char err[SEMQ_ERRLEN] = "";
+	int res = 0;
+
+	assert_int_equal(store_begin(st), SEMQ_OK);
+	mkmsg(&m, "R1", "S1", 1, NULL, 0);
+	assert_int_equal(store_receive(st, &m, NULL, CONFIRM_ORIGIN, NOW,
+				       apply_cb, &a, &res, err, sizeof err),
+			 SEMQ_ERR_PLUGIN);
+	assert_int_equal(res, -1);
+	assert_non_null(strstr(err, "R1/S1/1"));
+	assert_non_null(strstr(err, "must not BEGIN, COMMIT or ROLLBACK"));
+	/* The batch is gone: further calls say so, rollback is clean. */
+	mkmsg(&m, "R1", "S1", 2, NULL, 0);
+	assert_int_equal(store_receive(st, &m, NULL, CONFIRM_ORIGIN, NOW,
+				       apply_cb, &a, &res, err, sizeof err),
+			 SEMQ_ERR_DB);
+	assert_non_null(strstr(err, "roll it back"));
+	assert_int_equal(store_rollback(st), SEMQ_OK);
+	assert_int_equal(store_in_batch(st), 0);
+}
+
+static void test_receive_bad_input(void **state)
+{
+	struct fx *fx = *state;
+	struct store *st = open_ok(fx, "S1", NULL);
+	struct applier a = {0};
+	struct msg m;
+	char err[SEMQ_ERRLEN];
+	int res;
+
+#define BAD(call, what)                                                        \
+	do {                                                                   \
+		err[0] = '\0';                                                 \
+		assert_int_equal(call, SEMQ_ERR_INVALID);                      \
+		assert_non_null(strstr(err, what));                            \
+	} while (0)
+
+	mkmsg(&m, "bad origin", "S1", 1, NULL, 0);
+	BAD(store_receive(st, &m, NULL, 1, NOW, apply_cb, &a, &res, err,
+			  sizeof err),
+	    "origin 'bad origin'");
+	mkmsg(&m, "R1", "S1", 0, NULL, 0);
+	BAD(store_receive(st, &m, NULL, 1, NOW, apply_cb, &a, &res, err,
+			  sizeof err),
+	    "seq 0");
+	mkmsg(&m, "R1", "S1", 3, "K", 3);
+	BAD(store_receive(st, &m, NULL, 1, NOW, apply_cb, &a, &res, err,
+			  sizeof err),
+	    "prev_seq 3");
+	mkmsg(&m, "R1", "S1", 3, NULL, 0);
+	BAD(store_receive(st, &m, NULL, 0, NOW, apply_cb, &a, &res, err,
+			  sizeof err),
+	    "confirm_need 0");
+	BAD(store_receive(st, &m, NULL, CONFIRM_RELAY, NOW, apply_cb, &a, &res,
+			  err, sizeof err),
+	    "confirm_need 2");
+	BAD(store_receive(st, &m, "no way", 1, NOW, apply_cb, &a, &res, err,
+			  sizeof err),
+	    "via 'no way'");
+	BAD(store_receive(st, &m, NULL, 1, NOW, NULL, &a, &res, err,
+			  sizeof err),
+	    "apply");
+	m.payload = NULL;
+	BAD(store_receive(st, &m, NULL, 1, NOW, apply_cb, &a, &res, err,
+			  sizeof err),
+	    "payload NULL");
+	mkmsg(&m, "R1", "S1", 3, NULL, 0);
+	m.deliver_at = -5;
+	BAD(store_receive(st, &m, NULL, 1, NOW, apply_cb, &a, &res, err,
+			  sizeof err),
+	    "deliver_at");
+	BAD(store_receive(st, NULL, NULL, 1, NOW, apply_cb, &a, &res, err,
+			  sizeof err),
+	    "missing");
+#undef BAD
+	assert_int_equal(res, -1);
+	assert_int_equal(a.calls, 0);
+	assert_int_equal(q1(st, "SELECT count(*) FROM tb_0030"), 0);
+	assert_int_equal(store_receive(NULL, &m, NULL, 1, NOW, apply_cb, &a,
+				       &res, err, sizeof err),
+			 SEMQ_ERR_INVALID);
+}
+
+static void test_predecessor_missing(void **state)
+{
+	struct fx *fx = *state;
+	struct store *st = open_ok(fx, "S1", NULL);
+	struct applier a = {0};
+	struct msg m;
+	char err[SEMQ_ERRLEN] = "", buf[64];
+	unsigned n;
+	int ok, res;
+
+	mkmsg(&m, "R1", "S1", 2, "K", 1);
+	recv_expect(st, &m, &a, NOW, SEMQ_AGAIN, -1);
+	assert_int_equal(store_receive(st, &m, NULL, CONFIRM_ORIGIN, NOW,
+				       apply_cb, &a, &res, err, sizeof err),
+			 SEMQ_AGAIN);
+	assert_int_equal(a.calls, 0);
+	assert_int_equal(q1(st, "SELECT count(*) FROM tb_0030"), 0);
+	assert_int_equal(q1(st, "SELECT count(*) FROM tb_0033"), 0);
+	assert_int_equal(q1(st, "SELECT count(*) FROM semq_stream_in"), 0);
+	assert_int_equal(q1(st, "SELECT count(*) FROM effect"), 0);
+	assert_non_null(strstr(store_errmsg(st), "predecessor seq 1"));
+
+	mkmsg(&m, "R1", "S1", 1, "K", 0);
+	recv_expect(st, &m, &a, NOW, SEMQ_OK, RES_PROCESSED);
+	mkmsg(&m, "R1", "S1", 2, "K", 1);
+	recv_expect(st, &m, &a, NOW, SEMQ_OK, RES_PROCESSED);
+	assert_string_equal(q1s(st, "SELECT group_concat(seq) FROM effect", buf,
+				sizeof buf),
+			    "1,2");
+
+	/* A predecessor at or below the watermark counts as recorded. */
+	mkmsg(&m, "R1", "S1", 1, NULL, 0);
+	assert_int_equal(store_ack_response(st, &m.id, 1, &ok), SEMQ_OK);
+	m.id.seq = 2;
+	assert_int_equal(store_ack_response(st, &m.id, 1, &ok), SEMQ_OK);
+	assert_int_equal(store_advance_watermarks(st, &n), SEMQ_OK);
+	assert_int_equal(n, 2);
+	mkmsg(&m, "R1", "S1", 4, "K", 2);
+	recv_expect(st, &m, &a, NOW, SEMQ_OK, RES_PROCESSED);
+	/* Other keys do not wait for K's predecessor. */
+	mkmsg(&m, "R1", "S1", 9, "K", 7);
+	recv_expect(st, &m, &a, NOW, SEMQ_AGAIN, -1);
+	mkmsg(&m, "R1", "S1", 8, "L", 0);
+	recv_expect(st, &m, &a, NOW, SEMQ_OK, RES_PROCESSED);
+}
+
+static void test_tombstone(void **state)
+{
+	struct fx *fx = *state;
+	struct store *st = open_ok(fx, "S1", NULL);
+	struct applier a = {0};
+	struct msg m;
+	int rec, res;
+
+	mkmsg(&m, "R1", "S1", 1, "K", 0);
+	m.tombstone = 1;
+	recv_expect(st, &m, &a, NOW, SEMQ_OK, RES_CANCELLED);
+	assert_int_equal(a.calls, 0);
+	assert_int_equal(q1(st, "SELECT result FROM tb_0030 WHERE seq = 1"),
+			 RES_CANCELLED);
+	assert_int_equal(q1(st, "SELECT count(*) FROM tb_0033"), 0);
+	assert_int_equal(q1(st, "SELECT count(*) FROM effect"), 0);
+	assert_int_equal(store_lookup_received(st, &m.id, &rec, &res), SEMQ_OK);
+	assert_int_equal(rec, 1);
+	assert_int_equal(res, RES_CANCELLED);
+	/* The real message arriving after its tombstone is a duplicate. */
+	m.tombstone = 0;
+	recv_expect(st, &m, &a, NOW, SEMQ_DUPLICATE, RES_DUPLICATE);
+	assert_int_equal(a.calls, 0);
+	/* Its successor with the key is not held. */
+	mkmsg(&m, "R1", "S1", 2, "K", 1);
+	recv_expect(st, &m, &a, NOW, SEMQ_OK, RES_PROCESSED);
+}
+
+static void test_deliver_at_scheduled(void **state)
+{
+	struct fx *fx = *state;
+	struct store *st = open_ok(fx, "S1", NULL);
+	struct applier a = {0};
+	struct redo_seen c = {0};
+	struct msg m;
+	int64_t at = 0, id;
+	int status = -9;
+
+	assert_int_equal(store_redo_next_due(st, &at), SEMQ_DECLINED);
+	mkmsg(&m, "R1", "S1", 1, "K", 0);
+	m.deliver_at = NOW + 60000;
+	recv_expect(st, &m, &a, NOW, SEMQ_OK, RES_SCHEDULED);
+	assert_int_equal(a.calls, 0);
+	assert_int_equal(q1(st, "SELECT result FROM tb_0030"), RES_SCHEDULED);
+	id = redo_id_of(st, 1);
+	redo_expect(st, id, RS_PENDING, 0, 0, NOW + 60000, NULL);
+	assert_int_equal(store_redo_next_due(st, &at), SEMQ_OK);
+	assert_int_equal(at, NOW + 60000);
+	assert_int_equal(store_redo_due(st, NOW + 59999, 10, redo_collect, &c),
+			 SEMQ_OK);
+	assert_int_equal(c.n, 0);
+	assert_int_equal(store_redo_due(st, NOW + 60000, 10, redo_collect, &c),
+			 SEMQ_OK);
+	assert_int_equal(c.n, 1);
+	assert_int_equal(c.id[0], id);
+
+	/* Same key while it is scheduled: behind it. */
+	mkmsg(&m, "R1", "S1", 2, "K", 1);
+	recv_expect(st, &m, &a, NOW + 10, SEMQ_OK, RES_REDO);
+	redo_expect(st, redo_id_of(st, 2), RS_WAITING, 0, 0, -1, NULL);
+
+	assert_int_equal(
+		store_redo_run(st, id, NOW + 60000, apply_cb, &a, &status),
+		SEMQ_OK);
+	assert_int_equal(status, RS_DONE);
+	assert_int_equal(a.calls, 1);
+	assert_int_equal(a.tries[0], 0);
+	redo_expect(st, id, RS_DONE, 1, 0, -1, NULL);
+	redo_expect(st, redo_id_of(st, 2), RS_PENDING, 0, 0, NOW + 60000, NULL);
+	assert_int_equal(q1(st, "SELECT count(*) FROM effect"), 1);
+	assert_int_equal(
+		store_redo_run(st, id, NOW + 60000, apply_cb, &a, &status),
+		SEMQ_DECLINED);
+	assert_int_equal(store_redo_run(st, 4242, NOW, apply_cb, &a, &status),
+			 SEMQ_ERR_NOT_FOUND);
+}
+
+/* A scheduled message of a key that is waiting behind a failed head is
+ * not released before its deliver_at. */
+static void test_scheduled_behind_failed_head(void **state)
+{
+	struct fx *fx = *state;
+	struct store *st = open_ok(fx, "S1", NULL);
+	struct applier a = {.why = "down"};
+	struct msg m;
+	int status;
+
+	verdicts(&a, 1, SEMQ_PLUGIN_RETRY);
+	mkmsg(&m, "R1", "S1", 1, "K", 0);
+	recv_expect(st, &m, &a, NOW, SEMQ_OK, RES_REDO);
+	mkmsg(&m, "R1", "S1", 2, "K", 1);
+	m.deliver_at = NOW + 100000;
+	recv_expect(st, &m, &a, NOW, SEMQ_OK, RES_SCHEDULED);
+	redo_expect(st, redo_id_of(st, 2), RS_WAITING, 0, 0, -1, NULL);
+	assert_int_equal(store_redo_run(st, redo_id_of(st, 1), NOW + 5000,
+					apply_cb, &a, &status),
+			 SEMQ_OK);
+	assert_int_equal(status, RS_DONE);
+	redo_expect(st, redo_id_of(st, 2), RS_PENDING, 0, 0, NOW + 100000,
+		    NULL);
+}
+
+static void test_key_waiting_and_release_order(void **state)
+{
+	struct fx *fx = *state;
+	struct store *st = open_ok(fx, "S1", NULL);
+	struct applier a = {.why = "backend busy"};
+	struct redo_seen c = {0};
+	struct msg m;
+	char buf[64];
+	int64_t id1, id2, id4;
+	int status;
+
+	verdicts(&a, 1, SEMQ_PLUGIN_RETRY);
+	mkmsg(&m, "R1", "S1", 1, "K", 0);
+	recv_expect(st, &m, &a, NOW, SEMQ_OK, RES_REDO);
+	mkmsg(&m, "R1", "S1", 2, "K", 1);
+	recv_expect(st, &m, &a, NOW, SEMQ_OK, RES_REDO);
+	mkmsg(&m, "R1", "S1", 3, "L", 0);
+	recv_expect(st, &m, &a, NOW, SEMQ_OK, RES_PROCESSED);
+	mkmsg(&m, "R1", "S1", 4, "K", 2);
+	recv_expect(st, &m, &a, NOW, SEMQ_OK, RES_REDO);
+	mkmsg(&m, "R1", "S1", 5, NULL, 0);
+	recv_expect(st, &m, &a, NOW, SEMQ_OK, RES_PROCESSED);
+	/* Same key, other stream: not held up either. */
+	mkmsg(&m, "R2", "S1", 1, "K", 0);
+	recv_expect(st, &m, &a, NOW, SEMQ_OK, RES_PROCESSED);
+	assert_int_equal(a.calls, 4); /* 2 and 4 never reached the plugin */
+	assert_int_equal(q1(st, "SELECT count(*) FROM tb_0030 WHERE"
+				" origin = 'R1' AND result = 1"),
+			 3);
+
+	id1 = redo_id_of(st, 1);
+	id2 = redo_id_of(st, 2);
+	id4 = redo_id_of(st, 4);
+	redo_expect(st, id1, RS_PENDING, 1, 1, NOW + 5000, "backend busy");
+	redo_expect(st, id2, RS_WAITING, 0, 0, -1, NULL);
+	redo_expect(st, id4, RS_WAITING, 0, 0, -1, NULL);
+	/* A waiting entry is not run. */
+	assert_int_equal(store_redo_run(st, id2, NOW, apply_cb, &a, &status),
+			 SEMQ_DECLINED);
+	assert_int_equal(store_redo_due(st, NOW + 5000, 10, redo_collect, &c),
+			 SEMQ_OK);
+	assert_int_equal(c.n, 1);
+	assert_int_equal(c.id[0], id1);
+
+	assert_int_equal(
+		store_redo_run(st, id1, NOW + 5000, apply_cb, &a, &status),
+		SEMQ_OK);
+	assert_int_equal(status, RS_DONE);
+	assert_int_equal(a.tries[4], 1);
+	redo_expect(st, id1, RS_DONE, 2, 1, -1, NULL);
+	redo_expect(st, id2, RS_PENDING, 0, 0, NOW + 5000, NULL);
+	redo_expect(st, id4, RS_WAITING, 0, 0, -1, NULL);
+
+	assert_int_equal(
+		store_redo_run(st, id2, NOW + 6000, apply_cb, &a, &status),
+		SEMQ_OK);
+	assert_int_equal(status, RS_DONE);
+	redo_expect(st, id4, RS_PENDING, 0, 0, NOW + 6000, NULL);
+	assert_int_equal(
+		store_redo_run(st, id4, NOW + 6000, apply_cb, &a, &status),
+		SEMQ_OK);
+	/* K took effect in seq order. */
+	assert_string_equal(q1s(st,
+				"SELECT group_concat(seq) FROM (SELECT seq"
+				" FROM effect WHERE origin = 'R1' AND seq IN"
+				" (1, 2, 4) ORDER BY rowid)",
+				buf, sizeof buf),
+			    "1,2,4");
+	/* Nothing unfinished for K now: the next one runs at once. */
+	mkmsg(&m, "R1", "S1", 6, "K", 4);
+	recv_expect(st, &m, &a, NOW, SEMQ_OK, RES_PROCESSED);
+}
+
+static void test_redo_discard_releases(void **state)
+{
+	struct fx *fx = *state;
+	struct store *st = open_ok(fx, "S1", NULL);
+	struct applier a = {.why = "bad document"};
+	struct msg m, got;
+	struct redo_row row;
+	int64_t id1, id2, id3;
+	int status;
+
+	verdicts(&a, 1, SEMQ_PLUGIN_PERMANENT);
+	mkmsg(&m, "R1", "S1", 1, "K", 0);
+	recv_expect(st, &m, &a, NOW, SEMQ_OK, RES_REDO);
+	mkmsg(&m, "R1", "S1", 2, "K", 1);
+	recv_expect(st, &m, &a, NOW, SEMQ_OK, RES_REDO);
+	mkmsg(&m, "R1", "S1", 3, "K", 2);
+	recv_expect(st, &m, &a, NOW, SEMQ_OK, RES_REDO);
+	id1 = redo_id_of(st, 1);
+	id2 = redo_id_of(st, 2);
+	id3 = redo_id_of(st, 3);
+	redo_expect(st, id1, RS_DEAD, 1, 0, -1, "bad document");
+
+	assert_int_equal(store_redo_discard(st, id1, "", NOW),
+			 SEMQ_ERR_INVALID);
+	assert_int_equal(store_redo_discard(st, id1, NULL, NOW),
+			 SEMQ_ERR_INVALID);
+	assert_int_equal(store_redo_discard(st, 4242, "x", NOW),
+			 SEMQ_ERR_NOT_FOUND);
+
+	/* Discarding a waiting entry behind the dead head releases nothing. */
+	assert_int_equal(store_redo_discard(st, id2, "superseded", NOW + 1),
+			 SEMQ_OK);
+	assert_int_equal(store_redo_get(st, id2, &got, &row), SEMQ_OK);
+	assert_int_equal(row.status, RS_DISCARDED);
+	assert_string_equal(row.discard_reason, "superseded");
+	assert_int_equal(row.updated_at, NOW + 1);
+	msg_clear(&got);
+	redo_expect(st, id3, RS_WAITING, 0, 0, -1, NULL);
+
+	/* Discarding the head releases the next one. */
+	assert_int_equal(store_redo_discard(st, id1, "operator", NOW + 2),
+			 SEMQ_OK);
+	redo_expect(st, id3, RS_PENDING, 0, 0, NOW + 2, NULL);
+	assert_int_equal(store_redo_discard(st, id1, "again", NOW + 3),
+			 SEMQ_DECLINED);
+	assert_int_equal(
+		store_redo_run(st, id3, NOW + 3, apply_cb, &a, &status),
+		SEMQ_OK);
+	assert_int_equal(status, RS_DONE);
+	assert_int_equal(store_redo_discard(st, id3, "late", NOW + 4),
+			 SEMQ_DECLINED);
+	/* The operator's discard left no effect behind. */
+	assert_int_equal(q1(st, "SELECT group_concat(seq) FROM effect"), 3);
+}
+
+static void test_redo_levels_and_dead(void **state)
+{
+	struct fx *fx = *state;
+	const int64_t levels[] = {100, 200, 300};
+	struct store_opts o = {.synchronous = -1,
+			       .redo_levels_ms = levels,
+			       .n_redo_levels = 3,
+			       .max_tries = 5};
+	struct store *st = open_ok(fx, "S1", &o);
+	struct applier a = {.why = "still down"};
+	struct redo_seen c = {0};
+	struct msg m;
+	int64_t id, t = NOW;
+	unsigned n = 0;
+	int status = -9;
+
+	verdicts(&a, 5, SEMQ_PLUGIN_RETRY, SEMQ_PLUGIN_RETRY, SEMQ_PLUGIN_RETRY,
+		 SEMQ_PLUGIN_RETRY, SEMQ_PLUGIN_RETRY);
+	mkmsg(&m, "R1", "S1", 1, NULL, 0);
+	recv_expect(st, &m, &a, t, SEMQ_OK, RES_REDO);
+	id = redo_id_of(st, 1);
+	redo_expect(st, id, RS_PENDING, 1, 1, t + 100, "still down");
+
+	t += 100;
+	assert_int_equal(store_redo_run(st, id, t, apply_cb, &a, &status),
+			 SEMQ_OK);
+	assert_int_equal(status, RS_PENDING);
+	redo_expect(st, id, RS_PENDING, 2, 2, t + 200, "still down");
+	t += 200;
+	assert_int_equal(store_redo_run(st, id, t, apply_cb, &a, &status),
+			 SEMQ_OK);
+	redo_expect(st, id, RS_PENDING, 3, 3, t + 300, "still down");
+	t += 300;
+	assert_int_equal(store_redo_run(st, id, t, apply_cb, &a, &status),
+			 SEMQ_OK);
+	/* Past the last level: the last one repeats. */
+	redo_expect(st, id, RS_PENDING, 4, 4, t + 300, "still down");
+	t += 300;
+	a.why = "gave up";
+	assert_int_equal(store_redo_run(st, id, t, apply_cb, &a, &status),
+			 SEMQ_OK);
+	assert_int_equal(status, RS_DEAD);
+	redo_expect(st, id, RS_DEAD, 5, 4, -1, "gave up");
+	assert_int_equal(a.calls, 5);
+	assert_int_equal(a.tries[1], 1);
+	assert_int_equal(a.tries[4], 4);
+	assert_int_equal(q1(st, "SELECT count(*) FROM effect"), 0);
+	assert_int_equal(store_redo_run(st, id, t, apply_cb, &a, &status),
+			 SEMQ_DECLINED);
+
+	/* Operator retry: pending now, tries kept, level reset. */
+	assert_int_equal(store_redo_retry(st, id, t + 1), SEMQ_OK);
+	redo_expect(st, id, RS_PENDING, 5, 0, t + 1, "gave up");
+	assert_int_equal(store_redo_retry(st, id, t + 1), SEMQ_DECLINED);
+	assert_int_equal(store_redo_retry(st, 4242, t + 1), SEMQ_ERR_NOT_FOUND);
+	verdicts(&a, 1, SEMQ_PLUGIN_PERMANENT);
+	assert_int_equal(store_redo_run(st, id, t + 1, apply_cb, &a, &status),
+			 SEMQ_OK);
+	assert_int_equal(status, RS_DEAD);
+
+	/* Retry every dead entry. */
+	verdicts(&a, 1, SEMQ_PLUGIN_PERMANENT);
+	mkmsg(&m, "R1", "S1", 2, NULL, 0);
+	recv_expect(st, &m, &a, t, SEMQ_OK, RES_REDO);
+	assert_int_equal(store_redo_list(st, RS_DEAD, 10, redo_collect, &c),
+			 SEMQ_OK);
+	assert_int_equal(c.n, 2);
+	assert_int_equal(store_redo_retry_all_dead(st, t + 5, &n), SEMQ_OK);
+	assert_int_equal(n, 2);
+	c.n = 0;
+	assert_int_equal(store_redo_due(st, t + 5, 10, redo_collect, &c),
+			 SEMQ_OK);
+	assert_int_equal(c.n, 2);
+	assert_int_equal(store_redo_retry_all_dead(st, t + 5, &n), SEMQ_OK);
+	assert_int_equal(n, 0);
+	/* Listings are by id and respect limit; a bad status is refused. */
+	c.n = 0;
+	assert_int_equal(store_redo_list(st, -100, 1, redo_collect, &c),
+			 SEMQ_OK);
+	assert_int_equal(c.n, 1);
+	assert_int_equal(c.id[0], id);
+	assert_int_equal(store_redo_list(st, 7, 10, redo_collect, &c),
+			 SEMQ_ERR_INVALID);
+}
+
+static void test_max_tries_one_is_dead_at_once(void **state)
+{
+	struct fx *fx = *state;
+	struct store_opts o = {.synchronous = -1, .max_tries = 1};
+	struct store *st = open_ok(fx, "S1", &o);
+	struct applier a = {.why = "nope"};
+	struct msg m;
+
+	verdicts(&a, 1, SEMQ_PLUGIN_RETRY);
+	mkmsg(&m, "R1", "S1", 1, NULL, 0);
+	recv_expect(st, &m, &a, NOW, SEMQ_OK, RES_REDO);
+	redo_expect(st, redo_id_of(st, 1), RS_DEAD, 1, 0, -1, "nope");
+}
+
+/* ---- outbound ----------------------------------------------------------- */
+
+static void test_enqueue_assigns_seq(void **state)
+{
+	struct fx *fx = *state;
+	struct store_opts o = {.synchronous = -1, .max_payload = 16};
+	struct store *st = open_ok(fx, "R1", &o);
+	struct msgid id;
+	struct msg m;
+	struct out_row row;
+	char err[SEMQ_ERRLEN];
+	uint8_t big[17] = {0};
+	uint64_t seq;
+
+	assert_int_equal(enqueue(st, "S1", "K"), 1);
+	assert_int_equal(enqueue(st, "S1", NULL), 2);
+	assert_int_equal(enqueue(st, "S1", "K"), 3);
+	assert_int_equal(enqueue(st, "S2", "K"), 1);
+
+	mkid(&id, "R1", "S1", 3);
+	assert_int_equal(store_outbound_get(st, &id, &m, &row), SEMQ_OK);
+	assert_string_equal(m.id.origin, "R1");
+	assert_int_equal(m.prev_seq, 1);
+	assert_int_equal(m.type, 2800);
+	assert_int_equal(m.created_at, NOW - 1000);
+	assert_int_equal(m.tombstone, 0);
+	assert_int_equal(row.status, SS_UNSEND);
+	assert_int_equal(row.attempts, 0);
+	assert_int_equal(row.result, -1);
+	assert_null(row.last_error);
+	msg_clear(&m);
+	mkid(&id, "R1", "S1", 9);
+	assert_int_equal(store_outbound_get(st, &id, &m, &row),
+			 SEMQ_ERR_NOT_FOUND);
+
+	mkmsg(&m, "", "bad dest", 0, NULL, 0);
+	assert_int_equal(store_enqueue(st, &m, &seq, err, sizeof err),
+			 SEMQ_ERR_INVALID);
+	assert_non_null(strstr(err, "dest 'bad dest'"));
+	mkmsg(&m, "", "S1", 0, NULL, 0);
+	m.payload = big;
+	m.payload_len = sizeof big;
+	assert_int_equal(store_enqueue(st, &m, &seq, err, sizeof err),
+			 SEMQ_ERR_TOO_BIG);
+	assert_non_null(strstr(err, "max_payload"));
+	m.payload = NULL;
+	assert_int_equal(store_enqueue(st, &m, &seq, err, sizeof err),
+			 SEMQ_ERR_INVALID);
+	/* An empty payload is fine. */
+	m.payload_len = 0;
+	assert_int_equal(store_enqueue(st, &m, &seq, err, sizeof err), SEMQ_OK);
+	assert_int_equal(seq, 4);
+	assert_int_equal(q1(st, "SELECT length(payload) FROM tb_0031 WHERE"
+				" dest = 'S1' AND seq = 4"),
+			 0);
+}
+
+static void test_fetch_sendable_window_and_order(void **state)
+{
+	struct fx *fx = *state;
+	struct store *st = open_ok(fx, "R1", NULL);
+	struct out_seen c;
+	struct msgid id;
+	int i;
+
+	for (i = 0; i < 5; i++)
+		enqueue(st, "S1", NULL);
+	for (i = 0; i < 2; i++)
+		enqueue(st, "S2", NULL);
+
+	memset(&c, 0, sizeof c);
+	assert_int_equal(
+		store_fetch_sendable(st, NULL, NOW, 3, 100, out_collect, &c),
+		SEMQ_OK);
+	assert_int_equal(c.n, 5);
+	for (i = 0; i < c.n; i++) {
+		assert_int_equal(c.status[i], SS_UNSEND);
+		/* Seq order within each stream, streams one after another. */
+		if (i > 0 && strcmp(c.dest[i], c.dest[i - 1]) == 0)
+			assert_int_equal(c.seq[i], c.seq[i - 1] + 1);
+	}
+	assert_int_equal(q1(st, "SELECT count(*) FROM tb_0031 WHERE"
+				" status = 0"),
+			 7); /* fetching does not change them */
+
+	/* Two in flight (one sent, one held by a relay): room for one. */
+	mkid(&id, "R1", "S1", 1);
+	assert_int_equal(store_mark_sent(st, &id, NOW, NOW + 30000), SEMQ_OK);
+	assert_int_equal(store_mark_relay_acked(st, &id, NOW, NOW + 30000),
+			 SEMQ_OK);
+	id.seq = 2;
+	assert_int_equal(store_mark_sent(st, &id, NOW, NOW + 30000), SEMQ_OK);
+	memset(&c, 0, sizeof c);
+	assert_int_equal(
+		store_fetch_sendable(st, "S1", NOW, 3, 100, out_collect, &c),
+		SEMQ_OK);
+	assert_int_equal(c.n, 1);
+	assert_int_equal(c.seq[0], 3);
+	memset(&c, 0, sizeof c);
+	assert_int_equal(
+		store_fetch_sendable(st, "S1", NOW, 2, 100, out_collect, &c),
+		SEMQ_OK);
+	assert_int_equal(c.n, 0);
+
+	/* limit caps the total; window 0 sends nothing. */
+	memset(&c, 0, sizeof c);
+	assert_int_equal(
+		store_fetch_sendable(st, NULL, NOW, 100, 2, out_collect, &c),
+		SEMQ_OK);
+	assert_int_equal(c.n, 2);
+	memset(&c, 0, sizeof c);
+	assert_int_equal(
+		store_fetch_sendable(st, NULL, NOW, 0, 100, out_collect, &c),
+		SEMQ_OK);
+	assert_int_equal(c.n, 0);
+
+	/* Sent back to unsent with a retry time: not before it. */
+	assert_int_equal(store_mark_unsent(st, &id, NOW + 1000, "peer gone"),
+			 SEMQ_OK);
+	memset(&c, 0, sizeof c);
+	assert_int_equal(
+		store_fetch_sendable(st, "S1", NOW, 100, 100, out_collect, &c),
+		SEMQ_OK);
+	assert_int_equal(c.n, 3);
+	assert_int_equal(c.seq[0], 3);
+	memset(&c, 0, sizeof c);
+	assert_int_equal(store_fetch_sendable(st, "S1", NOW + 1000, 100, 100,
+					      out_collect, &c),
+			 SEMQ_OK);
+	assert_int_equal(c.n, 4);
+	assert_int_equal(c.seq[0], 2);
+	assert_int_equal(c.seq[3], 5);
+	for (i = 0; i < c.n; i++)
+		assert_string_equal(c.dest[i], "S1");
+
+	/* The callback may stop it. */
+	memset(&c, 0, sizeof c);
+	c.stop_after = 1;
+	assert_int_equal(store_fetch_sendable(st, NULL, NOW + 1000, 100, 100,
+					      out_collect, &c),
+			 SEMQ_OK);
+	assert_int_equal(c.n, 1);
+	assert_int_equal(
+		store_fetch_sendable(st, "no dest", NOW, 1, 1, out_collect, &c),
+		SEMQ_ERR_INVALID);
+	assert_int_equal(store_fetch_sendable(st, NULL, NOW, 1, 1, NULL, &c),
+			 SEMQ_ERR_INVALID);
+}
+
+/* A small limit does not starve the streams that sort last. */
+static void test_fetch_sendable_round_robin(void **state)
+{
+	struct fx *fx = *state;
+	struct store *st = open_ok(fx, "R1", NULL);
+	struct out_seen c;
+	int i, s1 = 0, s2 = 0, s3 = 0;
+
+	for (i = 0; i < 3; i++) {
+		enqueue(st, "S1", NULL);
+		enqueue(st, "S2", NULL);
+		enqueue(st, "S3", NULL);
+	}
+	for (i = 0; i < 3; i++) {
+		memset(&c, 0, sizeof c);
+		assert_int_equal(store_fetch_sendable(st, NULL, NOW, 100, 1,
+						      out_collect, &c),
+				 SEMQ_OK);
+		assert_int_equal(c.n, 1);
+		assert_int_equal(c.seq[0], 1);
+		s1 += strcmp(c.dest[0], "S1") == 0;
+		s2 += strcmp(c.dest[0], "S2") == 0;
+		s3 += strcmp(c.dest[0], "S3") == 0;
+	}
+	assert_int_equal(s1, 1);
+	assert_int_equal(s2, 1);
+	assert_int_equal(s3, 1);
+}
+
+/* Callbacks may use the store, even the listing they are called from. */
+static void test_callbacks_reenter_store(void **state)
+{
+	struct fx *fx = *state;
+	struct store *st = open_ok(fx, "R1", NULL);
+	struct out_seen c;
+	int i;
+
+	for (i = 0; i < 4; i++)
+		enqueue(st, "S1", NULL);
+	memset(&c, 0, sizeof c);
+	c.st = st;
+	c.mark_sent = 1;
+	assert_int_equal(
+		store_fetch_sendable(st, NULL, NOW, 10, 10, out_collect, &c),
+		SEMQ_OK);
+	assert_int_equal(c.n, 4);
+	for (i = 0; i < 4; i++)
+		assert_int_equal(c.seq[i], (uint64_t)i + 1);
+	assert_int_equal(q1(st, "SELECT count(*) FROM tb_0031 WHERE"
+				" status = 4"),
+			 4);
+
+	memset(&c, 0, sizeof c);
+	c.st = st;
+	c.nested_listing = 1;
+	assert_int_equal(store_outbound_list(st, -100, 10, out_collect, &c),
+			 SEMQ_OK);
+	assert_int_equal(c.n, 4);
+	assert_int_equal(c.nested_n, 16);
+	/* Newest first. */
+	assert_int_equal(c.seq[0], 4);
+	assert_int_equal(c.seq[3], 1);
+	memset(&c, 0, sizeof c);
+	assert_int_equal(
+		store_outbound_list(st, SS_UNSEND, 10, out_collect, &c),
+		SEMQ_OK);
+	assert_int_equal(c.n, 0);
+	assert_int_equal(store_outbound_list(st, 5, 10, out_collect, &c),
+			 SEMQ_ERR_INVALID);
+}
+
+static void test_outbound_state_machine(void **state)
+{
+	struct fx *fx = *state;
+	struct store *st = open_ok(fx, "R1", NULL);
+	struct msgid id;
+	struct msg m;
+	struct out_row row;
+
+	enqueue(st, "S1", NULL);
+	enqueue(st, "S1", NULL);
+	mkid(&id, "R1", "S1", 1);
+
+	assert_int_equal(store_mark_relay_acked(st, &id, NOW, NOW),
+			 SEMQ_DECLINED);
+	assert_non_null(strstr(store_errmsg(st), "R1/S1/1"));
+	assert_int_equal(store_mark_unsent(st, &id, NOW, NULL), SEMQ_DECLINED);
+	assert_int_equal(store_mark_sent(st, &id, NOW, NOW + 30000), SEMQ_OK);
+	assert_int_equal(store_outbound_get(st, &id, &m, &row), SEMQ_OK);
+	assert_int_equal(row.status, SS_SEND);
+	assert_int_equal(row.attempts, 1);
+	assert_int_equal(row.sent_at, NOW);
+	assert_int_equal(row.next_attempt_at, NOW + 30000);
+	msg_clear(&m);
+	assert_int_equal(store_mark_sent(st, &id, NOW, NOW), SEMQ_DECLINED);
+	assert_int_equal(store_mark_relay_acked(st, &id, NOW + 5, NOW + 40000),
+			 SEMQ_OK);
+	out_expect_status(st, "R1", "S1", 1, SS_ACK);
+	assert_int_equal(store_mark_relay_acked(st, &id, NOW, NOW),
+			 SEMQ_DECLINED);
+	assert_int_equal(store_mark_unsent(st, &id, NOW + 500, "unreachable"),
+			 SEMQ_OK);
+	assert_int_equal(store_outbound_get(st, &id, &m, &row), SEMQ_OK);
+	assert_int_equal(row.status, SS_UNSEND);
+	assert_int_equal(row.next_attempt_at, NOW + 500);
+	assert_string_equal(row.last_error, "unreachable");
+	msg_clear(&m);
+	assert_int_equal(store_mark_sent(st, &id, NOW + 500, NOW + 900),
+			 SEMQ_OK);
+	assert_int_equal(
+		store_mark_confirmed(st, &id, RES_PROCESSED, NOW + 600),
+		SEMQ_OK);
+	assert_int_equal(store_outbound_get(st, &id, &m, &row), SEMQ_OK);
+	assert_int_equal(row.status, SS_ACK2);
+	assert_int_equal(row.attempts, 2);
+	assert_int_equal(row.result, RES_PROCESSED);
+	assert_int_equal(row.acked_at, NOW + 600);
+	msg_clear(&m);
+	/* Confirmed is final. */
+	assert_int_equal(store_mark_confirmed(st, &id, RES_DUPLICATE, NOW),
+			 SEMQ_DECLINED);
+	assert_int_equal(store_mark_unsent(st, &id, NOW, NULL), SEMQ_DECLINED);
+	assert_int_equal(store_mark_sent(st, &id, NOW, NOW), SEMQ_DECLINED);
+	assert_int_equal(store_cancel(st, &id, NOW), SEMQ_DECLINED);
+	assert_int_equal(store_mark_confirmed(st, &id, 9, NOW),
+			 SEMQ_ERR_INVALID);
+
+	/* Cancel: -2 (twice is fine), shown as a tombstone; a recorded
+	 * tombstone keeps the row cancelled with result 4, and it is no longer
+	 * due for sending. */
+	id.seq = 2;
+	assert_int_equal(store_cancel(st, &id, NOW), SEMQ_OK);
+	assert_int_equal(store_cancel(st, &id, NOW), SEMQ_OK);
+	assert_int_equal(store_outbound_get(st, &id, &m, &row), SEMQ_OK);
+	assert_int_equal(row.status, SS_CANCELLED);
+	assert_int_equal(m.tombstone, 1);
+	msg_clear(&m);
+	assert_int_equal(store_mark_sent(st, &id, NOW, NOW), SEMQ_DECLINED);
+	assert_int_equal(store_defer(st, &id, NOW + 5), SEMQ_OK);
+	assert_int_equal(store_mark_confirmed(st, &id, RES_CANCELLED, NOW),
+			 SEMQ_OK);
+	assert_int_equal(store_outbound_get(st, &id, &m, &row), SEMQ_OK);
+	assert_int_equal(row.status, SS_CANCELLED);
+	assert_int_equal(row.result, RES_CANCELLED);
+	msg_clear(&m);
+	assert_int_equal(store_defer(st, &id, NOW + 5), SEMQ_DECLINED);
+
+	/* A cancel that arrived after the message took effect: the
+	 * receiver's verdict wins and the row is confirmed. */
+	mkid(&id, "R1", "S1", enqueue(st, "S1", NULL));
+	assert_int_equal(store_cancel(st, &id, NOW), SEMQ_OK);
+	assert_int_equal(store_mark_confirmed(st, &id, RES_PROCESSED, NOW),
+			 SEMQ_OK);
+	assert_int_equal(store_outbound_get(st, &id, &m, &row), SEMQ_OK);
+	assert_int_equal(row.status, SS_ACK2);
+	assert_int_equal(row.result, RES_PROCESSED);
+	msg_clear(&m);
+
+	/* No such row; a bad id. */
+	id.seq = 99;
+	assert_int_equal(store_cancel(st, &id, NOW), SEMQ_ERR_NOT_FOUND);
+	assert_int_equal(store_mark_sent(st, &id, NOW, NOW), SEMQ_DECLINED);
+	assert_non_null(strstr(store_errmsg(st), "no such message"));
+	id.seq = 0;
+	assert_int_equal(store_mark_sent(st, &id, NOW, NOW), SEMQ_ERR_INVALID);
+	assert_int_equal(store_cancel(st, NULL, NOW), SEMQ_ERR_INVALID);
+}
+
+static void test_fetch_in_doubt(void **state)
+{
+	struct fx *fx = *state;
+	struct store *st = open_ok(fx, "R1", NULL);
+	struct out_seen c;
+	struct msgid id;
+
+	enqueue(st, "S1", NULL);
+	enqueue(st, "S1", NULL);
+	enqueue(st, "S1", NULL);
+	mkid(&id, "R1", "S1", 1);
+	assert_int_equal(store_mark_sent(st, &id, NOW, NOW + 30000), SEMQ_OK);
+	id.seq = 2;
+	assert_int_equal(store_mark_sent(st, &id, NOW, NOW + 60000), SEMQ_OK);
+	assert_int_equal(store_mark_relay_acked(st, &id, NOW, NOW + 40000),
+			 SEMQ_OK);
+
+	memset(&c, 0, sizeof c);
+	assert_int_equal(
+		store_fetch_in_doubt(st, NOW + 29999, 10, out_collect, &c),
+		SEMQ_OK);
+	assert_int_equal(c.n, 0);
+	assert_int_equal(
+		store_fetch_in_doubt(st, NOW + 30000, 10, out_collect, &c),
+		SEMQ_OK);
+	assert_int_equal(c.n, 1);
+	assert_int_equal(c.seq[0], 1);
+	assert_int_equal(c.status[0], SS_SEND);
+	memset(&c, 0, sizeof c);
+	assert_int_equal(
+		store_fetch_in_doubt(st, NOW + 50000, 10, out_collect, &c),
+		SEMQ_OK);
+	assert_int_equal(c.n, 2);
+	assert_int_equal(c.seq[1], 2);
+	assert_int_equal(c.status[1], SS_ACK);
+	memset(&c, 0, sizeof c);
+	assert_int_equal(
+		store_fetch_in_doubt(st, NOW + 50000, 1, out_collect, &c),
+		SEMQ_OK);
+	assert_int_equal(c.n, 1);
+	/* A confirmed one is no longer in doubt; unsent ones never were. */
+	id.seq = 1;
+	assert_int_equal(store_mark_confirmed(st, &id, RES_PROCESSED, NOW),
+			 SEMQ_OK);
+	memset(&c, 0, sizeof c);
+	assert_int_equal(
+		store_fetch_in_doubt(st, NOW + 99999, 10, out_collect, &c),
+		SEMQ_OK);
+	assert_int_equal(c.n, 1);
+	assert_int_equal(c.seq[0], 2);
+}
+
+static void test_purge_by_retention(void **state)
+{
+	struct fx *fx = *state;
+	struct store *st = open_ok(fx, "R1", NULL);
+	struct msgid id;
+	unsigned n = 99;
+
+	enqueue(st, "S1", NULL);
+	enqueue(st, "S1", NULL);
+	enqueue(st, "S1", NULL);
+	mkid(&id, "R1", "S1", 1);
+	assert_int_equal(store_mark_confirmed(st, &id, 0, NOW + 1000), SEMQ_OK);
+	id.seq = 2;
+	assert_int_equal(store_mark_confirmed(st, &id, 0, NOW + 2000), SEMQ_OK);
+
+	assert_int_equal(store_purge(st, NOW + 1400, 500, 100, &n), SEMQ_OK);
+	assert_int_equal(n, 0);
+	assert_int_equal(store_purge(st, NOW + 1600, 500, 100, &n), SEMQ_OK);
+	assert_int_equal(n, 1);
+	id.seq = 1;
+	assert_int_equal(store_cancel(st, &id, NOW), SEMQ_ERR_NOT_FOUND);
+	assert_int_equal(store_purge(st, NOW + 99999, 500, 0, &n), SEMQ_OK);
+	assert_int_equal(n, 0);
+	assert_int_equal(store_purge(st, NOW + 99999, 500, 100, &n), SEMQ_OK);
+	assert_int_equal(n, 1);
+	/* The unconfirmed one stays, and seqs are never reused. */
+	assert_int_equal(q1(st, "SELECT group_concat(seq) FROM tb_0031"), 3);
+	assert_int_equal(enqueue(st, "S1", NULL), 4);
+	assert_int_equal(store_purge(st, NOW, -1, 100, &n), SEMQ_ERR_INVALID);
+}
+
+static void test_enqueue_copy(void **state)
+{
+	struct fx *fx = *state;
+	struct store *st = open_ok(fx, "P1", NULL);
+	struct msg m, got;
+	struct out_row row;
+	struct out_seen c;
+
+	mkmsg(&m, "R1", "S1", 7, "K", 5);
+	m.deliver_at = NOW + 50;
+	assert_int_equal(store_enqueue_copy(st, &m, NOW), SEMQ_OK);
+	assert_int_equal(store_enqueue_copy(st, &m, NOW + 1), SEMQ_DUPLICATE);
+	assert_int_equal(q1(st, "SELECT count(*) FROM tb_0031"), 1);
+	/* Stored as given: the trigger did not renumber it. */
+	assert_int_equal(store_outbound_get(st, &m.id, &got, &row), SEMQ_OK);
+	assert_string_equal(got.id.origin, "R1");
+	assert_int_equal(got.id.seq, 7);
+	assert_int_equal(got.prev_seq, 5);
+	assert_string_equal(got.key, "K");
+	assert_int_equal(got.deliver_at, NOW + 50);
+	assert_int_equal(got.created_at, NOW - 1000);
+	assert_int_equal(got.payload_len, 8);
+	assert_int_equal(row.status, SS_UNSEND);
+	msg_clear(&got);
+	assert_int_equal(q1(st, "SELECT count(*) FROM semq_stream_out"), 0);
+	/* It travels like any other. */
+	memset(&c, 0, sizeof c);
+	assert_int_equal(
+		store_fetch_sendable(st, "S1", NOW, 10, 10, out_collect, &c),
+		SEMQ_OK);
+	assert_int_equal(c.n, 1);
+	assert_int_equal(c.seq[0], 7);
+
+	/* A relayed tombstone is kept as a cancelled row. */
+	mkmsg(&m, "R1", "S1", 8, NULL, 0);
+	m.tombstone = 1;
+	assert_int_equal(store_enqueue_copy(st, &m, NOW), SEMQ_OK);
+	out_expect_status(st, "R1", "S1", 8, SS_CANCELLED);
+
+	mkmsg(&m, "R1", "S1", 0, NULL, 0);
+	assert_int_equal(store_enqueue_copy(st, &m, NOW), SEMQ_ERR_INVALID);
+	mkmsg(&m, "R 1", "S1", 1, NULL, 0);
+	assert_int_equal(store_enqueue_copy(st, &m, NOW), SEMQ_ERR_INVALID);
+	assert_non_null(strstr(store_errmsg(st), "origin 'R 1'"));
+}
+
+/* ---- watermarks, status ------------------------------------------------- */
+
+static void ack(struct store *st, uint64_t seq, unsigned bit, int want_ok)
+{
+	struct msgid id;
+	int ok = -1;
+
+	mkid(&id, "R1", "S1", seq);
+	assert_int_equal(store_ack_response(st, &id, bit, &ok), SEMQ_OK);
+	assert_int_equal(ok, want_ok);
+}
+
+static void test_watermark_gaps(void **state)
+{
+	struct fx *fx = *state;
+	struct store *st = open_ok(fx, "S1", NULL);
+	struct applier a = {0};
+	struct msg m;
+	struct msgid id;
+	char buf[64];
+	unsigned n = 99;
+	uint64_t w = 99, i;
+	int ok;
+
+	for (i = 1; i <= 4; i++) {
+		mkmsg(&m, "R1", "S1", i, NULL, 0);
+		recv_expect(st, &m, &a, NOW, SEMQ_OK, RES_PROCESSED);
+	}
+	assert_int_equal(store_advance_watermarks(st, &n), SEMQ_OK);
+	assert_int_equal(n, 0);
+	ack(st, 1, CONFIRM_ORIGIN, 1);
+	ack(st, 2, CONFIRM_ORIGIN, 1);
+	ack(st, 4, CONFIRM_ORIGIN, 1);
+	assert_int_equal(store_advance_watermarks(st, &n), SEMQ_OK);
+	assert_int_equal(n, 2);
+	assert_int_equal(store_watermark(st, "R1", "S1", &w), SEMQ_OK);
+	assert_int_equal(w, 2);
+	assert_string_equal(q1s(st,
+				"SELECT group_concat(seq) FROM (SELECT seq"
+				" FROM tb_0030 ORDER BY seq)",
+				buf, sizeof buf),
+			    "3,4");
+	ack(st, 3, CONFIRM_ORIGIN, 1);
+	assert_int_equal(store_advance_watermarks(st, &n), SEMQ_OK);
+	assert_int_equal(n, 2);
+	assert_int_equal(store_watermark(st, "R1", "S1", &w), SEMQ_OK);
+	assert_int_equal(w, 4);
+	assert_int_equal(q1(st, "SELECT count(*) FROM tb_0030"), 0);
+	assert_int_equal(store_advance_watermarks(st, &n), SEMQ_OK);
+	assert_int_equal(n, 0);
+
+	/* Two confirmations needed: the relay's too. */
+	mkmsg(&m, "R1", "S1", 5, NULL, 0);
+	assert_int_equal(store_receive(st, &m, "P1",
+				       CONFIRM_ORIGIN | CONFIRM_RELAY, NOW,
+				       apply_cb, &a, NULL, NULL, 0),
+			 SEMQ_OK);
+	ack(st, 5, CONFIRM_ORIGIN, 0);
+	ack(st, 5, CONFIRM_ORIGIN, 0); /* repeated: still waiting */
+	assert_int_equal(store_advance_watermarks(st, &n), SEMQ_OK);
+	assert_int_equal(n, 0);
+	ack(st, 5, CONFIRM_RELAY, 1);
+	assert_int_equal(store_advance_watermarks(st, &n), SEMQ_OK);
+	assert_int_equal(n, 1);
+	assert_int_equal(store_watermark(st, "R1", "S1", &w), SEMQ_OK);
+	assert_int_equal(w, 5);
+
+	mkid(&id, "R1", "S1", 6);
+	assert_int_equal(store_ack_response(st, &id, 4, &ok), SEMQ_ERR_INVALID);
+	assert_int_equal(store_ack_response(st, &id, 1, &ok), SEMQ_DECLINED);
+	assert_int_equal(store_watermark(st, "R2", "S1", &w), SEMQ_OK);
+	assert_int_equal(w, 0);
+	assert_int_equal(store_watermark(st, "bad id", "S1", &w),
+			 SEMQ_ERR_INVALID);
+}
+
+struct unacked_seen {
+	int n;
+	uint64_t seq[8];
+	unsigned need[8], got[8];
+	char via[8][SEMQ_ID_MAX + 1];
+};
+
+static int unacked_collect(void *ctx, const struct msgid *id, int result,
+			   unsigned need, unsigned got, const char *via)
+{
+	struct unacked_seen *c = ctx;
+
+	assert_true(c->n < 8);
+	assert_int_equal(result, RES_PROCESSED);
+	c->seq[c->n] = id->seq;
+	c->need[c->n] = need;
+	c->got[c->n] = got;
+	snprintf(c->via[c->n], sizeof c->via[c->n], "%s", via ? via : "-");
+	c->n++;
+	return 0;
+}
+
+static void test_fetch_unacked(void **state)
+{
+	struct fx *fx = *state;
+	struct store *st = open_ok(fx, "S1", NULL);
+	struct applier a = {0};
+	struct unacked_seen c;
+	struct msg m;
+
+	mkmsg(&m, "R1", "S1", 1, NULL, 0);
+	recv_expect(st, &m, &a, NOW, SEMQ_OK, RES_PROCESSED);
+	mkmsg(&m, "R1", "S1", 2, NULL, 0);
+	assert_int_equal(store_receive(st, &m, "P1", 3, NOW + 10, apply_cb, &a,
+				       NULL, NULL, 0),
+			 SEMQ_OK);
+	memset(&c, 0, sizeof c);
+	assert_int_equal(
+		store_fetch_unacked(st, NOW + 5, 10, unacked_collect, &c),
+		SEMQ_OK);
+	assert_int_equal(c.n, 1);
+	assert_int_equal(c.seq[0], 1);
+	assert_string_equal(c.via[0], "-");
+	memset(&c, 0, sizeof c);
+	ack(st, 2, CONFIRM_RELAY, 0);
+	assert_int_equal(
+		store_fetch_unacked(st, NOW + 100, 10, unacked_collect, &c),
+		SEMQ_OK);
+	assert_int_equal(c.n, 2);
+	assert_int_equal(c.seq[1], 2);
+	assert_int_equal(c.need[1], 3);
+	assert_int_equal(c.got[1], CONFIRM_RELAY);
+	assert_string_equal(c.via[1], "P1");
+	ack(st, 1, CONFIRM_ORIGIN, 1);
+	memset(&c, 0, sizeof c);
+	assert_int_equal(
+		store_fetch_unacked(st, NOW + 100, 10, unacked_collect, &c),
+		SEMQ_OK);
+	assert_int_equal(c.n, 1);
+	assert_int_equal(c.seq[0], 2);
+}
+
+struct stats_seen {
+	int n;
+	struct {
+		char table[8], origin[SEMQ_ID_MAX + 1], dest[SEMQ_ID_MAX + 1];
+		int status;
+		int64_t count, oldest;
+	} r[32];
+	int streams;
+	char stream[8][2 * SEMQ_ID_MAX + 32];
+};
+
+static int stats_collect(void *ctx, const struct stat_row *r)
+{
+	struct stats_seen *c = ctx;
+
+	assert_true(c->n < 32);
+	snprintf(c->r[c->n].table, sizeof c->r[c->n].table, "%s", r->table);
+	snprintf(c->r[c->n].origin, sizeof c->r[c->n].origin, "%s", r->origin);
+	snprintf(c->r[c->n].dest, sizeof c->r[c->n].dest, "%s", r->dest);
+	c->r[c->n].status = r->status;
+	c->r[c->n].count = r->count;
+	c->r[c->n].oldest = r->oldest;
+	c->n++;
+	return 0;
+}
+
+static int stream_collect(void *ctx, const char *origin, const char *dest,
+			  uint64_t w)
+{
+	struct stats_seen *c = ctx;
+
+	assert_true(c->streams < 8);
+	snprintf(c->stream[c->streams], sizeof c->stream[c->streams],
+		 "%s>%s@%llu", origin, dest, (unsigned long long)w);
+	c->streams++;
+	return 0;
+}
+
+/* The count of one stats line (-1 when there is no such line). */
+static int64_t stat_of(const struct stats_seen *c, const char *table,
+		       const char *origin, const char *dest, int status,
+		       int64_t *oldest)
+{
+	int i;
+
+	for (i = 0; i < c->n; i++)
+		if (!strcmp(c->r[i].table, table) &&
+		    !strcmp(c->r[i].origin, origin) &&
+		    !strcmp(c->r[i].dest, dest) && c->r[i].status == status) {
+			if (oldest)
+				*oldest = c->r[i].oldest;
+			return c->r[i].count;
+		}
+	return -1;
+}
+
+static void test_stats_and_streams(void **state)
+{
+	struct fx *fx = *state;
+	struct store *st = open_ok(fx, "S1", NULL);
+	struct applier a = {.why = "down"};
+	struct stats_seen c;
+	struct msg m;
+	struct msgid id;
+	int64_t oldest = 0;
+	unsigned n;
+
+	mkmsg(&m, "R1", "S1", 1, NULL, 0);
+	recv_expect(st, &m, &a, NOW, SEMQ_OK, RES_PROCESSED);
+	mkmsg(&m, "R1", "S1", 2, NULL, 0);
+	recv_expect(st, &m, &a, NOW + 7, SEMQ_OK, RES_PROCESSED);
+	verdicts(&a, 1, SEMQ_PLUGIN_RETRY);
+	mkmsg(&m, "R2", "S1", 1, NULL, 0);
+	recv_expect(st, &m, &a, NOW + 3, SEMQ_OK, RES_REDO);
+	enqueue(st, "R1", NULL);
+	enqueue(st, "R1", NULL);
+	mkid(&id, "S1", "R1", 1);
+	assert_int_equal(store_mark_sent(st, &id, NOW, NOW), SEMQ_OK);
+	ack(st, 1, CONFIRM_ORIGIN, 1);
+
+	memset(&c, 0, sizeof c);
+	assert_int_equal(store_stats(st, stats_collect, &c), SEMQ_OK);
+	assert_int_equal(c.n, 6);
+	assert_int_equal(stat_of(&c, "tb_0031", "S1", "R1", SS_UNSEND, NULL),
+			 1);
+	assert_int_equal(stat_of(&c, "tb_0031", "S1", "R1", SS_SEND, NULL), 1);
+	assert_int_equal(stat_of(&c, "tb_0030", "R1", "S1", AS_OK, &oldest), 1);
+	assert_int_equal(oldest, NOW);
+	assert_int_equal(stat_of(&c, "tb_0030", "R1", "S1", AS_INIT, &oldest),
+			 1);
+	assert_int_equal(oldest, NOW + 7);
+	assert_int_equal(stat_of(&c, "tb_0030", "R2", "S1", AS_INIT, &oldest),
+			 1);
+	assert_int_equal(oldest, NOW + 3);
+	assert_int_equal(
+		stat_of(&c, "tb_0033", "R2", "S1", RS_PENDING, &oldest), 1);
+	assert_int_equal(oldest, NOW + 3);
+
+	assert_int_equal(store_advance_watermarks(st, &n), SEMQ_OK);
+	assert_int_equal(store_streams_in(st, stream_collect, &c), SEMQ_OK);
+	assert_int_equal(c.streams, 2);
+	assert_string_equal(c.stream[0], "R1>S1@1");
+	assert_string_equal(c.stream[1], "R2>S1@0");
+	assert_int_equal(store_stats(st, NULL, &c), SEMQ_ERR_INVALID);
+}
+
+int main(void)
+{
+#define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
+	const struct CMUnitTest tests[] = {
+		T(test_open_creates_and_migrates),
+		T(test_open_other_node_refused),
+		T(test_open_newer_schema_refused),
+		T(test_open_bad_files_and_options),
+		T(test_open_concurrent_fresh),
+		T(test_receive_processed),
+		T(test_receive_retry_rolls_back_plugin),
+		T(test_receive_permanent_goes_dead),
+		T(test_receive_duplicate),
+		T(test_duplicate_after_compaction),
+		T(test_batch_commit_and_rollback),
+		T(test_plugin_ending_transaction),
+		T(test_receive_bad_input),
+		T(test_predecessor_missing),
+		T(test_tombstone),
+		T(test_deliver_at_scheduled),
+		T(test_scheduled_behind_failed_head),
+		T(test_key_waiting_and_release_order),
+		T(test_redo_discard_releases),
+		T(test_redo_levels_and_dead),
+		T(test_max_tries_one_is_dead_at_once),
+		T(test_enqueue_assigns_seq),
+		T(test_fetch_sendable_window_and_order),
+		T(test_fetch_sendable_round_robin),
+		T(test_callbacks_reenter_store),
+		T(test_outbound_state_machine),
+		T(test_fetch_in_doubt),
+		T(test_purge_by_retention),
+		T(test_enqueue_copy),
+		T(test_watermark_gaps),
+		T(test_fetch_unacked),
+		T(test_stats_and_streams),
+	};
+#undef T
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
