@@ -1,0 +1,57 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The plugin host: loads the shared objects of the [plugin NAME] sections
+ * (include/semq/plugin.h), checks their ABI version, initialises them with
+ * their options, and routes each message to the plugin registered for its
+ * type. All calls happen on the store thread.
+ */
+#ifndef SEMQ_PLUGHOST_H
+#define SEMQ_PLUGHOST_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <semq/plugin.h>
+
+#include "config.h"
+#include "types.h"
+
+struct plughost;
+
+/*
+ * Loads and initialises every plugin of `c` (borrowed; its plugin options are
+ * copied). `tx` is the database handed to each plugin's init (borrowed for the
+ * call). On failure err names the plugin, its config line and the cause
+ * (missing file, missing symbol, wrong ABI version, init refused), every
+ * plugin loaded so far is finalised, and *out is NULL.
+ */
+int plughost_new(const struct config *c, const struct semq_plugin_tx *tx,
+		 struct plughost **out, char *err, size_t errsz);
+
+/* Loads one plugin by hand (tests, tools): name, path, types (NULL/0 = all). */
+int plughost_add(struct plughost *h, const char *name, const char *path,
+		 const uint32_t *types, size_t n_types,
+		 const struct semq_plugin_option *opts, size_t n_opts,
+		 const char *node_id, const struct semq_plugin_tx *tx,
+		 char *err, size_t errsz);
+
+/* An empty host (no plugins): plughost_add() fills it. */
+struct plughost *plughost_empty(void);
+
+/* Finalises and unloads every plugin. Accepts NULL. */
+void plughost_free(struct plughost *h);
+
+/* Is any plugin registered for `type`? */
+int plughost_handles(const struct plughost *h, uint32_t type);
+
+/*
+ * Applies `m` with the plugin registered for its type (the first one in
+ * config order; a specific type wins over `*`). Returns a semq_plugin_result;
+ * a message whose type no plugin takes is RETRY with err saying so (it waits
+ * in the redo queue until an operator installs a plugin or discards it).
+ * Matches the store_apply_fn signature: pass the host as ctx.
+ */
+int plughost_apply(void *host, const struct msg *m, unsigned tries,
+		   const struct semq_plugin_tx *tx, char *err, size_t errsz);
+
+#endif
