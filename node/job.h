@@ -1,0 +1,67 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * What the network thread asks of the store thread (jobs), and what comes back
+ * (outputs). Jobs carry a connection id, never a pointer to a connection: the
+ * connection may be gone when the answer is ready, and then the answer is
+ * dropped — safely, since everything it reports is durable and the peer will
+ * ask again (query) or send again.
+ */
+#ifndef SEMQ_JOB_H
+#define SEMQ_JOB_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "semq.pb-c.h"
+#include "types.h"
+
+enum job_kind {
+	JOB_FRAME,   /* a checked frame from an authenticated peer */
+	JOB_PEER_UP, /* a peer finished Hello: resynchronise with it */
+	JOB_ROUTES,  /* the set of reachable next hops changed */
+	JOB_WAKE     /* new outbound rows may be there: look now */
+};
+
+/* A reachable next hop: a connected peer that finished Hello. */
+struct route_hop {
+	char peer[SEMQ_ID_MAX + 1];
+	uint64_t conn_id;
+	int relay; /* the peer announced FEATURE_RELAY */
+};
+
+/*
+ * A snapshot of who is reachable, built by the network thread and owned by
+ * the store thread once sent. Static routes come from [route] in the config;
+ * the store thread resolves a destination with route_lookup().
+ */
+struct routes {
+	struct route_hop *hops;
+	size_t n_hops;
+};
+
+struct job {
+	struct job *next;
+	int kind;                   /* enum job_kind */
+	uint64_t conn_id;           /* JOB_FRAME, JOB_PEER_UP */
+	char peer[SEMQ_ID_MAX + 1]; /* the peer's authenticated id */
+	int trusted_relay;          /* the peer is configured trusted_relay */
+	Semq__Frame *frame;         /* JOB_FRAME: owned by the job */
+	struct routes *routes;      /* JOB_ROUTES: owned by the job */
+	int64_t enqueued_at;        /* for latency metrics */
+};
+
+/* One encoded frame to write to a connection (bytes include the header). */
+struct out {
+	struct out *next;
+	uint64_t conn_id;
+	uint8_t *bytes;
+	size_t len;
+};
+
+struct job *job_new(int kind);      /* zeroed; NULL on ENOMEM */
+void job_free(struct job *j);       /* frees frame and routes; NULL ok */
+void routes_free(struct routes *r); /* NULL ok */
+struct routes *routes_copy(const struct routes *r); /* NULL on ENOMEM */
+void out_free_list(struct out *o); /* frees a whole list; NULL ok */
+
+#endif

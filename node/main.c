@@ -1,0 +1,148 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * semqd — the SEMQ node. Reads node.ini, opens (and migrates) the database,
+ * loads the plugins, then runs two threads: the network thread (this one,
+ * net.c) and the store thread (worker.c). SIGTERM/SIGINT: stop accepting,
+ * finish the open batch, say goodbye to peers, exit 0.
+ *
+ * Exit codes: 0 ok, 1 runtime failure, 2 usage or configuration error.
+ */
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/thread.h>
+
+#include "config.h"
+#include "log.h"
+#include "net.h"
+#include "types.h"
+#include "worker.h"
+
+#define SEMQD_VERSION "0.1.0"
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: semqd -c node.ini [--check]\n"
+		   "\n"
+		   "  -c, --config FILE  the node's configuration (required)\n"
+		   "  -t, --check        check the configuration, the "
+		   "certificates, the database\n"
+		   "                     and the plugins, then exit\n"
+		   "  -h, --help         this text\n"
+		   "  -V, --version      print the version\n");
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"config", required_argument, NULL, 'c'},
+		{"check", no_argument, NULL, 't'},
+		{"help", no_argument, NULL, 'h'},
+		{"version", no_argument, NULL, 'V'},
+		{NULL, 0, NULL, 0}};
+	const char *path = NULL;
+	char err[1024] = "", *errs = NULL;
+	struct config *c = NULL;
+	struct worker *w = NULL;
+	struct net *n = NULL;
+	int check = 0, opt, r, rc = 1;
+
+	opterr = 0;
+	while ((opt = getopt_long(argc, argv, ":c:thV", opts, NULL)) != -1) {
+		switch (opt) {
+		case 'c': path = optarg; break;
+		case 't': check = 1; break;
+		case 'h': usage(stdout); return 0;
+		case 'V': printf("semqd %s\n", SEMQD_VERSION); return 0;
+		case ':':
+			fprintf(stderr, "semqd: %s needs an argument\n",
+				argv[optind - 1]);
+			return 2;
+		default:
+			fprintf(stderr,
+				"semqd: unknown option '%s' (try --help)\n",
+				argv[optind - 1]);
+			return 2;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr,
+			"semqd: unexpected argument '%s' (try --help)\n",
+			argv[optind]);
+		return 2;
+	}
+	if (!path) {
+		fprintf(stderr,
+			"semqd: -c node.ini is required (try --help)\n");
+		return 2;
+	}
+
+	r = config_load(path, &c, &errs);
+	if (r == SEMQ_OK)
+		r = config_check_daemon(c, &errs);
+	if (r != SEMQ_OK) {
+		fprintf(stderr, "%s",
+			errs ? errs : "semqd: bad configuration\n");
+		if (errs && errs[0] && errs[strlen(errs) - 1] != '\n')
+			fputc('\n', stderr);
+		free(errs);
+		config_free(c);
+		return 2;
+	}
+	log_set_level(c->log_level);
+	if (c->log_file && log_open(c->log_file) != SEMQ_OK) {
+		fprintf(stderr, "%s: [node] log_file: cannot open '%s'\n", path,
+			c->log_file);
+		config_free(c);
+		return 2;
+	}
+
+	signal(SIGPIPE, SIG_IGN);
+	evthread_use_pthreads();
+
+	r = net_new(c, &n, err, sizeof err);
+	if (r != SEMQ_OK) {
+		log_error("main", "%s", err);
+		rc = r == SEMQ_ERR_CONFIG ? 2 : 1;
+		goto out;
+	}
+	r = worker_new(c, net_deliver, n, NULL, NULL, &w, err, sizeof err);
+	if (r != SEMQ_OK) {
+		log_error("main", "%s", err);
+		rc = r == SEMQ_ERR_CONFIG || r == SEMQ_ERR_PLUGIN ? 2 : 1;
+		goto out;
+	}
+	if (check) {
+		printf("%s: configuration, certificates, database and plugins "
+		       "are fine\n",
+		       path);
+		rc = 0;
+		goto out;
+	}
+	net_attach_worker(n, w);
+	if (worker_start(w) != SEMQ_OK) {
+		log_error("main", "cannot start the store thread");
+		goto out;
+	}
+	log_msg(LOG_INFO, "main", NULL, NULL,
+		"semqd %s: node %s, db %s%s%s, %zu peer(s), %zu plugin(s)",
+		SEMQD_VERSION, c->id, c->db,
+		c->listen.set ? ", listening on " : "",
+		c->listen.set ? c->listen.host : "", c->n_peers, c->n_plugins);
+	net_run(n);
+	/* Stop order: no new input (the loop stopped), the store thread
+	 * finishes its open batch and everything queued, then the last
+	 * answers are written and peers are told we are going. */
+	worker_stop(w);
+	net_drain(n);
+	log_info("main", "stopped cleanly");
+	rc = 0;
+out:
+	worker_free(w);
+	net_free(n);
+	config_free(c);
+	return rc;
+}

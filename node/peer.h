@@ -1,0 +1,83 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * One peer connection on the network thread: a TLS bufferevent, the frame
+ * reader, the Hello exchange, heartbeats and the idle timeout. It knows
+ * nothing of the database: complete, checked frames go to the owner (net.c)
+ * through callbacks.
+ *
+ * States: TLS (handshake) -> HELLO (ours sent, theirs awaited) -> READY ->
+ * CLOSING (an Error or our last bytes are flushed, then freed). The peer's id
+ * comes from its verified certificate before any frame is read; its Hello
+ * must carry the same id and protocol version 1.
+ */
+#ifndef SEMQ_PEER_H
+#define SEMQ_PEER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <event2/event.h>
+#include <openssl/ssl.h>
+
+#include "semq.pb-c.h"
+#include "types.h"
+
+enum conn_state { CONN_TLS, CONN_HELLO, CONN_READY, CONN_CLOSING };
+
+const char *conn_state_text(int state);
+
+struct conn;
+
+struct conn_params {
+	const char *node_id; /* ours, for Hello */
+	int role;            /* Semq__Role for Hello */
+	unsigned features;   /* Hello feature bits */
+	size_t max_frame;
+	int64_t ping_interval_ms;
+	int64_t idle_timeout_ms;
+};
+
+struct conn_cbs {
+	/* Both Hellos exchanged and checked. */
+	void (*on_ready)(void *ctx, struct conn *c);
+	/* A decoded, validated frame other than Hello/Ping/Pong (ownership of f
+	 * transferred). Return non-zero after calling conn_close() to stop. */
+	int (*on_frame)(void *ctx, struct conn *c, Semq__Frame *f);
+	/* The connection is gone (called once, just before it is freed). */
+	void (*on_close)(void *ctx, struct conn *c, const char *why);
+};
+
+/*
+ * Starts a connection. Inbound: fd is the accepted socket. Outbound: fd -1,
+ * and host/port are dialled; expect_peer is the id its certificate must
+ * carry. params and cbs are borrowed for the life of the connection.
+ * Returns NULL on failure (fd closed).
+ */
+struct conn *conn_new(struct event_base *base, SSL_CTX *tls, int fd,
+		      const char *host, int port, const char *expect_peer,
+		      uint64_t id, const struct conn_params *params,
+		      const struct conn_cbs *cbs, void *ctx);
+
+/* Queues bytes (copied). SEMQ_DECLINED when the connection is not READY. */
+int conn_send(struct conn *c, const uint8_t *bytes, size_t len);
+
+/* Sends Error(code, text) when possible, flushes, then frees the connection
+ * (on_close is called). Safe to call more than once. */
+void conn_close(struct conn *c, int code, const char *text);
+
+/* Frees at once without flushing (shutdown). on_close is called. */
+void conn_free(struct conn *c);
+
+uint64_t conn_id(const struct conn *c);
+const char *conn_peer(const struct conn *c); /* "" until authenticated */
+int conn_state(const struct conn *c);
+int conn_outbound(const struct conn *c);
+unsigned conn_peer_features(const struct conn *c);
+size_t conn_output_pending(const struct conn *c);
+void conn_set_user(struct conn *c, void *user);
+void *conn_user(const struct conn *c);
+
+/* Connections not yet freed, closing ones included. */
+unsigned conn_live(void);
+
+#endif

@@ -1,0 +1,1045 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The protocol of SPEC §6 on the store side (see proto.h for the design).
+ *
+ * Every handler runs inside the worker's open batch and only queues answers
+ * in the outbox; the worker sends them after the commit. Frames are built
+ * from small growable arrays of wire structs whose strings point into the
+ * struct msg / struct msgid values kept alongside, so nothing is copied twice.
+ */
+#include "proto.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "codec.h"
+#include "log.h"
+
+#define HELD_MAX 10000     /* messages held for a missing predecessor */
+#define IDS_PER_FRAME 4096 /* ids / verdicts / answers per 810 frame */
+#define DATA_FRAME_BYTES (256 * 1024) /* payload bytes per Data frame */
+#define UNACKED_LIMIT 4096            /* indications repeated per pass */
+#define INDOUBT_LIMIT 4096            /* queries per pass */
+#define PURGE_EVERY_MS 60000
+#define PURGE_LIMIT 10000
+#define REDO_LIMIT 256
+
+struct held {
+	struct held *next;
+	struct msg m; /* owns its payload */
+	char via[SEMQ_ID_MAX + 1];
+	unsigned need;
+	uint64_t conn_id;
+	int64_t since;
+};
+
+struct proto {
+	struct store *st;
+	struct plughost *ph;
+	const struct config *c;
+	struct routes *routes;
+	struct held *held;
+	size_t n_held;
+	int more_to_send;
+	int wm_dirty;
+	int64_t last_unacked_pass;
+	int64_t last_purge;
+};
+
+/* ---- outbox ------------------------------------------------------------- */
+
+void outbox_init(struct outbox *ob)
+{
+	memset(ob, 0, sizeof *ob);
+}
+
+void outbox_clear(struct outbox *ob)
+{
+	out_free_list(ob->head);
+	outbox_init(ob);
+}
+
+void outbox_append(struct outbox *ob, struct outbox *from)
+{
+	if (!from->head)
+		return;
+	if (ob->tail)
+		ob->tail->next = from->head;
+	else
+		ob->head = from->head;
+	ob->tail = from->tail;
+	ob->n += from->n;
+	outbox_init(from);
+}
+
+int outbox_frame(struct outbox *ob, uint64_t conn_id, const Semq__Frame *f,
+		 size_t max_frame)
+{
+	struct out *o;
+	int r;
+
+	o = calloc(1, sizeof *o);
+	if (!o)
+		return SEMQ_ERR_NOMEM;
+	r = codec_encode(f, max_frame, &o->bytes, &o->len);
+	if (r != SEMQ_OK) {
+		free(o);
+		return r;
+	}
+	o->conn_id = conn_id;
+	if (ob->tail)
+		ob->tail->next = o;
+	else
+		ob->head = o;
+	ob->tail = o;
+	ob->n++;
+	return SEMQ_OK;
+}
+
+/* ---- routing ------------------------------------------------------------ */
+
+static uint64_t hop_conn(const struct routes *r, const char *peer)
+{
+	size_t i;
+
+	if (!r)
+		return 0;
+	for (i = 0; i < r->n_hops; i++)
+		if (strcmp(r->hops[i].peer, peer) == 0)
+			return r->hops[i].conn_id;
+	return 0;
+}
+
+uint64_t route_lookup(const struct routes *r, const struct config *c,
+		      const char *dest)
+{
+	uint64_t conn = hop_conn(r, dest);
+	size_t i;
+
+	if (conn)
+		return conn;
+	for (i = 0; i < c->n_routes; i++)
+		if (strcmp(c->routes[i].dest, dest) == 0)
+			return hop_conn(r, c->routes[i].via);
+	for (i = 0; i < c->n_routes; i++)
+		if (strcmp(c->routes[i].dest, "default") == 0)
+			return hop_conn(r, c->routes[i].via);
+	return 0;
+}
+
+/* ---- growable lists of ids, verdicts, answers ---------------------------- */
+
+struct idlist {
+	struct msgid *ids;
+	int *results; /* verdicts / answers; -1 = not received */
+	size_t n, cap;
+};
+
+static void idlist_free(struct idlist *l)
+{
+	free(l->ids);
+	free(l->results);
+	memset(l, 0, sizeof *l);
+}
+
+static int idlist_add(struct idlist *l, const struct msgid *id, int result)
+{
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? l->cap * 2 : 64;
+		struct msgid *ids = realloc(l->ids, cap * sizeof *ids);
+		int *res;
+		if (!ids)
+			return SEMQ_ERR_NOMEM;
+		l->ids = ids;
+		res = realloc(l->results, cap * sizeof *res);
+		if (!res)
+			return SEMQ_ERR_NOMEM;
+		l->results = res;
+		l->cap = cap;
+	}
+	l->ids[l->n] = *id;
+	l->results[l->n] = result;
+	l->n++;
+	return SEMQ_OK;
+}
+
+enum id_frame { IDF_INDICATION, IDF_RESPONSE, IDF_QUERY, IDF_QUERY_REPLY };
+
+/*
+ * Emits the ids of `l` as frames of `kind` to conn, IDS_PER_FRAME at a time.
+ * `from` is the AckResponse sender.
+ */
+static int emit_ids(struct proto *p, struct outbox *ob, uint64_t conn, int kind,
+		    const struct idlist *l, const char *from)
+{
+	Semq__MsgId *wid = NULL, **pid = NULL;
+	Semq__Verdict *wv = NULL, **pv = NULL;
+	Semq__QueryAnswer *wa = NULL, **pa = NULL;
+	size_t off, i, n;
+	int r = SEMQ_OK;
+
+	if (!conn || !l->n)
+		return SEMQ_OK;
+	n = l->n < IDS_PER_FRAME ? l->n : IDS_PER_FRAME;
+	wid = calloc(n, sizeof *wid);
+	pid = calloc(n, sizeof *pid);
+	wv = calloc(n, sizeof *wv);
+	pv = calloc(n, sizeof *pv);
+	wa = calloc(n, sizeof *wa);
+	pa = calloc(n, sizeof *pa);
+	if (!wid || !pid || !wv || !pv || !wa || !pa) {
+		r = SEMQ_ERR_NOMEM;
+		goto out;
+	}
+	for (off = 0; off < l->n && r == SEMQ_OK; off += n) {
+		Semq__Frame f = SEMQ__FRAME__INIT;
+		Semq__AckIndication ind = SEMQ__ACK_INDICATION__INIT;
+		Semq__AckResponse resp = SEMQ__ACK_RESPONSE__INIT;
+		Semq__Query q = SEMQ__QUERY__INIT;
+		Semq__QueryReply qr = SEMQ__QUERY_REPLY__INIT;
+		size_t k = l->n - off < n ? l->n - off : n;
+
+		for (i = 0; i < k; i++) {
+			semq__msg_id__init(&wid[i]);
+			codec_msgid_to_wire(&l->ids[off + i], &wid[i]);
+			pid[i] = &wid[i];
+			semq__verdict__init(&wv[i]);
+			wv[i].id = &wid[i];
+			wv[i].result = l->results[off + i] < 0
+					       ? 0
+					       : l->results[off + i];
+			pv[i] = &wv[i];
+			semq__query_answer__init(&wa[i]);
+			wa[i].id = &wid[i];
+			wa[i].received = l->results[off + i] >= 0;
+			wa[i].result = wv[i].result;
+			pa[i] = &wa[i];
+		}
+		switch (kind) {
+		case IDF_INDICATION:
+			ind.n_verdicts = k;
+			ind.verdicts = pv;
+			f.body_case = SEMQ__FRAME__BODY_ACK_INDICATION;
+			f.ack_indication = &ind;
+			break;
+		case IDF_RESPONSE:
+			resp.n_ids = k;
+			resp.ids = pid;
+			resp.from = (char *)from;
+			f.body_case = SEMQ__FRAME__BODY_ACK_RESPONSE;
+			f.ack_response = &resp;
+			break;
+		case IDF_QUERY:
+			q.n_ids = k;
+			q.ids = pid;
+			f.body_case = SEMQ__FRAME__BODY_QUERY;
+			f.query = &q;
+			break;
+		default:
+			qr.n_answers = k;
+			qr.answers = pa;
+			f.body_case = SEMQ__FRAME__BODY_QUERY_REPLY;
+			f.query_reply = &qr;
+			break;
+		}
+		r = outbox_frame(ob, conn, &f, p->c->max_frame);
+	}
+out:
+	free(wid);
+	free(pid);
+	free(wv);
+	free(pv);
+	free(wa);
+	free(pa);
+	return r;
+}
+
+/* Per-connection id lists, for answers that go to several connections. */
+struct connlists {
+	struct {
+		uint64_t conn;
+		struct idlist l;
+	} * v;
+	size_t n, cap;
+};
+
+static struct idlist *connlists_get(struct connlists *cl, uint64_t conn)
+{
+	size_t i;
+
+	for (i = 0; i < cl->n; i++)
+		if (cl->v[i].conn == conn)
+			return &cl->v[i].l;
+	if (cl->n == cl->cap) {
+		size_t cap = cl->cap ? cl->cap * 2 : 8;
+		void *v = realloc(cl->v, cap * sizeof *cl->v);
+		if (!v)
+			return NULL;
+		cl->v = v;
+		cl->cap = cap;
+	}
+	cl->v[cl->n].conn = conn;
+	memset(&cl->v[cl->n].l, 0, sizeof cl->v[cl->n].l);
+	return &cl->v[cl->n++].l;
+}
+
+static int connlists_emit(struct proto *p, struct outbox *ob,
+			  struct connlists *cl, int kind, const char *from)
+{
+	size_t i;
+	int r = SEMQ_OK;
+
+	for (i = 0; i < cl->n && r == SEMQ_OK; i++)
+		r = emit_ids(p, ob, cl->v[i].conn, kind, &cl->v[i].l, from);
+	return r;
+}
+
+static void connlists_free(struct connlists *cl)
+{
+	size_t i;
+
+	for (i = 0; i < cl->n; i++)
+		idlist_free(&cl->v[i].l);
+	free(cl->v);
+	memset(cl, 0, sizeof *cl);
+}
+
+/* ---- life ---------------------------------------------------------------- */
+
+struct proto *proto_new(struct store *st, struct plughost *ph,
+			const struct config *c)
+{
+	struct proto *p = calloc(1, sizeof *p);
+
+	if (!p)
+		return NULL;
+	p->st = st;
+	p->ph = ph;
+	p->c = c;
+	p->more_to_send = 1;
+	return p;
+}
+
+static void held_free_all(struct proto *p)
+{
+	while (p->held) {
+		struct held *h = p->held;
+		p->held = h->next;
+		msg_clear(&h->m);
+		free(h);
+	}
+	p->n_held = 0;
+}
+
+void proto_free(struct proto *p)
+{
+	if (!p)
+		return;
+	held_free_all(p);
+	routes_free(p->routes);
+	free(p);
+}
+
+int proto_busy(const struct proto *p)
+{
+	return p->more_to_send && p->routes && p->routes->n_hops;
+}
+
+void proto_committed(struct proto *p)
+{
+	(void)p;
+}
+
+void proto_rolled_back(struct proto *p)
+{
+	/* What the batch marked sent is back at 0: look again. */
+	p->more_to_send = 1;
+}
+
+/* ---- receiving ----------------------------------------------------------- */
+
+static int is_held(const struct proto *p, const struct msgid *id)
+{
+	const struct held *h;
+
+	for (h = p->held; h; h = h->next)
+		if (h->m.id.seq == id->seq &&
+		    strcmp(h->m.id.origin, id->origin) == 0 &&
+		    strcmp(h->m.id.dest, id->dest) == 0)
+			return 1;
+	return 0;
+}
+
+static int hold(struct proto *p, const struct msg *m, const char *via,
+		unsigned need, uint64_t conn, int64_t now)
+{
+	struct held *h;
+
+	if (is_held(p, &m->id))
+		return SEMQ_OK;
+	if (p->n_held >= HELD_MAX) {
+		log_msg(LOG_WARN, "proto", via, &m->id,
+			"dropped: %d messages already wait for predecessors; "
+			"the sender will resend",
+			HELD_MAX);
+		return SEMQ_OK;
+	}
+	h = calloc(1, sizeof *h);
+	if (!h)
+		return SEMQ_ERR_NOMEM;
+	h->m = *m;
+	h->m.payload = NULL;
+	if (m->payload_len) {
+		h->m.payload = malloc(m->payload_len);
+		if (!h->m.payload) {
+			free(h);
+			return SEMQ_ERR_NOMEM;
+		}
+		memcpy(h->m.payload, m->payload, m->payload_len);
+	}
+	if (via)
+		snprintf(h->via, sizeof h->via, "%s", via);
+	h->need = need;
+	h->conn_id = conn;
+	h->since = now;
+	h->next = p->held;
+	p->held = h;
+	p->n_held++;
+	log_msg(LOG_DEBUG, "proto", via, &m->id,
+		"held: predecessor %" PRIu64 " not yet received", m->prev_seq);
+	return SEMQ_OK;
+}
+
+/*
+ * Records one message addressed to this node. *verdict gets the result to
+ * report, or -1 when it was held (no verdict yet).
+ */
+static int receive_one(struct proto *p, const struct msg *m, const char *via,
+		       unsigned need, uint64_t conn, int64_t now, int *verdict)
+{
+	char err[SEMQ_ERRLEN] = "";
+	int result = -1, r;
+
+	r = store_receive(p->st, m, via, need, now, plughost_apply, p->ph,
+			  &result, err, sizeof err);
+	switch (r) {
+	case SEMQ_OK:
+		*verdict = result;
+		if (result == RES_REDO)
+			log_msg(LOG_INFO, "proto", via, &m->id,
+				"queued for redo: %s", err[0] ? err : "");
+		return SEMQ_OK;
+	case SEMQ_DUPLICATE:
+		*verdict = RES_DUPLICATE;
+		if (m->tombstone) {
+			/* A cancel for something already recorded: answer what
+			 * it became, so the origin records that instead. */
+			int received = 0, res = RES_DUPLICATE;
+			r = store_lookup_received(p->st, &m->id, &received,
+						  &res);
+			if (r != SEMQ_OK)
+				return r;
+			*verdict = res == RES_CANCELLED   ? RES_CANCELLED
+				   : res == RES_DUPLICATE ? RES_PROCESSED
+							  : res;
+		}
+		return SEMQ_OK;
+	case SEMQ_AGAIN: *verdict = -1; return hold(p, m, via, need, conn, now);
+	default:
+		log_msg(LOG_ERROR, "proto", via, &m->id, "receive failed: %s",
+			err[0] ? err : semq_strerror(r));
+		return r;
+	}
+}
+
+static int on_data(struct proto *p, const struct job *j, int64_t now,
+		   struct outbox *ob)
+{
+	const Semq__Data *d = j->frame->data;
+	struct idlist verdicts = {0}, refused = {0};
+	size_t i;
+	int r = SEMQ_OK;
+
+	for (i = 0; i < d->n_messages && r == SEMQ_OK; i++) {
+		struct msg m;
+		const char *via;
+		unsigned need;
+		int v = -1;
+
+		codec_msg_from_wire(d->messages[i], &m);
+		if (strcmp(m.id.dest, p->c->id) != 0) {
+			/* Not for us: relaying is the relay's business. */
+			r = idlist_add(&refused, &m.id, 0);
+			continue;
+		}
+		via = strcmp(j->peer, m.id.origin) ? j->peer : NULL;
+		need = CONFIRM_ORIGIN | (m.stored_by[0] ? CONFIRM_RELAY : 0);
+		r = receive_one(p, &m, via, need, j->conn_id, now, &v);
+		if (r == SEMQ_OK && v >= 0)
+			r = idlist_add(&verdicts, &m.id, v);
+	}
+	if (r == SEMQ_OK)
+		r = emit_ids(p, ob, j->conn_id, IDF_INDICATION, &verdicts,
+			     NULL);
+	if (r == SEMQ_OK && refused.n) {
+		Semq__Frame f = SEMQ__FRAME__INIT;
+		Semq__RelayAck ra = SEMQ__RELAY_ACK__INIT;
+		Semq__MsgId *w = calloc(refused.n, sizeof *w);
+		Semq__MsgId **pw = calloc(refused.n, sizeof *pw);
+
+		if (!w || !pw) {
+			r = SEMQ_ERR_NOMEM;
+		} else {
+			for (i = 0; i < refused.n; i++) {
+				semq__msg_id__init(&w[i]);
+				codec_msgid_to_wire(&refused.ids[i], &w[i]);
+				pw[i] = &w[i];
+			}
+			ra.n_ids = refused.n;
+			ra.ids = pw;
+			ra.kind = SEMQ__RELAY_ACK__KIND__UNREACHABLE;
+			ra.detail = "this node does not relay";
+			f.body_case = SEMQ__FRAME__BODY_RELAY_ACK;
+			f.relay_ack = &ra;
+			r = outbox_frame(ob, j->conn_id, &f, p->c->max_frame);
+		}
+		free(w);
+		free(pw);
+	}
+	idlist_free(&verdicts);
+	idlist_free(&refused);
+	return r;
+}
+
+/* Held messages whose predecessor has arrived since are recorded now. */
+static int retry_held(struct proto *p, int64_t now, struct outbox *ob)
+{
+	struct connlists cl = {0};
+	struct held **pp = &p->held;
+	int r = SEMQ_OK;
+
+	while (*pp && r == SEMQ_OK) {
+		struct held *h = *pp;
+		char err[SEMQ_ERRLEN] = "";
+		int result = -1, rr;
+
+		rr = store_receive(p->st, &h->m, h->via[0] ? h->via : NULL,
+				   h->need, now, plughost_apply, p->ph, &result,
+				   err, sizeof err);
+		if (rr == SEMQ_AGAIN && now - h->since < p->c->query_after_ms) {
+			pp = &h->next;
+			continue;
+		}
+		if (rr == SEMQ_OK || rr == SEMQ_DUPLICATE) {
+			struct idlist *l = connlists_get(&cl, h->conn_id);
+			if (!l)
+				r = SEMQ_ERR_NOMEM;
+			else
+				r = idlist_add(l, &h->m.id,
+					       rr == SEMQ_OK ? result
+							     : RES_DUPLICATE);
+		} else if (rr != SEMQ_AGAIN) {
+			r = rr;
+			break;
+		}
+		/* recorded, or waited too long (the sender will query) */
+		*pp = h->next;
+		msg_clear(&h->m);
+		free(h);
+		p->n_held--;
+	}
+	if (r == SEMQ_OK)
+		r = connlists_emit(p, ob, &cl, IDF_INDICATION, NULL);
+	connlists_free(&cl);
+	return r;
+}
+
+/* ---- confirmations --------------------------------------------------------- */
+
+static int on_indication(struct proto *p, const struct job *j, int64_t now,
+			 struct outbox *ob)
+{
+	const Semq__AckIndication *ind = j->frame->ack_indication;
+	struct idlist resp = {0};
+	size_t i;
+	int r = SEMQ_OK;
+
+	for (i = 0; i < ind->n_verdicts && r == SEMQ_OK; i++) {
+		struct msgid id;
+		int rr;
+
+		codec_msgid_from_wire(ind->verdicts[i]->id, &id);
+		if (strcmp(id.origin, p->c->id) != 0)
+			continue; /* relayed indications: the relay's job */
+		rr = store_mark_confirmed(p->st, &id, ind->verdicts[i]->result,
+					  now);
+		if (rr != SEMQ_OK && rr != SEMQ_DECLINED &&
+		    rr != SEMQ_ERR_NOT_FOUND) {
+			r = rr;
+			break;
+		}
+		r = idlist_add(&resp, &id, 0);
+	}
+	if (r == SEMQ_OK)
+		r = emit_ids(p, ob, j->conn_id, IDF_RESPONSE, &resp, p->c->id);
+	if (resp.n)
+		p->more_to_send = 1; /* the window moved */
+	idlist_free(&resp);
+	return r;
+}
+
+static int on_response(struct proto *p, const struct job *j)
+{
+	const Semq__AckResponse *ar = j->frame->ack_response;
+	size_t i;
+
+	for (i = 0; i < ar->n_ids; i++) {
+		struct msgid id;
+		int ok = 0, r;
+		unsigned bit;
+
+		codec_msgid_from_wire(ar->ids[i], &id);
+		if (strcmp(id.dest, p->c->id) != 0)
+			continue;
+		bit = strcmp(ar->from, id.origin) == 0 ? CONFIRM_ORIGIN
+						       : CONFIRM_RELAY;
+		r = store_ack_response(p->st, &id, bit, &ok);
+		if (r != SEMQ_OK && r != SEMQ_DECLINED)
+			return r;
+		if (ok)
+			p->wm_dirty = 1;
+	}
+	return SEMQ_OK;
+}
+
+/* ---- queries ----------------------------------------------------------------- */
+
+static int on_query(struct proto *p, const struct job *j, struct outbox *ob)
+{
+	const Semq__Query *q = j->frame->query;
+	struct idlist ans = {0};
+	size_t i;
+	int r = SEMQ_OK;
+
+	for (i = 0; i < q->n_ids && r == SEMQ_OK; i++) {
+		struct msgid id;
+		int received = 0, result = 0;
+
+		codec_msgid_from_wire(q->ids[i], &id);
+		if (strcmp(id.dest, p->c->id) != 0)
+			continue;
+		r = store_lookup_received(p->st, &id, &received, &result);
+		if (r == SEMQ_OK)
+			r = idlist_add(&ans, &id, received ? result : -1);
+	}
+	if (r == SEMQ_OK)
+		r = emit_ids(p, ob, j->conn_id, IDF_QUERY_REPLY, &ans, NULL);
+	idlist_free(&ans);
+	return r;
+}
+
+static int on_query_reply(struct proto *p, const struct job *j, int64_t now,
+			  struct outbox *ob)
+{
+	const Semq__QueryReply *qr = j->frame->query_reply;
+	struct idlist resp = {0};
+	size_t i;
+	int r = SEMQ_OK;
+
+	for (i = 0; i < qr->n_answers && r == SEMQ_OK; i++) {
+		const Semq__QueryAnswer *a = qr->answers[i];
+		struct msgid id;
+		int rr;
+
+		codec_msgid_from_wire(a->id, &id);
+		if (strcmp(id.origin, p->c->id) != 0)
+			continue;
+		if (a->received) {
+			rr = store_mark_confirmed(p->st, &id, a->result, now);
+			if (rr == SEMQ_OK || rr == SEMQ_DECLINED ||
+			    rr == SEMQ_ERR_NOT_FOUND)
+				r = idlist_add(&resp, &id, 0);
+			else
+				r = rr;
+		} else {
+			char why[96];
+			snprintf(why, sizeof why, "%s: not received; resent",
+				 j->peer);
+			rr = store_mark_unsent(p->st, &id, now, why);
+			if (rr != SEMQ_OK && rr != SEMQ_DECLINED &&
+			    rr != SEMQ_ERR_NOT_FOUND)
+				r = rr;
+			else
+				p->more_to_send = 1;
+		}
+	}
+	if (r == SEMQ_OK)
+		r = emit_ids(p, ob, j->conn_id, IDF_RESPONSE, &resp, p->c->id);
+	idlist_free(&resp);
+	return r;
+}
+
+/* ---- resynchronisation and periodic work ------------------------------------- */
+
+struct indoubt_ctx {
+	struct proto *p;
+	struct connlists *cl;
+	uint64_t only_conn; /* 0 = any */
+	struct idlist defer;
+	int r;
+};
+
+static int indoubt_cb(void *ctx, const struct msg *m, const struct out_row *row)
+{
+	struct indoubt_ctx *x = ctx;
+	uint64_t conn = route_lookup(x->p->routes, x->p->c, m->id.dest);
+	struct idlist *l;
+
+	(void)row;
+	if (x->r == SEMQ_OK)
+		x->r = idlist_add(&x->defer, &m->id, 0);
+	if (!conn || (x->only_conn && conn != x->only_conn))
+		return x->r != SEMQ_OK;
+	l = connlists_get(x->cl, conn);
+	if (!l) {
+		x->r = SEMQ_ERR_NOMEM;
+		return 1;
+	}
+	if (x->r == SEMQ_OK)
+		x->r = idlist_add(l, &m->id, 0);
+	return x->r != SEMQ_OK;
+}
+
+/* Queries rows in doubt (all of them routed via only_conn when given). */
+static int query_in_doubt(struct proto *p, int64_t now, int64_t due,
+			  uint64_t only_conn, struct outbox *ob)
+{
+	struct connlists cl = {0};
+	struct indoubt_ctx x = {p, &cl, only_conn, {0}, SEMQ_OK};
+	size_t i;
+	int r;
+
+	r = store_fetch_in_doubt(p->st, due, INDOUBT_LIMIT, indoubt_cb, &x);
+	if (r == SEMQ_OK)
+		r = x.r;
+	for (i = 0; i < x.defer.n && r == SEMQ_OK; i++)
+		r = store_defer(p->st, &x.defer.ids[i],
+				now + p->c->query_after_ms);
+	if (r == SEMQ_OK)
+		r = connlists_emit(p, ob, &cl, IDF_QUERY, NULL);
+	connlists_free(&cl);
+	idlist_free(&x.defer);
+	return r;
+}
+
+struct unacked_ctx {
+	struct proto *p;
+	struct connlists *cl;
+	const char *only_origin; /* NULL = any */
+	int r;
+};
+
+static int unacked_cb(void *ctx, const struct msgid *id, int result,
+		      unsigned need, unsigned got, const char *via)
+{
+	struct unacked_ctx *x = ctx;
+	struct idlist *l;
+	uint64_t conn;
+
+	(void)need;
+	(void)got;
+	if (x->only_origin && strcmp(x->only_origin, id->origin) != 0 &&
+	    !(via && strcmp(x->only_origin, via) == 0))
+		return 0;
+	conn = route_lookup(x->p->routes, x->p->c, id->origin);
+	if (!conn && via)
+		conn = hop_conn(x->p->routes, via);
+	if (!conn)
+		return 0;
+	l = connlists_get(x->cl, conn);
+	if (!l) {
+		x->r = SEMQ_ERR_NOMEM;
+		return 1;
+	}
+	x->r = idlist_add(l, id, result);
+	return x->r != SEMQ_OK;
+}
+
+/* Repeats the 810-Indication of received rows still waiting for a response. */
+static int repeat_unacked(struct proto *p, int64_t before, const char *origin,
+			  struct outbox *ob)
+{
+	struct connlists cl = {0};
+	struct unacked_ctx x = {p, &cl, origin, SEMQ_OK};
+	int r;
+
+	r = store_fetch_unacked(p->st, before, UNACKED_LIMIT, unacked_cb, &x);
+	if (r == SEMQ_OK)
+		r = x.r;
+	if (r == SEMQ_OK)
+		r = connlists_emit(p, ob, &cl, IDF_INDICATION, NULL);
+	connlists_free(&cl);
+	return r;
+}
+
+static int on_peer_up(struct proto *p, const struct job *j, int64_t now,
+		      struct outbox *ob)
+{
+	int r;
+
+	log_msg(LOG_DEBUG, "proto", j->peer, NULL, "resynchronising");
+	r = query_in_doubt(p, now, INT64_MAX, j->conn_id, ob);
+	if (r == SEMQ_OK)
+		r = repeat_unacked(p, INT64_MAX, j->peer, ob);
+	p->more_to_send = 1;
+	return r;
+}
+
+/* ---- sending ------------------------------------------------------------------ */
+
+struct send_item {
+	struct msg m; /* owns payload */
+	uint64_t conn;
+};
+
+struct send_ctx {
+	struct proto *p;
+	struct send_item *v;
+	size_t n, cap;
+	size_t fetched;
+	int r;
+};
+
+static int send_cb(void *ctx, const struct msg *m, const struct out_row *row)
+{
+	struct send_ctx *x = ctx;
+	uint64_t conn = route_lookup(x->p->routes, x->p->c, m->id.dest);
+	struct send_item *it;
+
+	(void)row;
+	x->fetched++;
+	if (!conn)
+		return 0;
+	if (x->n == x->cap) {
+		size_t cap = x->cap ? x->cap * 2 : 64;
+		void *v = realloc(x->v, cap * sizeof *x->v);
+		if (!v) {
+			x->r = SEMQ_ERR_NOMEM;
+			return 1;
+		}
+		x->v = v;
+		x->cap = cap;
+	}
+	it = &x->v[x->n];
+	it->m = *m;
+	it->m.payload = NULL;
+	if (m->tombstone)
+		it->m.payload_len = 0; /* a cancel carries no document */
+	if (it->m.payload_len) {
+		it->m.payload = malloc(m->payload_len);
+		if (!it->m.payload) {
+			x->r = SEMQ_ERR_NOMEM;
+			return 1;
+		}
+		memcpy(it->m.payload, m->payload, m->payload_len);
+	}
+	it->conn = conn;
+	x->n++;
+	return 0;
+}
+
+/* Emits the items of one connection as Data frames of bounded size. */
+static int emit_data(struct proto *p, struct outbox *ob, uint64_t conn,
+		     struct send_item *v, size_t n)
+{
+	Semq__Message *w = calloc(n, sizeof *w);
+	Semq__Message **pw = calloc(n, sizeof *pw);
+	size_t i, start = 0, bytes = 0, k = 0;
+	int r = SEMQ_OK;
+
+	if (!w || !pw) {
+		r = SEMQ_ERR_NOMEM;
+		goto out;
+	}
+	for (i = 0; i <= n && r == SEMQ_OK; i++) {
+		int flush = i == n;
+
+		if (!flush && v[i].conn != conn)
+			continue;
+		if (!flush && k > 0 &&
+		    (bytes + v[i].m.payload_len + 512 > DATA_FRAME_BYTES ||
+		     bytes + v[i].m.payload_len + 4096 > p->c->max_frame))
+			flush = 2;
+		if (flush && k > 0) {
+			Semq__Frame f = SEMQ__FRAME__INIT;
+			Semq__Data d = SEMQ__DATA__INIT;
+			d.n_messages = k;
+			d.messages = pw + start;
+			f.body_case = SEMQ__FRAME__BODY_DATA;
+			f.data = &d;
+			r = outbox_frame(ob, conn, &f, p->c->max_frame);
+			start += k;
+			k = 0;
+			bytes = 0;
+		}
+		if (i == n)
+			break;
+		semq__message__init(&w[start + k]);
+		codec_msg_to_wire(&v[i].m, &w[start + k]);
+		pw[start + k] = &w[start + k];
+		bytes += v[i].m.payload_len + 64;
+		k++;
+	}
+out:
+	free(w);
+	free(pw);
+	return r;
+}
+
+static int send_pending(struct proto *p, int64_t now, struct outbox *ob)
+{
+	struct send_ctx x = {p, NULL, 0, 0, 0, SEMQ_OK};
+	size_t i, j;
+	int r;
+
+	p->more_to_send = 0;
+	if (!p->routes || !p->routes->n_hops)
+		return SEMQ_OK;
+	/* Tombstones first: a later message of the same key waits for its
+	 * cancelled predecessor to be recorded. */
+	r = store_fetch_tombstones(p->st, now, p->c->batch_max, send_cb, &x);
+	if (r == SEMQ_OK)
+		r = x.r;
+	if (r == SEMQ_OK)
+		r = store_fetch_sendable(p->st, NULL, now, p->c->window,
+					 p->c->batch_max, send_cb, &x);
+	if (r == SEMQ_OK)
+		r = x.r;
+	for (i = 0; i < x.n && r == SEMQ_OK; i++) {
+		int64_t again = now + p->c->query_after_ms;
+		if (x.v[i].m.tombstone)
+			r = store_defer(p->st, &x.v[i].m.id, again);
+		else
+			r = store_mark_sent(p->st, &x.v[i].m.id, now, again);
+		if (r == SEMQ_DECLINED)
+			r = SEMQ_OK;
+	}
+	/* One run of frames per connection, in the order fetched (seq order
+	 * within each stream). */
+	for (i = 0; i < x.n && r == SEMQ_OK; i++) {
+		uint64_t conn = x.v[i].conn;
+		int first = 1;
+		for (j = 0; j < i; j++)
+			if (x.v[j].conn == conn)
+				first = 0;
+		if (first)
+			r = emit_data(p, ob, conn, x.v + i, x.n - i);
+	}
+	if (x.fetched >= p->c->batch_max)
+		p->more_to_send = 1;
+	for (i = 0; i < x.n; i++)
+		msg_clear(&x.v[i].m);
+	free(x.v);
+	return r;
+}
+
+/* ---- redo ----------------------------------------------------------------- */
+
+struct redo_ctx {
+	int64_t ids[REDO_LIMIT];
+	size_t n;
+};
+
+static int redo_cb(void *ctx, const struct msg *m, const struct redo_row *row)
+{
+	struct redo_ctx *x = ctx;
+
+	(void)m;
+	if (x->n < REDO_LIMIT)
+		x->ids[x->n++] = row->id;
+	return x->n >= REDO_LIMIT;
+}
+
+static int run_due_redo(struct proto *p, int64_t now)
+{
+	struct redo_ctx x;
+	size_t i;
+	int r;
+
+	x.n = 0;
+	r = store_redo_due(p->st, now, REDO_LIMIT, redo_cb, &x);
+	for (i = 0; i < x.n && r == SEMQ_OK; i++) {
+		int status = 0;
+		r = store_redo_run(p->st, x.ids[i], now, plughost_apply, p->ph,
+				   &status);
+		if (r == SEMQ_DECLINED)
+			r = SEMQ_OK;
+	}
+	return r;
+}
+
+/* ---- entry points ------------------------------------------------------------ */
+
+int proto_job(struct proto *p, const struct job *j, int64_t now,
+	      struct outbox *ob)
+{
+	switch (j->kind) {
+	case JOB_ROUTES:
+		routes_free(p->routes);
+		p->routes = routes_copy(j->routes);
+		p->more_to_send = 1;
+		return p->routes ? SEMQ_OK : SEMQ_ERR_NOMEM;
+	case JOB_WAKE: p->more_to_send = 1; return SEMQ_OK;
+	case JOB_PEER_UP: return on_peer_up(p, j, now, ob);
+	case JOB_FRAME: break;
+	default: return SEMQ_ERR_INTERNAL;
+	}
+	switch (j->frame->body_case) {
+	case SEMQ__FRAME__BODY_DATA: return on_data(p, j, now, ob);
+	case SEMQ__FRAME__BODY_ACK_INDICATION:
+		return on_indication(p, j, now, ob);
+	case SEMQ__FRAME__BODY_ACK_RESPONSE: return on_response(p, j);
+	case SEMQ__FRAME__BODY_QUERY: return on_query(p, j, ob);
+	case SEMQ__FRAME__BODY_QUERY_REPLY:
+		return on_query_reply(p, j, now, ob);
+	case SEMQ__FRAME__BODY_RELAY_ACK:
+		/* Relayed delivery arrives with the relay issue; until then a
+		 * refusal leaves the row in doubt, to be queried. */
+		return SEMQ_OK;
+	default:
+		return SEMQ_OK; /* Hello, Ping, Pong, Error: network thread's */
+	}
+}
+
+int proto_tick(struct proto *p, int64_t now, struct outbox *ob)
+{
+	unsigned compacted = 0;
+	int r = SEMQ_OK;
+
+	if (p->held)
+		r = retry_held(p, now, ob);
+	if (r == SEMQ_OK)
+		r = send_pending(p, now, ob);
+	if (r == SEMQ_OK && p->routes && p->routes->n_hops)
+		r = query_in_doubt(p, now, now, 0, ob);
+	if (r == SEMQ_OK &&
+	    now - p->last_unacked_pass >= p->c->query_after_ms) {
+		p->last_unacked_pass = now;
+		r = repeat_unacked(p, now - p->c->query_after_ms, NULL, ob);
+	}
+	if (r == SEMQ_OK && p->wm_dirty) {
+		r = store_advance_watermarks(p->st, &compacted);
+		if (r == SEMQ_OK)
+			p->wm_dirty = 0;
+	}
+	if (r == SEMQ_OK && now - p->last_purge >= PURGE_EVERY_MS) {
+		unsigned n = 0;
+		p->last_purge = now;
+		r = store_purge(p->st, now, p->c->outbound_retention_ms,
+				PURGE_LIMIT, &n);
+	}
+	if (r == SEMQ_OK)
+		r = run_due_redo(p, now);
+	return r;
+}

@@ -1,0 +1,78 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The protocol of SPEC §6 on the store side: what each frame means for the
+ * tables, and which frames answer it. Runs on the store thread, inside the
+ * batch transaction the worker opened; it never touches a socket. Answers are
+ * collected in an outbox that the worker hands to the network thread only
+ * after the commit (and throws away on rollback), so an acknowledgement never
+ * leaves before the commit that makes it true.
+ *
+ * DESIGN
+ *  - Sender: proto_tick() fetches sendable rows for destinations that have a
+ *    route, marks them sent (0 -> 4) and emits Data, at most `window`
+ *    unconfirmed per stream. Rows in 4/6 past query_after are queried, never
+ *    resent blindly; on PEER_UP every in-doubt row routed through that peer is
+ *    queried at once.
+ *  - Receiver: Data -> store_receive() per message -> one AckIndication per
+ *    connection. A message whose predecessor is missing is held in memory
+ *    (bounded) and offered again after later commits; dropping it is safe,
+ *    the sender will query and resend.
+ *  - 810-Response -> AS_OK; the watermark advances and compacts in the tick.
+ *  - Time is a parameter; tests drive proto with a fake clock and no threads.
+ */
+#ifndef SEMQ_PROTO_H
+#define SEMQ_PROTO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "job.h"
+#include "plughost.h"
+#include "store.h"
+
+struct proto;
+
+/* Frames to send after the commit, in order. */
+struct outbox {
+	struct out *head, *tail;
+	size_t n;
+};
+void outbox_init(struct outbox *ob);
+void outbox_clear(struct outbox *ob); /* frees everything queued */
+void outbox_append(struct outbox *ob, struct outbox *from); /* moves all */
+/* Encodes f for conn_id and queues it. SEMQ_ERR_NOMEM / SEMQ_ERR_TOO_BIG. */
+int outbox_frame(struct outbox *ob, uint64_t conn_id, const Semq__Frame *f,
+		 size_t max_frame);
+
+/*
+ * store, plugins and config are borrowed for the life of the proto (the
+ * worker owns them). Returns NULL on ENOMEM.
+ */
+struct proto *proto_new(struct store *st, struct plughost *ph,
+			const struct config *c);
+void proto_free(struct proto *p); /* NULL ok */
+
+/* Handles one job inside the open batch, queuing answers in ob. An error
+ * (SEMQ_ERR_DB ...) means the batch must be rolled back. */
+int proto_job(struct proto *p, const struct job *j, int64_t now,
+	      struct outbox *ob);
+
+/* Periodic work inside the open batch: send, query in-doubt rows, repeat
+ * unanswered indications, advance watermarks, purge, run due redo entries,
+ * retry held messages. */
+int proto_tick(struct proto *p, int64_t now, struct outbox *ob);
+
+/* Does the next tick have work right away (more to send, held messages)? */
+int proto_busy(const struct proto *p);
+
+/* The batch committed / rolled back: keep or forget per-batch memory. */
+void proto_committed(struct proto *p);
+void proto_rolled_back(struct proto *p);
+
+/* Which connection reaches `dest` now: a direct hop, else the [route] for it,
+ * else [route] default; 0 when none. */
+uint64_t route_lookup(const struct routes *r, const struct config *c,
+		      const char *dest);
+
+#endif

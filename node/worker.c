@@ -1,0 +1,302 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The store thread (see worker.h for the design). It sleeps on a condition
+ * variable until jobs arrive or the next tick is due, then runs one batch:
+ * every waiting job (up to JOBS_PER_BATCH) and one proto_tick() in a single
+ * transaction, and only after the commit hands the outbox to the network
+ * thread. When a batch fails, it is rolled back and its jobs are run again one
+ * transaction each, so that one bad job costs only itself.
+ */
+#include "worker.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "log.h"
+#include "plughost.h"
+#include "proto.h"
+#include "store.h"
+
+#define JOBS_PER_BATCH 512
+
+struct worker {
+	const struct config *c;
+	struct store *st;
+	struct plughost *ph;
+	struct proto *p;
+
+	worker_output_fn out;
+	void *out_ctx;
+	clock_fn clock;
+	void *clock_ctx;
+
+	pthread_t th;
+	int started;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	struct job *head, *tail;
+	size_t queued;
+	int stop;
+
+	struct worker_stats stats; /* under mu */
+	int64_t last_tick;
+};
+
+int64_t clock_real_ms(void *ctx)
+{
+	struct timespec ts;
+
+	(void)ctx;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int64_t mono_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+int worker_new(const struct config *c, worker_output_fn out, void *out_ctx,
+	       clock_fn clock, void *clock_ctx, struct worker **wout, char *err,
+	       size_t errsz)
+{
+	struct store_opts so = {0};
+	pthread_condattr_t ca;
+	struct worker *w;
+	int r = SEMQ_ERR_NOMEM;
+
+	*wout = NULL;
+	w = calloc(1, sizeof *w);
+	if (!w) {
+		snprintf(err, errsz, "out of memory");
+		return SEMQ_ERR_NOMEM;
+	}
+	w->c = c;
+	w->out = out;
+	w->out_ctx = out_ctx;
+	w->clock = clock ? clock : clock_real_ms;
+	w->clock_ctx = clock_ctx;
+	pthread_mutex_init(&w->mu, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&w->cv, &ca);
+	pthread_condattr_destroy(&ca);
+
+	so.path = c->db;
+	so.node_id = c->id;
+	so.max_payload = c->max_payload;
+	so.synchronous = c->synchronous;
+	so.redo_levels_ms = c->redo_levels_ms;
+	so.n_redo_levels = c->n_redo_levels;
+	so.max_tries = c->max_tries;
+	r = store_open(&so, &w->st, err, errsz);
+	if (r != SEMQ_OK)
+		goto out;
+	r = plughost_new(c, store_plugin_tx(w->st), &w->ph, err, errsz);
+	if (r != SEMQ_OK)
+		goto out;
+	w->p = proto_new(w->st, w->ph, c);
+	if (!w->p) {
+		snprintf(err, errsz, "out of memory");
+		r = SEMQ_ERR_NOMEM;
+		goto out;
+	}
+	*wout = w;
+	w = NULL;
+	r = SEMQ_OK;
+out:
+	worker_free(w);
+	return r;
+}
+
+/* Hands an outbox that is now true to the network thread. */
+static void deliver(struct worker *w, struct outbox *ob)
+{
+	if (ob->head && w->out)
+		w->out(w->out_ctx, ob->head);
+	else
+		out_free_list(ob->head);
+	outbox_init(ob);
+}
+
+/* Runs jobs [head, stop) and, if tick, proto_tick in one transaction. */
+static int run_batch(struct worker *w, struct job *head, struct job *stop,
+		     int tick, int64_t now, struct outbox *ob)
+{
+	struct job *j;
+	int r;
+
+	r = store_begin(w->st);
+	for (j = head; j != stop && r == SEMQ_OK; j = j->next)
+		r = proto_job(w->p, j, now, ob);
+	if (r == SEMQ_OK && tick)
+		r = proto_tick(w->p, now, ob);
+	if (r == SEMQ_OK)
+		r = store_commit(w->st);
+	if (r != SEMQ_OK) {
+		if (store_in_batch(w->st))
+			store_rollback(w->st);
+		proto_rolled_back(w->p);
+		outbox_clear(ob);
+	} else {
+		proto_committed(w->p);
+	}
+	return r;
+}
+
+static void batch(struct worker *w, struct job *jobs, size_t n, int64_t now)
+{
+	struct outbox ob;
+	int64_t t0 = mono_us();
+	struct job *j;
+	int r;
+
+	outbox_init(&ob);
+	r = run_batch(w, jobs, NULL, 1, now, &ob);
+	if (r != SEMQ_OK) {
+		log_msg(LOG_WARN, "store", NULL, NULL,
+			"batch of %zu jobs failed (%s: %s); retrying them one "
+			"by one",
+			n, semq_strerror(r), store_errmsg(w->st));
+		for (j = jobs; j; j = j->next) {
+			r = run_batch(w, j, j->next, 0, now, &ob);
+			if (r != SEMQ_OK)
+				log_msg(LOG_ERROR, "store", j->peer, NULL,
+					"job dropped (%s: %s); the peer will "
+					"resend or query",
+					semq_strerror(r), store_errmsg(w->st));
+			else
+				deliver(w, &ob);
+		}
+	} else {
+		deliver(w, &ob);
+	}
+	pthread_mutex_lock(&w->mu);
+	w->stats.batches++;
+	w->stats.jobs += n;
+	w->stats.commit_us_total += (uint64_t)(mono_us() - t0);
+	pthread_mutex_unlock(&w->mu);
+	while (jobs) {
+		j = jobs->next;
+		job_free(jobs);
+		jobs = j;
+	}
+}
+
+static void *run(void *arg)
+{
+	struct worker *w = arg;
+
+	for (;;) {
+		struct job *jobs = NULL, *last = NULL;
+		size_t n = 0;
+		int stopping, busy;
+		int64_t now;
+
+		pthread_mutex_lock(&w->mu);
+		busy = proto_busy(w->p);
+		if (!w->head && !w->stop && !busy) {
+			struct timespec ts;
+			int64_t wait_ms = w->c->poll_interval_ms;
+			clock_gettime(CLOCK_MONOTONIC, &ts);
+			ts.tv_sec += wait_ms / 1000;
+			ts.tv_nsec += (wait_ms % 1000) * 1000000;
+			if (ts.tv_nsec >= 1000000000) {
+				ts.tv_sec++;
+				ts.tv_nsec -= 1000000000;
+			}
+			while (!w->head && !w->stop &&
+			       pthread_cond_timedwait(&w->cv, &w->mu, &ts) !=
+				       ETIMEDOUT)
+				;
+		}
+		jobs = w->head;
+		for (last = jobs; last && n < JOBS_PER_BATCH - 1;
+		     last = last->next)
+			n++;
+		if (last) {
+			n++;
+			w->head = last->next;
+			last->next = NULL;
+			if (!w->head)
+				w->tail = NULL;
+		} else {
+			w->head = w->tail = NULL;
+		}
+		w->queued -= n;
+		stopping = w->stop && !w->head;
+		pthread_mutex_unlock(&w->mu);
+
+		now = w->clock(w->clock_ctx);
+		batch(w, jobs, n, now);
+		w->last_tick = now;
+		if (stopping)
+			break;
+	}
+	return NULL;
+}
+
+int worker_start(struct worker *w)
+{
+	if (pthread_create(&w->th, NULL, run, w) != 0)
+		return SEMQ_ERR_INTERNAL;
+	w->started = 1;
+	return SEMQ_OK;
+}
+
+void worker_submit(struct worker *w, struct job *j)
+{
+	j->next = NULL;
+	pthread_mutex_lock(&w->mu);
+	if (w->tail)
+		w->tail->next = j;
+	else
+		w->head = j;
+	w->tail = j;
+	w->queued++;
+	pthread_cond_signal(&w->cv);
+	pthread_mutex_unlock(&w->mu);
+}
+
+void worker_stop(struct worker *w)
+{
+	if (!w || !w->started)
+		return;
+	pthread_mutex_lock(&w->mu);
+	w->stop = 1;
+	pthread_cond_signal(&w->cv);
+	pthread_mutex_unlock(&w->mu);
+	pthread_join(w->th, NULL);
+	w->started = 0;
+}
+
+void worker_free(struct worker *w)
+{
+	if (!w)
+		return;
+	worker_stop(w);
+	while (w->head) {
+		struct job *j = w->head;
+		w->head = j->next;
+		job_free(j);
+	}
+	proto_free(w->p);
+	plughost_free(w->ph);
+	store_free(w->st);
+	pthread_cond_destroy(&w->cv);
+	pthread_mutex_destroy(&w->mu);
+	free(w);
+}
+
+void worker_get_stats(struct worker *w, struct worker_stats *s)
+{
+	pthread_mutex_lock(&w->mu);
+	*s = w->stats;
+	pthread_mutex_unlock(&w->mu);
+}

@@ -1,0 +1,59 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The store thread. It owns the store (the `sqlite3 *`) and the plugins, and
+ * runs the loop: take every waiting job, BEGIN, proto_job() each, proto_tick(),
+ * COMMIT, then hand the outbox to the network thread. One commit covers all
+ * the work that was waiting (group commit); when idle it sleeps until a job
+ * arrives or poll_interval passes — there is no fixed batching delay.
+ *
+ * DESIGN
+ *  - Nothing from the outbox leaves before store_commit() returned SEMQ_OK.
+ *  - A failed batch is rolled back and its outbox dropped; the jobs are lost
+ *    on purpose (peers resend and query), the node keeps serving.
+ *  - Outputs reach the network thread through worker_output_fn, called on the
+ *    store thread; the network thread's implementation queues them and wakes
+ *    its loop (event_active), never touching a connection from here.
+ */
+#ifndef SEMQ_WORKER_H
+#define SEMQ_WORKER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "job.h"
+
+struct worker;
+
+/* Called on the store thread with a list of outputs (ownership transferred). */
+typedef void (*worker_output_fn)(void *ctx, struct out *list);
+
+/* Injected time: unix ms. NULL = the real clock. */
+typedef int64_t (*clock_fn)(void *ctx);
+int64_t clock_real_ms(void *ctx);
+
+/*
+ * Opens the store and loads the plugins (on the calling thread, so start-up
+ * errors are reported before anything runs); `c` is borrowed for the life of
+ * the worker. On failure err names the cause and *out is NULL.
+ */
+int worker_new(const struct config *c, worker_output_fn out, void *out_ctx,
+	       clock_fn clock, void *clock_ctx, struct worker **wout, char *err,
+	       size_t errsz);
+/* Starts the thread. */
+int worker_start(struct worker *w);
+/* Queues a job (ownership transferred); thread-safe. */
+void worker_submit(struct worker *w, struct job *j);
+/* Finishes the open batch, stops the thread and joins it. Idempotent. */
+void worker_stop(struct worker *w);
+/* Stops if needed, then closes plugins and the store. NULL ok. */
+void worker_free(struct worker *w);
+
+/* Counters for logs and metrics (read from any thread). */
+struct worker_stats {
+	uint64_t batches, jobs, commit_us_total;
+	uint64_t received, duplicates, sent, confirmed;
+};
+void worker_get_stats(struct worker *w, struct worker_stats *s);
+
+#endif
