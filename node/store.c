@@ -1648,8 +1648,9 @@ int store_cancel(struct store *st, const struct msgid *id, int64_t now)
 	return SEMQ_DECLINED;
 }
 
-int store_fetch_in_doubt(struct store *st, int64_t now, unsigned limit,
-			 store_out_cb cb, void *ctx)
+/* Rows of query i due at `now` (bound as ?1), at most `limit` (?2). */
+static int fetch_due(struct store *st, enum q i, const char *what, int64_t now,
+		     unsigned limit, store_out_cb cb, void *ctx)
 {
 	sqlite3_stmt *s;
 	int r;
@@ -1657,16 +1658,23 @@ int store_fetch_in_doubt(struct store *st, int64_t now, unsigned limit,
 	if (!st)
 		return SEMQ_ERR_INVALID;
 	if (!cb)
-		return seterr(st, SEMQ_ERR_INVALID, "%s",
-			      "fetch_in_doubt: callback is missing");
-	s = q_get(st, Q_OUT_IN_DOUBT);
+		return seterr(st, SEMQ_ERR_INVALID, "%s: callback is missing",
+			      what);
+	s = q_get(st, i);
 	if (!s)
 		return SEMQ_ERR_DB;
 	sqlite3_bind_int64(s, 1, now);
 	sqlite3_bind_int64(s, 2, limit);
 	r = each_out(st, s, cb, ctx, NULL, NULL);
-	q_put(st, Q_OUT_IN_DOUBT, s);
+	q_put(st, i, s);
 	return r;
+}
+
+int store_fetch_in_doubt(struct store *st, int64_t now, unsigned limit,
+			 store_out_cb cb, void *ctx)
+{
+	return fetch_due(st, Q_OUT_IN_DOUBT, "fetch_in_doubt", now, limit, cb,
+			 ctx);
 }
 
 int store_defer(struct store *st, const struct msgid *id, int64_t next_at)
@@ -1678,22 +1686,8 @@ int store_defer(struct store *st, const struct msgid *id, int64_t next_at)
 int store_fetch_tombstones(struct store *st, int64_t now, unsigned limit,
 			   store_out_cb cb, void *ctx)
 {
-	sqlite3_stmt *s;
-	int r;
-
-	if (!st)
-		return SEMQ_ERR_INVALID;
-	if (!cb)
-		return seterr(st, SEMQ_ERR_INVALID, "%s",
-			      "fetch_tombstones: callback is missing");
-	s = q_get(st, Q_OUT_TOMBSTONES);
-	if (!s)
-		return SEMQ_ERR_DB;
-	sqlite3_bind_int64(s, 1, now);
-	sqlite3_bind_int64(s, 2, limit);
-	r = each_out(st, s, cb, ctx, NULL, NULL);
-	q_put(st, Q_OUT_TOMBSTONES, s);
-	return r;
+	return fetch_due(st, Q_OUT_TOMBSTONES, "fetch_tombstones", now, limit,
+			 cb, ctx);
 }
 
 int store_purge(struct store *st, int64_t now, int64_t retention_ms,
