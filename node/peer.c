@@ -376,6 +376,8 @@ static void tls_error_text(struct bufferevent *bev, char *buf, size_t bufsz)
 	buf[0] = '\0';
 	while ((e = bufferevent_get_openssl_error(bev)) != 0 && n < bufsz) {
 		char one[160];
+		if (ERR_GET_LIB(e) == 0)
+			continue; /* a bare errno libevent queued: no text */
 		ERR_error_string_n(e, one, sizeof one);
 		n += (size_t)snprintf(buf + n, bufsz - n, "%s%s", n ? "; " : "",
 				      one);
