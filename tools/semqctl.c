@@ -7,8 +7,9 @@
  * It reads the node's configuration, opens the node's database through the
  * store (creating and migrating it when it is new, exactly as semqd would) and
  * runs one command against it: `status` shows what is queued where, `send`
- * queues a message and wakes the daemon. Every listing is also available as
- * one JSON object (--json) for scripts.
+ * queues a message and wakes the daemon, `outbound list|show|cancel` lists,
+ * inspects and cancels the node's outbound messages. Every listing is also
+ * available as JSON (--json) for scripts.
  *
  * DESIGN
  *  - One table of commands (name, handler, options, usage, help). main()
@@ -25,6 +26,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -82,6 +84,9 @@ struct ctl {
 
 static int cmd_status(struct ctl *c);
 static int cmd_send(struct ctl *c);
+static int cmd_outbound_list(struct ctl *c);
+static int cmd_outbound_show(struct ctl *c);
+static int cmd_outbound_cancel(struct ctl *c);
 
 /* ---- the table of commands ----------------------------------------------- */
 
@@ -95,6 +100,12 @@ static const struct ctl_opt send_opts[] = {{"--to", "D"},
 					   {"--data", "S"},
 					   {"--file", "F"},
 					   {NULL, NULL}};
+
+static const struct ctl_opt outbound_list_opts[] = {
+	{"--status", "S"}, {"--dest", "D"}, {"--limit", "N"}, {NULL, NULL}};
+
+static const struct ctl_opt outbound_id_opts[] = {{"--dest", "D"},
+						  {NULL, NULL}};
 
 static const struct ctl_cmd ctl_cmds[] = {
 	{"status", cmd_status, status_opts, "",
@@ -124,6 +135,55 @@ static const struct ctl_cmd ctl_cmds[] = {
 	 "\n"
 	 "Prints the message id (origin/dest/seq); --json prints\n"
 	 "{\"origin\", \"dest\", \"seq\", \"woke_daemon\"}.\n"},
+	{"outbound list", cmd_outbound_list, outbound_list_opts,
+	 "[--status unsent|sent|relay-acked|confirmed|cancelled|N] [--dest D] "
+	 "[--limit N]",
+	 "list the outbound queue tb_0031, newest first",
+	 "Lists rows of the outbound queue tb_0031, newest first: ID\n"
+	 "(origin/dest/seq), TYPE, KEY, STATUS, RESULT (the destination's\n"
+	 "verdict), ATTEMPTS, AGE and LAST_ERROR (shortened).\n"
+	 "\n"
+	 "  --status S   only rows in status S: unsent (0), sent (4),\n"
+	 "               relay-acked (6), confirmed (100), cancelled (-2)\n"
+	 "  --dest D     only messages to node D\n"
+	 "  --limit N    at most N rows, 1..100000 (default 100)\n"
+	 "\n"
+	 "--json prints an array of objects with every column: id, origin,\n"
+	 "dest, seq, rowid, type, key, prev_seq, deliver_at, created_at,\n"
+	 "status, status_name, result, result_name, attempts,\n"
+	 "next_attempt_at, sent_at, acked_at, last_error, payload_len\n"
+	 "(times in unix ms; result, key and last_error null when none).\n"},
+	{"outbound show", cmd_outbound_show, outbound_id_opts,
+	 "ORIGIN/DEST/SEQ | SEQ --dest D",
+	 "one outbound message with every column and its payload",
+	 "Shows one message of tb_0031: every column, then the payload as\n"
+	 "text when it is printable UTF-8, else as a hex dump; at most 4 KiB\n"
+	 "of it, then how many more bytes there are.\n"
+	 "\n"
+	 "  ORIGIN/DEST/SEQ  the message id, e.g. R1/S1/7\n"
+	 "  SEQ --dest D     a message of this node to D, e.g. 7 --dest S1\n"
+	 "\n"
+	 "--json prints the object of 'outbound list --json' plus \"payload\"\n"
+	 "(all of it, base64) and \"payload_text\" when it is UTF-8.\n"
+	 "A message that is not there is exit 1.\n"},
+	{"outbound cancel", cmd_outbound_cancel, outbound_id_opts,
+	 "ORIGIN/DEST/SEQ | SEQ --dest D",
+	 "cancel an unconfirmed message of this node (sends a tombstone)",
+	 "Cancels a message of this node that its destination has not\n"
+	 "confirmed (status unsent, sent or relay-acked -> -2 cancelled) and\n"
+	 "wakes the daemon, which sends a tombstone for it. The destination\n"
+	 "records the tombstone without effect (result 4 cancelled), or, if\n"
+	 "the message took effect first, answers that verdict and the row\n"
+	 "becomes confirmed with it. Cancelling a cancelled message is a\n"
+	 "no-op (exit 0).\n"
+	 "\n"
+	 "  ORIGIN/DEST/SEQ  the message id, e.g. R1/S1/7\n"
+	 "  SEQ --dest D     a message of this node to D, e.g. 7 --dest S1\n"
+	 "\n"
+	 "Exit 1 when the message is already confirmed, not there, or a copy\n"
+	 "held for another origin. --json prints {\"id\", \"cancelled\",\n"
+	 "\"status\", \"already_cancelled\", \"woke_daemon\"} (also when the\n"
+	 "cancel is refused, with \"cancelled\": false).\n"},
 	{NULL, NULL, NULL, NULL, NULL, NULL}};
 
 /* ---- messages ------------------------------------------------------------ */
@@ -175,11 +235,11 @@ static void print_main_help(FILE *f)
 	      "Commands:\n",
 	      f);
 	for (cmd = ctl_cmds; cmd->name; cmd++)
-		fprintf(f, "  %-10s %s\n", cmd->name, cmd->summary);
+		fprintf(f, "  %-16s %s\n", cmd->name, cmd->summary);
 	fputs("\n"
 	      "Options:\n"
 	      "  -c, --config FILE  the node's configuration (required)\n"
-	      "      --json         print one JSON object instead of text\n"
+	      "      --json         print JSON instead of text\n"
 	      "  -h, --help         this help; 'semqctl COMMAND --help' for "
 	      "one command\n"
 	      "\n"
@@ -287,11 +347,32 @@ static int parse_cmd_opt(struct ctl *c, int argc, char **argv, int *i)
 	return 0;
 }
 
+/* Is `word` the first word of two-word commands ("outbound")? Then subs
+ * gets their second words ("list, show, cancel") and 1 is returned. */
+static int cmd_group(const char *word, char *subs, size_t sz)
+{
+	const struct ctl_cmd *cmd;
+	size_t n = strlen(word), o = 0;
+	int k = 0;
+
+	subs[0] = '\0';
+	for (cmd = ctl_cmds; cmd->name; cmd++) {
+		if (strncmp(cmd->name, word, n) || cmd->name[n] != ' ')
+			continue;
+		if (o < sz)
+			o += (size_t)snprintf(subs + o, sz - o, "%s%s",
+					      k++ ? ", " : "",
+					      cmd->name + n + 1);
+	}
+	return k > 0;
+}
+
 /* Finds the command at argv[*i] in the table (*i then points at its last
  * word). EXIT_OK or EXIT_USAGE after reporting. */
 static int find_cmd(struct ctl *c, int argc, char **argv, int *i)
 {
 	const struct ctl_cmd *cmd;
+	char subs[256];
 	int used;
 
 	for (cmd = ctl_cmds; cmd->name; cmd++) {
@@ -301,6 +382,16 @@ static int find_cmd(struct ctl *c, int argc, char **argv, int *i)
 			*i += used - 1;
 			return EXIT_OK;
 		}
+	}
+	if (cmd_group(argv[*i], subs, sizeof subs)) {
+		/* "outbound --help": the main help lists the group. */
+		if (*i + 1 < argc && (!strcmp(argv[*i + 1], "--help") ||
+				      !strcmp(argv[*i + 1], "-h"))) {
+			c->help = 1;
+			*i += 1;
+			return EXIT_OK;
+		}
+		return usage_err(c, "'%s' needs one of: %s", argv[*i], subs);
 	}
 	return usage_err(c, "unknown command '%s'", argv[*i]);
 }
@@ -1036,6 +1127,844 @@ static int cmd_send(struct ctl *c)
 	r = EXIT_OK;
 out:
 	free(q.payload);
+	return r;
+}
+
+/* ---- outbound: list, show, cancel ----------------------------------------- */
+
+#define LIST_LIMIT_DEFAULT 100
+#define LIST_LIMIT_MAX 100000
+#define SHOW_PAYLOAD_MAX 4096 /* bytes of the payload that show prints */
+#define ERROR_COLS 40         /* characters of LAST_ERROR in a listing */
+#define CELL_MAX 1024         /* bytes of one cleaned table cell */
+
+/* The names of tb_0031.status that --status accepts, besides the numbers. */
+static const int out_statuses[] = {SS_UNSEND, SS_SEND, SS_ACK, SS_ACK2,
+				   SS_CANCELLED};
+
+static const char *result_name(int result)
+{
+	switch (result) {
+	case RES_PROCESSED: return "processed";
+	case RES_REDO: return "redo";
+	case RES_DUPLICATE: return "duplicate";
+	case RES_SCHEDULED: return "scheduled";
+	case RES_CANCELLED: return "cancelled";
+	}
+	return result < 0 ? "-" : "unknown";
+}
+
+/* --status: a name of status_name() or its number. */
+static int parse_out_status(const char *s, int *out)
+{
+	char num[16];
+	size_t i;
+
+	for (i = 0; i < sizeof out_statuses / sizeof out_statuses[0]; i++) {
+		snprintf(num, sizeof num, "%d", out_statuses[i]);
+		if (!strcmp(s, status_name("tb_0031", out_statuses[i])) ||
+		    !strcmp(s, num)) {
+			*out = out_statuses[i];
+			return SEMQ_OK;
+		}
+	}
+	return SEMQ_ERR_INVALID;
+}
+
+/*
+ * The length of the UTF-8 character at p (n bytes left), 0 when it is not
+ * one: strict, as jansson checks it (no overlong forms, no surrogates,
+ * nothing above U+10FFFF).
+ */
+static size_t utf8_char(const uint8_t *p, size_t n)
+{
+	uint32_t cp;
+	size_t len, i;
+
+	if (!n)
+		return 0;
+	if (p[0] < 0x80)
+		return 1;
+	if (p[0] >= 0xc2 && p[0] <= 0xdf) {
+		len = 2;
+		cp = p[0] & 0x1f;
+	} else if ((p[0] & 0xf0) == 0xe0) {
+		len = 3;
+		cp = p[0] & 0x0f;
+	} else if (p[0] >= 0xf0 && p[0] <= 0xf4) {
+		len = 4;
+		cp = p[0] & 0x07;
+	} else {
+		return 0;
+	}
+	if (n < len)
+		return 0;
+	for (i = 1; i < len; i++) {
+		if ((p[i] & 0xc0) != 0x80)
+			return 0;
+		cp = cp << 6 | (p[i] & 0x3f);
+	}
+	if ((len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
+	    cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+		return 0;
+	return len;
+}
+
+static int utf8_valid(const uint8_t *p, size_t n)
+{
+	size_t k;
+
+	while (n) {
+		k = utf8_char(p, n);
+		if (!k)
+			return 0;
+		p += k;
+		n -= k;
+	}
+	return 1;
+}
+
+/* Text a terminal shows as it is: UTF-8 with no control characters but
+ * tab, newline and carriage return. */
+static int printable(const uint8_t *p, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if ((p[i] < 0x20 && p[i] != '\t' && p[i] != '\n' &&
+		     p[i] != '\r') ||
+		    p[i] == 0x7f)
+			return 0;
+	return utf8_valid(p, n);
+}
+
+/*
+ * A table cell from s (NULL -> "-"): control characters become spaces, bytes
+ * that are not UTF-8 become '?', and after max_chars characters (0 = no
+ * limit) the rest becomes "…". Returns buf (CELL_MAX bytes at least).
+ */
+static const char *cell(const char *s, size_t max_chars, char *buf,
+			size_t bufsz)
+{
+	const uint8_t *p = (const uint8_t *)s;
+	size_t n, k, o = 0, chars = 0;
+
+	if (!s)
+		return "-";
+	n = strlen(s);
+	while (n && o + 8 < bufsz) {
+		if (max_chars && chars == max_chars) {
+			memcpy(buf + o, "\xe2\x80\xa6", 3); /* … */
+			o += 3;
+			break;
+		}
+		k = utf8_char(p, n);
+		if (!k) {
+			buf[o++] = '?';
+			k = 1;
+		} else if (k == 1 && (*p < 0x20 || *p == 0x7f)) {
+			buf[o++] = ' ';
+		} else {
+			memcpy(buf + o, p, k);
+			o += k;
+		}
+		p += k;
+		n -= k;
+		chars++;
+	}
+	buf[o] = '\0';
+	return buf;
+}
+
+/* Columns a cell takes on a terminal: its UTF-8 characters. */
+static int cols(const char *s)
+{
+	int n = 0;
+
+	for (; *s; s++)
+		if (((uint8_t)*s & 0xc0) != 0x80)
+			n++;
+	return n;
+}
+
+/* Prints s left-aligned in a column of w, then two spaces. */
+static void put_cell(const char *s, int w)
+{
+	int pad = w - cols(s);
+
+	printf("%s%*s  ", s, pad > 0 ? pad : 0, "");
+}
+
+/* "3s", "5m", "2h", "4d": how long ago `at` was. */
+static const char *fmt_age(int64_t at, int64_t now, char *buf, size_t sz)
+{
+	int64_t age = now - at;
+
+	if (at <= 0)
+		snprintf(buf, sz, "-");
+	else if (age < 60 * 1000)
+		snprintf(buf, sz, "%llds",
+			 (long long)(age > 0 ? age / 1000 : 0));
+	else if (age < 3600 * 1000)
+		snprintf(buf, sz, "%lldm", (long long)(age / 60000));
+	else if (age < 86400 * 1000)
+		snprintf(buf, sz, "%lldh", (long long)(age / 3600000));
+	else
+		snprintf(buf, sz, "%lldd", (long long)(age / 86400000));
+	return buf;
+}
+
+/* "1717243200123 (2024-06-01T12:00:00.123Z)", or "-" for 0. */
+static const char *fmt_time(int64_t ms, char *buf, size_t sz)
+{
+	time_t t = (time_t)(ms / 1000);
+	struct tm tm;
+	char iso[32];
+
+	if (ms <= 0)
+		snprintf(buf, sz, "-");
+	else if (gmtime_r(&t, &tm) &&
+		 strftime(iso, sizeof iso, "%Y-%m-%dT%H:%M:%S", &tm))
+		snprintf(buf, sz, "%lld (%s.%03dZ)", (long long)ms, iso,
+			 (int)(ms % 1000));
+	else
+		snprintf(buf, sz, "%lld", (long long)ms);
+	return buf;
+}
+
+/* A JSON string of s (new reference): null for NULL; bytes that are not
+ * UTF-8 become '?', since JSON text is UTF-8. NULL when out of memory. */
+static json_t *json_text(const char *s)
+{
+	const uint8_t *p = (const uint8_t *)s;
+	size_t n, k, o = 0;
+	json_t *j;
+	char *c;
+
+	if (!s)
+		return json_null();
+	n = strlen(s);
+	if (utf8_valid(p, n))
+		return json_string(s);
+	c = malloc(n + 1);
+	if (!c)
+		return NULL;
+	while (n) {
+		k = utf8_char(p, n);
+		if (!k) {
+			c[o++] = '?';
+			k = 1;
+		} else {
+			memcpy(c + o, p, k);
+			o += k;
+		}
+		p += k;
+		n -= k;
+	}
+	c[o] = '\0';
+	j = json_string(c);
+	free(c);
+	return j;
+}
+
+/* Adds key: v to o (v stolen; NULL means out of memory: *failed = 1). */
+static void jset(json_t *o, const char *key, json_t *v, int *failed)
+{
+	if (!v || json_object_set_new(o, key, v))
+		*failed = 1;
+}
+
+/* Standard base64 with padding (new string, caller frees; NULL: no memory). */
+static char *base64(const uint8_t *p, size_t n)
+{
+	static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+				  "abcdefghijklmnopqrstuvwxyz0123456789+/";
+	char *s = malloc((n + 2) / 3 * 4 + 1), *o = s;
+	uint32_t v;
+	size_t i;
+
+	if (!s)
+		return NULL;
+	for (i = 0; i + 2 < n; i += 3) {
+		v = (uint32_t)p[i] << 16 | (uint32_t)p[i + 1] << 8 | p[i + 2];
+		*o++ = tab[v >> 18];
+		*o++ = tab[(v >> 12) & 63];
+		*o++ = tab[(v >> 6) & 63];
+		*o++ = tab[v & 63];
+	}
+	if (i < n) {
+		v = (uint32_t)p[i] << 16;
+		if (i + 1 < n)
+			v |= (uint32_t)p[i + 1] << 8;
+		*o++ = tab[v >> 18];
+		*o++ = tab[(v >> 12) & 63];
+		*o++ = i + 1 < n ? tab[(v >> 6) & 63] : '=';
+		*o++ = '=';
+	}
+	*o = '\0';
+	return s;
+}
+
+/* Every column of one tb_0031 row as a JSON object (new reference, NULL
+ * when out of memory); the payload itself only by its length. */
+static json_t *out_json(const struct msg *m, const struct out_row *row)
+{
+	json_t *o = json_object();
+	char idb[MSGID_STRLEN];
+	int failed = !o;
+
+	jset(o, "id", json_string(msgid_str(&m->id, idb, sizeof idb)), &failed);
+	jset(o, "origin", json_string(m->id.origin), &failed);
+	jset(o, "dest", json_string(m->id.dest), &failed);
+	jset(o, "seq", json_integer((json_int_t)m->id.seq), &failed);
+	jset(o, "rowid", json_integer(row->rowid), &failed);
+	jset(o, "type", json_integer(m->type), &failed);
+	jset(o, "key", json_text(m->has_key ? m->key : NULL), &failed);
+	jset(o, "prev_seq", json_integer((json_int_t)m->prev_seq), &failed);
+	jset(o, "deliver_at", json_integer(m->deliver_at), &failed);
+	jset(o, "created_at", json_integer(m->created_at), &failed);
+	jset(o, "status", json_integer(row->status), &failed);
+	jset(o, "status_name", json_string(status_name("tb_0031", row->status)),
+	     &failed);
+	jset(o, "result",
+	     row->result < 0 ? json_null() : json_integer(row->result),
+	     &failed);
+	jset(o, "result_name",
+	     row->result < 0 ? json_null()
+			     : json_string(result_name(row->result)),
+	     &failed);
+	jset(o, "attempts", json_integer(row->attempts), &failed);
+	jset(o, "next_attempt_at", json_integer(row->next_attempt_at), &failed);
+	jset(o, "sent_at", json_integer(row->sent_at), &failed);
+	jset(o, "acked_at", json_integer(row->acked_at), &failed);
+	jset(o, "last_error", json_text(row->last_error), &failed);
+	jset(o, "payload_len", json_integer((json_int_t)m->payload_len),
+	     &failed);
+	if (failed) {
+		json_decref(o);
+		return NULL;
+	}
+	return o;
+}
+
+/* The message an outbound command names. */
+struct target {
+	struct msgid id; /* origin "" until target_resolve() for a bare SEQ */
+	int bare;        /* given as SEQ --dest D: origin is this node */
+	char text[MSGID_STRLEN];
+};
+
+/* Copies the node id s[0..n) into out (SEMQ_ID_MAX + 1 bytes) if valid. */
+static int take_id(const char *s, size_t n, char *out)
+{
+	if (n == 0 || n > SEMQ_ID_MAX)
+		return SEMQ_ERR_INVALID;
+	memcpy(out, s, n);
+	out[n] = '\0';
+	return semq_id_valid(out) ? SEMQ_OK : SEMQ_ERR_INVALID;
+}
+
+/* Checks the message id argument (and --dest) of show and cancel. */
+static int parse_target(struct ctl *c, struct target *t)
+{
+	const char *dest = opt(c, "--dest"), *a, *s1, *s2;
+	uint64_t seq;
+
+	memset(t, 0, sizeof *t);
+	if (c->n_pos == 0)
+		return usage_err(c, "a message id ORIGIN/DEST/SEQ (or SEQ "
+				    "--dest D) is required");
+	if (c->n_pos > 1)
+		return usage_err(c, "unexpected argument '%s'", c->pos[1]);
+	a = c->pos[0];
+	if (dest && !semq_id_valid(dest))
+		return usage_err(c,
+				 "--dest '%s' is not a node id (1-64 of "
+				 "A-Za-z0-9._-)",
+				 dest);
+	s1 = strchr(a, '/');
+	s2 = s1 ? strchr(s1 + 1, '/') : NULL;
+	if (!s1) {
+		if (parse_uint(a, INT64_MAX, &seq) || seq == 0)
+			return usage_err(c,
+					 "'%s' is not a message id "
+					 "ORIGIN/DEST/SEQ nor a SEQ 1..%lld",
+					 a, (long long)INT64_MAX);
+		if (!dest)
+			return usage_err(c,
+					 "'%s' is a bare SEQ: give --dest D "
+					 "too, or the full id ORIGIN/DEST/SEQ",
+					 a);
+		t->bare = 1;
+		snprintf(t->id.dest, sizeof t->id.dest, "%s", dest);
+		t->id.seq = seq;
+		return EXIT_OK;
+	}
+	if (dest)
+		return usage_err(c,
+				 "--dest D goes with a bare SEQ; '%s' names "
+				 "its destination already",
+				 a);
+	if (!s2 || strchr(s2 + 1, '/'))
+		return usage_err(c, "'%s' is not a message id ORIGIN/DEST/SEQ",
+				 a);
+	if (take_id(a, (size_t)(s1 - a), t->id.origin))
+		return usage_err(c,
+				 "'%s': origin '%.*s' is not a node id (1-64 "
+				 "of A-Za-z0-9._-)",
+				 a, (int)(s1 - a), a);
+	if (take_id(s1 + 1, (size_t)(s2 - s1 - 1), t->id.dest))
+		return usage_err(c,
+				 "'%s': destination '%.*s' is not a node id "
+				 "(1-64 of A-Za-z0-9._-)",
+				 a, (int)(s2 - s1 - 1), s1 + 1);
+	if (parse_uint(s2 + 1, INT64_MAX, &seq) || seq == 0)
+		return usage_err(c, "'%s': seq '%s' is not a number 1..%lld", a,
+				 s2 + 1, (long long)INT64_MAX);
+	t->id.seq = seq;
+	msgid_str(&t->id, t->text, sizeof t->text);
+	return EXIT_OK;
+}
+
+/* Loads the configuration, completes a bare SEQ with this node's id, and
+ * opens the database. */
+static int target_open(struct ctl *c, struct target *t)
+{
+	int r = ctl_load_config(c);
+
+	if (r)
+		return r;
+	if (t->bare)
+		snprintf(t->id.origin, sizeof t->id.origin, "%s", c->cfg->id);
+	msgid_str(&t->id, t->text, sizeof t->text);
+	return ctl_open_store(c);
+}
+
+/* ---- outbound list ---- */
+
+/* One listed row: m without its payload (payload_len kept), row with its
+ * last_error owned. */
+struct list_item {
+	struct msg m;
+	struct out_row row;
+};
+
+struct list_data {
+	struct list_item *v; /* owned; list_free */
+	size_t n, cap;
+	const char *dest; /* only this destination; NULL = all */
+	size_t limit;
+	int failed; /* out of memory in the callback */
+};
+
+static void list_free(struct list_data *d)
+{
+	size_t i;
+
+	for (i = 0; i < d->n; i++)
+		free((char *)d->v[i].row.last_error);
+	free(d->v);
+}
+
+static int list_cb(void *ctx, const struct msg *m, const struct out_row *row)
+{
+	struct list_data *d = ctx;
+	struct list_item *it;
+	size_t cap = next_cap(d->cap);
+
+	if (d->dest && strcmp(m->id.dest, d->dest))
+		return 0;
+	if (d->n == d->cap) {
+		it = realloc(d->v, cap * sizeof *d->v);
+		if (!it)
+			goto nomem;
+		d->v = it;
+		d->cap = cap;
+	}
+	it = &d->v[d->n];
+	it->m = *m;
+	it->m.payload = NULL; /* borrowed from the store: not kept */
+	it->row = *row;
+	it->row.last_error = dup_or_null(row->last_error);
+	d->n++;
+	if (row->last_error && !it->row.last_error)
+		goto nomem;
+	return d->n >= d->limit;
+nomem:
+	d->failed = 1;
+	return 1;
+}
+
+/* The columns of the listing; LAST_ERROR last, since it is not padded. */
+enum {
+	LC_ID,
+	LC_TYPE,
+	LC_KEY,
+	LC_STATUS,
+	LC_RESULT,
+	LC_ATTEMPTS,
+	LC_AGE,
+	LC_ERROR,
+	LC_N
+};
+
+/* The text of column `col` of `it` (NULL: the heading), in buf or static. */
+static const char *list_col(const struct list_item *it, int col, int64_t now,
+			    char *buf, size_t sz)
+{
+	static const char *const head[LC_N] = {
+		"ID",     "TYPE",     "KEY", "STATUS",
+		"RESULT", "ATTEMPTS", "AGE", "LAST_ERROR"};
+
+	if (!it)
+		return head[col];
+	switch (col) {
+	case LC_ID: return msgid_str(&it->m.id, buf, sz);
+	case LC_TYPE:
+		snprintf(buf, sz, "%lu", (unsigned long)it->m.type);
+		break;
+	case LC_KEY: return cell(it->m.has_key ? it->m.key : NULL, 0, buf, sz);
+	case LC_STATUS:
+		snprintf(buf, sz, "%d %s", it->row.status,
+			 status_name("tb_0031", it->row.status));
+		break;
+	case LC_RESULT: return result_name(it->row.result);
+	case LC_ATTEMPTS: snprintf(buf, sz, "%d", it->row.attempts); break;
+	case LC_AGE: return fmt_age(it->m.created_at, now, buf, sz);
+	default: return cell(it->row.last_error, ERROR_COLS, buf, sz);
+	}
+	return buf;
+}
+
+static void list_print_text(const struct list_data *d)
+{
+	int w[LC_N], col;
+	char buf[CELL_MAX];
+	int64_t now = now_ms();
+	size_t i;
+
+	if (!d->n) {
+		printf("no outbound messages\n");
+		return;
+	}
+	for (col = 0; col < LC_N; col++)
+		w[col] = cols(list_col(NULL, col, now, buf, sizeof buf));
+	for (i = 0; i < d->n; i++)
+		for (col = 0; col < LC_N; col++) {
+			int n = cols(
+				list_col(&d->v[i], col, now, buf, sizeof buf));
+			if (n > w[col])
+				w[col] = n;
+		}
+	for (i = 0; i <= d->n; i++) {
+		const struct list_item *it = i ? &d->v[i - 1] : NULL;
+		for (col = 0; col < LC_ERROR; col++)
+			put_cell(list_col(it, col, now, buf, sizeof buf),
+				 w[col]);
+		printf("%s\n", list_col(it, LC_ERROR, now, buf, sizeof buf));
+	}
+}
+
+static int cmd_outbound_list(struct ctl *c)
+{
+	struct list_data d = {0};
+	const char *status = opt(c, "--status"), *limit = opt(c, "--limit");
+	json_t *arr = NULL, *e;
+	uint64_t v = LIST_LIMIT_DEFAULT;
+	int r, want = -100;
+	size_t i;
+
+	if (c->n_pos)
+		return usage_err(c, "unexpected argument '%s'", c->pos[0]);
+	if (status && parse_out_status(status, &want))
+		return usage_err(c,
+				 "--status '%s' is not unsent, sent, "
+				 "relay-acked, confirmed, cancelled or "
+				 "0, 4, 6, 100, -2",
+				 status);
+	d.dest = opt(c, "--dest");
+	if (d.dest && !semq_id_valid(d.dest))
+		return usage_err(c,
+				 "--dest '%s' is not a node id (1-64 of "
+				 "A-Za-z0-9._-)",
+				 d.dest);
+	if (limit && (parse_uint(limit, LIST_LIMIT_MAX, &v) || v == 0))
+		return usage_err(c, "--limit '%s' is not a number 1..%d", limit,
+				 LIST_LIMIT_MAX);
+	d.limit = (size_t)v;
+	r = ctl_load_config(c);
+	if (r)
+		return r;
+	r = ctl_open_store(c);
+	if (r)
+		return r;
+
+	/* The store filters by status only: with --dest every row of that
+	 * status is offered, newest first, until `limit` matched. */
+	r = EXIT_FAIL;
+	if (store_outbound_list(c->st, want, d.dest ? UINT_MAX : (unsigned)v,
+				list_cb, &d) != SEMQ_OK) {
+		fail("%s: reading tb_0031: %s", c->cfg->db,
+		     store_errmsg(c->st));
+		goto out;
+	}
+	if (d.failed) {
+		fail("out of memory");
+		goto out;
+	}
+	if (c->json) {
+		arr = json_array();
+		for (i = 0; arr && i < d.n; i++) {
+			e = out_json(&d.v[i].m, &d.v[i].row);
+			if (!e || json_array_append_new(arr, e)) {
+				json_decref(arr);
+				arr = NULL;
+			}
+		}
+		r = print_json(arr); /* reports NULL as out of memory */
+		goto out;
+	}
+	list_print_text(&d);
+	r = EXIT_OK;
+out:
+	list_free(&d);
+	return r;
+}
+
+/* ---- outbound show ---- */
+
+/* A classic hex dump of p[0..n): offset, 16 bytes in hex, the ASCII. */
+static void hexdump(const uint8_t *p, size_t n)
+{
+	size_t i, j;
+
+	for (i = 0; i < n; i += 16) {
+		printf("%08zx  ", i);
+		for (j = i; j < i + 16; j++) {
+			if (j < n)
+				printf("%02x ", p[j]);
+			else
+				fputs("   ", stdout);
+			if (j == i + 7)
+				fputc(' ', stdout);
+		}
+		fputs(" |", stdout);
+		for (j = i; j < i + 16 && j < n; j++)
+			fputc(p[j] >= 0x20 && p[j] < 0x7f ? p[j] : '.', stdout);
+		fputs("|\n", stdout);
+	}
+}
+
+/* The payload: as text when a terminal can show it, else as a hex dump;
+ * at most SHOW_PAYLOAD_MAX bytes, then how many more there are. */
+static void show_payload(const struct msg *m)
+{
+	size_t n = m->payload_len, shown = n;
+	const uint8_t *p = m->payload;
+	int text = printable(p, n);
+
+	printf("%-16s %zu bytes%s\n", "payload", n,
+	       !n     ? ""
+	       : text ? ", text:"
+		      : ", binary (hex):");
+	if (!n)
+		return;
+	if (shown > SHOW_PAYLOAD_MAX) {
+		shown = SHOW_PAYLOAD_MAX;
+		/* Never cut a UTF-8 character in two. */
+		while (text && shown > 0 && (p[shown] & 0xc0) == 0x80)
+			shown--;
+	}
+	if (text) {
+		fwrite(p, 1, shown, stdout);
+		if (p[shown - 1] != '\n')
+			fputc('\n', stdout);
+	} else {
+		hexdump(p, shown);
+	}
+	if (shown < n)
+		printf("\xe2\x80\xa6 %zu more bytes\n", n - shown);
+}
+
+/* "label  text" for a text of any length (cleaned as a cell, not cut). */
+static void show_long_text(const char *label, const char *s)
+{
+	size_t sz = s ? strlen(s) + 16 : 0; /* cell() never grows the text */
+	char *buf = sz ? malloc(sz) : NULL;
+
+	if (s && !buf) /* out of memory: the raw text is better than none */
+		printf("%-16s %s\n", label, s);
+	else
+		printf("%-16s %s\n", label, cell(s, 0, buf, sz));
+	free(buf);
+}
+
+static void show_print_text(const struct msg *m, const struct out_row *row)
+{
+	char buf[CELL_MAX];
+
+	printf("%-16s %s\n", "id", msgid_str(&m->id, buf, sizeof buf));
+	printf("%-16s %lld\n", "rowid", (long long)row->rowid);
+	printf("%-16s %lu\n", "type", (unsigned long)m->type);
+	printf("%-16s %s\n", "key",
+	       cell(m->has_key ? m->key : NULL, 0, buf, sizeof buf));
+	printf("%-16s %llu\n", "prev_seq", (unsigned long long)m->prev_seq);
+	printf("%-16s %s\n", "deliver_at",
+	       fmt_time(m->deliver_at, buf, sizeof buf));
+	printf("%-16s %s\n", "created_at",
+	       fmt_time(m->created_at, buf, sizeof buf));
+	printf("%-16s %d %s\n", "status", row->status,
+	       status_name("tb_0031", row->status));
+	if (row->result < 0)
+		printf("%-16s -\n", "result");
+	else
+		printf("%-16s %d %s\n", "result", row->result,
+		       result_name(row->result));
+	printf("%-16s %d\n", "attempts", row->attempts);
+	printf("%-16s %s\n", "next_attempt_at",
+	       fmt_time(row->next_attempt_at, buf, sizeof buf));
+	printf("%-16s %s\n", "sent_at",
+	       fmt_time(row->sent_at, buf, sizeof buf));
+	printf("%-16s %s\n", "acked_at",
+	       fmt_time(row->acked_at, buf, sizeof buf));
+	show_long_text("last_error", row->last_error);
+	show_payload(m);
+}
+
+/* show --json: out_json() plus the payload in base64 and, when it is
+ * UTF-8, as text (new reference, NULL when out of memory). */
+static json_t *show_json(const struct msg *m, const struct out_row *row)
+{
+	json_t *o = out_json(m, row);
+	char *b64 = base64(m->payload, m->payload_len);
+	int failed = !o;
+
+	jset(o, "payload", b64 ? json_string(b64) : NULL, &failed);
+	if (utf8_valid(m->payload, m->payload_len))
+		jset(o, "payload_text",
+		     m->payload_len ? json_stringn((const char *)m->payload,
+						   m->payload_len)
+				    : json_string(""),
+		     &failed);
+	free(b64);
+	if (failed) {
+		json_decref(o);
+		return NULL;
+	}
+	return o;
+}
+
+static int cmd_outbound_show(struct ctl *c)
+{
+	struct target t;
+	struct msg m;
+	struct out_row row;
+	int r, e;
+
+	memset(&m, 0, sizeof m);
+	r = parse_target(c, &t);
+	if (r)
+		goto out;
+	r = target_open(c, &t);
+	if (r)
+		goto out;
+	e = store_outbound_get(c->st, &t.id, &m, &row);
+	if (e == SEMQ_ERR_NOT_FOUND) {
+		r = fail("no outbound message %s in %s", t.text, c->cfg->db);
+		goto out;
+	}
+	if (e != SEMQ_OK) {
+		r = fail("%s: %s", t.text, store_errmsg(c->st));
+		goto out;
+	}
+	if (c->json) {
+		r = print_json(show_json(&m, &row));
+		goto out;
+	}
+	show_print_text(&m, &row);
+	r = EXIT_OK;
+out:
+	msg_clear(&m);
+	return r;
+}
+
+/* ---- outbound cancel ---- */
+
+/* cancel --json: {"id", "cancelled", "status", ...}. */
+static int cancel_json(const struct target *t, int cancelled, int status,
+		       int already, int woke)
+{
+	return print_json(json_pack("{s:s, s:b, s:i, s:b, s:b}", "id", t->text,
+				    "cancelled", cancelled, "status", status,
+				    "already_cancelled", already, "woke_daemon",
+				    woke));
+}
+
+static int cmd_outbound_cancel(struct ctl *c)
+{
+	struct target t;
+	struct msg m;
+	struct out_row row;
+	int r, e, woke, already;
+
+	memset(&m, 0, sizeof m);
+	r = parse_target(c, &t);
+	if (r)
+		goto out;
+	r = target_open(c, &t);
+	if (r)
+		goto out;
+	/* Read it first: a copy held for another origin is not ours to
+	 * cancel, and a cancelled one needs no second cancel. */
+	e = store_outbound_get(c->st, &t.id, &m, &row);
+	if (e == SEMQ_OK && strcmp(m.id.origin, c->cfg->id)) {
+		if (c->json)
+			(void)cancel_json(&t, 0, row.status, 0, 0);
+		r = fail("%s is a copy this node holds for origin %s; only "
+			 "the origin can cancel it",
+			 t.text, m.id.origin);
+		goto out;
+	}
+	already = e == SEMQ_OK && row.status == SS_CANCELLED;
+	if (e == SEMQ_OK)
+		e = store_cancel(c->st, &t.id, now_ms());
+	if (e == SEMQ_ERR_NOT_FOUND) {
+		r = fail("no outbound message %s in %s", t.text, c->cfg->db);
+		goto out;
+	}
+	if (e == SEMQ_DECLINED) {
+		/* Confirmed meanwhile, or before: read the verdict. */
+		msg_clear(&m);
+		if (store_outbound_get(c->st, &t.id, &m, &row) != SEMQ_OK)
+			row.result = -1;
+		if (c->json)
+			(void)cancel_json(&t, 0, SS_ACK2, 0, 0);
+		r = fail("%s is already confirmed (result %s); it cannot be "
+			 "cancelled",
+			 t.text, result_name(row.result));
+		goto out;
+	}
+	if (e != SEMQ_OK) {
+		r = fail("cancel %s: %s", t.text, store_errmsg(c->st));
+		goto out;
+	}
+	woke = semq_notify(c->cfg->db) == SEMQ_OK;
+	if (c->json) {
+		r = cancel_json(&t, 1, SS_CANCELLED, already, woke);
+		goto out;
+	}
+	if (already)
+		printf("%s was already cancelled\n", t.text);
+	else
+		printf("cancelled %s; a tombstone will be sent\n", t.text);
+	if (!woke)
+		fprintf(stderr,
+			"semqctl: no semqd is running on %s to wake; the "
+			"tombstone is sent when it starts\n",
+			c->cfg->db);
+	r = EXIT_OK;
+out:
+	msg_clear(&m);
 	return r;
 }
 
