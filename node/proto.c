@@ -45,6 +45,8 @@ struct proto {
 	int wm_dirty;
 	int64_t last_unacked_pass;
 	int64_t last_purge;
+	double drain_tokens; /* drain_rate: messages we may send now */
+	int64_t drain_at;
 };
 
 /* ---- outbox ------------------------------------------------------------- */
@@ -453,11 +455,204 @@ static int receive_one(struct proto *p, const struct msg *m, const char *via,
 	}
 }
 
+/* ---- relaying -------------------------------------------------------------- */
+
+/*
+ * Wire items (messages, ids, verdicts, answers) borrowed from a job's frame
+ * and grouped by the connection they are forwarded to.
+ */
+struct fwd {
+	struct {
+		uint64_t conn;
+		void **v;
+		size_t n, cap;
+	} * g;
+	size_t n, cap;
+};
+
+static int fwd_add(struct fwd *f, uint64_t conn, void *item)
+{
+	size_t i;
+
+	for (i = 0; i < f->n && f->g[i].conn != conn; i++)
+		;
+	if (i == f->n) {
+		if (f->n == f->cap) {
+			size_t cap = f->cap ? f->cap * 2 : 4;
+			void *g = realloc(f->g, cap * sizeof *f->g);
+			if (!g)
+				return SEMQ_ERR_NOMEM;
+			f->g = g;
+			f->cap = cap;
+		}
+		memset(&f->g[i], 0, sizeof f->g[i]);
+		f->g[i].conn = conn;
+		f->n++;
+	}
+	if (f->g[i].n == f->g[i].cap) {
+		size_t cap = f->g[i].cap ? f->g[i].cap * 2 : 16;
+		void *v = realloc(f->g[i].v, cap * sizeof *f->g[i].v);
+		if (!v)
+			return SEMQ_ERR_NOMEM;
+		f->g[i].v = v;
+		f->g[i].cap = cap;
+	}
+	f->g[i].v[f->g[i].n++] = item;
+	return SEMQ_OK;
+}
+
+static void fwd_free(struct fwd *f)
+{
+	size_t i;
+
+	for (i = 0; i < f->n; i++)
+		free(f->g[i].v);
+	free(f->g);
+	memset(f, 0, sizeof *f);
+}
+
+/* Emits each group as one frame of the given body (same `from` for
+ * responses). Items per frame stay under the codec's limits. */
+static int fwd_emit(struct proto *p, struct outbox *ob, struct fwd *f, int body,
+		    const char *from)
+{
+	size_t i, off;
+	int r = SEMQ_OK;
+
+	for (i = 0; i < f->n && r == SEMQ_OK; i++) {
+		for (off = 0; off < f->g[i].n && r == SEMQ_OK;
+		     off += IDS_PER_FRAME) {
+			size_t k = f->g[i].n - off;
+			Semq__Frame fr = SEMQ__FRAME__INIT;
+			Semq__Data d = SEMQ__DATA__INIT;
+			Semq__AckIndication ind = SEMQ__ACK_INDICATION__INIT;
+			Semq__AckResponse resp = SEMQ__ACK_RESPONSE__INIT;
+			Semq__Query q = SEMQ__QUERY__INIT;
+			Semq__QueryReply qr = SEMQ__QUERY_REPLY__INIT;
+			void **v = f->g[i].v + off;
+
+			if (k > IDS_PER_FRAME)
+				k = IDS_PER_FRAME;
+			fr.body_case = body;
+			switch (body) {
+			case SEMQ__FRAME__BODY_DATA:
+				d.n_messages = k;
+				d.messages = (Semq__Message **)v;
+				fr.data = &d;
+				break;
+			case SEMQ__FRAME__BODY_ACK_INDICATION:
+				ind.n_verdicts = k;
+				ind.verdicts = (Semq__Verdict **)v;
+				fr.ack_indication = &ind;
+				break;
+			case SEMQ__FRAME__BODY_ACK_RESPONSE:
+				resp.n_ids = k;
+				resp.ids = (Semq__MsgId **)v;
+				resp.from = (char *)from;
+				fr.ack_response = &resp;
+				break;
+			case SEMQ__FRAME__BODY_QUERY:
+				q.n_ids = k;
+				q.ids = (Semq__MsgId **)v;
+				fr.query = &q;
+				break;
+			default:
+				qr.n_answers = k;
+				qr.answers = (Semq__QueryAnswer **)v;
+				fr.query_reply = &qr;
+				break;
+			}
+			r = outbox_frame(ob, f->g[i].conn, &fr,
+					 p->c->max_frame);
+		}
+	}
+	return r;
+}
+
+/* The next hop towards `dest`, never the connection the frame came from. */
+static uint64_t next_hop(const struct proto *p, const char *dest,
+			 uint64_t from_conn)
+{
+	uint64_t conn = route_lookup(p->routes, p->c, dest);
+
+	return conn == from_conn ? 0 : conn;
+}
+
+static int emit_relay_ack(struct proto *p, struct outbox *ob, uint64_t conn,
+			  int kind, const struct idlist *l, const char *detail)
+{
+	Semq__Frame f = SEMQ__FRAME__INIT;
+	Semq__RelayAck ra = SEMQ__RELAY_ACK__INIT;
+	Semq__MsgId *w;
+	Semq__MsgId **pw;
+	size_t i;
+	int r;
+
+	if (!l->n)
+		return SEMQ_OK;
+	w = calloc(l->n, sizeof *w);
+	pw = calloc(l->n, sizeof *pw);
+	if (!w || !pw) {
+		r = SEMQ_ERR_NOMEM;
+		goto out;
+	}
+	for (i = 0; i < l->n; i++) {
+		semq__msg_id__init(&w[i]);
+		codec_msgid_to_wire(&l->ids[i], &w[i]);
+		pw[i] = &w[i];
+	}
+	ra.n_ids = l->n;
+	ra.ids = pw;
+	ra.kind = kind;
+	ra.detail = (char *)(detail ? detail : "");
+	f.body_case = SEMQ__FRAME__BODY_RELAY_ACK;
+	f.relay_ack = &ra;
+	r = outbox_frame(ob, conn, &f, p->c->max_frame);
+out:
+	free(w);
+	free(pw);
+	return r;
+}
+
+/*
+ * A message for another node: forward it when its next hop is connected,
+ * else keep a copy (store_and_forward), else refuse it. The sender learns
+ * which with a RelayAck, sent after the commit that stored any copy.
+ */
+static int relay_one(struct proto *p, const struct job *j, Semq__Message *w,
+		     const struct msg *m, int64_t now, struct fwd *fw,
+		     struct idlist *forwarded, struct idlist *stored,
+		     struct idlist *unreachable)
+{
+	uint64_t conn;
+	int r;
+
+	if (!p->c->relay)
+		return idlist_add(unreachable, &m->id, 0);
+	conn = next_hop(p, m->id.dest, j->conn_id);
+	if (conn) {
+		r = fwd_add(fw, conn, w);
+		return r ? r : idlist_add(forwarded, &m->id, 0);
+	}
+	if (!p->c->store_and_forward)
+		return idlist_add(unreachable, &m->id, 0);
+	r = store_enqueue_copy(p->st, m, now);
+	if (r != SEMQ_OK && r != SEMQ_DUPLICATE) {
+		log_msg(LOG_ERROR, "proto", j->peer, &m->id,
+			"cannot store a copy: %s", store_errmsg(p->st));
+		return r;
+	}
+	p->more_to_send = 1;
+	return idlist_add(stored, &m->id, 0);
+}
+
 static int on_data(struct proto *p, const struct job *j, int64_t now,
 		   struct outbox *ob)
 {
 	const Semq__Data *d = j->frame->data;
-	struct idlist verdicts = {0}, refused = {0};
+	struct idlist verdicts = {0}, fwd_ids = {0}, stored = {0},
+		      unreachable = {0};
+	struct fwd fw = {0};
 	size_t i;
 	int r = SEMQ_OK;
 
@@ -469,8 +664,8 @@ static int on_data(struct proto *p, const struct job *j, int64_t now,
 
 		codec_msg_from_wire(d->messages[i], &m);
 		if (strcmp(m.id.dest, p->c->id) != 0) {
-			/* Not for us: relaying is the relay's business. */
-			r = idlist_add(&refused, &m.id, 0);
+			r = relay_one(p, j, d->messages[i], &m, now, &fw,
+				      &fwd_ids, &stored, &unreachable);
 			continue;
 		}
 		via = strcmp(j->peer, m.id.origin) ? j->peer : NULL;
@@ -482,33 +677,27 @@ static int on_data(struct proto *p, const struct job *j, int64_t now,
 	if (r == SEMQ_OK)
 		r = emit_ids(p, ob, j->conn_id, IDF_INDICATION, &verdicts,
 			     NULL);
-	if (r == SEMQ_OK && refused.n) {
-		Semq__Frame f = SEMQ__FRAME__INIT;
-		Semq__RelayAck ra = SEMQ__RELAY_ACK__INIT;
-		Semq__MsgId *w = calloc(refused.n, sizeof *w);
-		Semq__MsgId **pw = calloc(refused.n, sizeof *pw);
-
-		if (!w || !pw) {
-			r = SEMQ_ERR_NOMEM;
-		} else {
-			for (i = 0; i < refused.n; i++) {
-				semq__msg_id__init(&w[i]);
-				codec_msgid_to_wire(&refused.ids[i], &w[i]);
-				pw[i] = &w[i];
-			}
-			ra.n_ids = refused.n;
-			ra.ids = pw;
-			ra.kind = SEMQ__RELAY_ACK__KIND__UNREACHABLE;
-			ra.detail = "this node does not relay";
-			f.body_case = SEMQ__FRAME__BODY_RELAY_ACK;
-			f.relay_ack = &ra;
-			r = outbox_frame(ob, j->conn_id, &f, p->c->max_frame);
-		}
-		free(w);
-		free(pw);
-	}
+	if (r == SEMQ_OK)
+		r = fwd_emit(p, ob, &fw, SEMQ__FRAME__BODY_DATA, NULL);
+	if (r == SEMQ_OK)
+		r = emit_relay_ack(p, ob, j->conn_id,
+				   SEMQ__RELAY_ACK__KIND__FORWARDED, &fwd_ids,
+				   NULL);
+	if (r == SEMQ_OK)
+		r = emit_relay_ack(p, ob, j->conn_id,
+				   SEMQ__RELAY_ACK__KIND__STORED, &stored,
+				   NULL);
+	if (r == SEMQ_OK)
+		r = emit_relay_ack(p, ob, j->conn_id,
+				   SEMQ__RELAY_ACK__KIND__UNREACHABLE,
+				   &unreachable,
+				   p->c->relay ? "destination not connected"
+					       : "this node does not relay");
+	fwd_free(&fw);
 	idlist_free(&verdicts);
-	idlist_free(&refused);
+	idlist_free(&fwd_ids);
+	idlist_free(&stored);
+	idlist_free(&unreachable);
 	return r;
 }
 
@@ -561,17 +750,33 @@ static int on_indication(struct proto *p, const struct job *j, int64_t now,
 			 struct outbox *ob)
 {
 	const Semq__AckIndication *ind = j->frame->ack_indication;
-	struct idlist resp = {0};
+	struct idlist resp = {0}, relay_resp = {0};
+	struct fwd fw = {0};
 	size_t i;
 	int r = SEMQ_OK;
 
 	for (i = 0; i < ind->n_verdicts && r == SEMQ_OK; i++) {
 		struct msgid id;
+		uint64_t conn;
 		int rr;
 
 		codec_msgid_from_wire(ind->verdicts[i]->id, &id);
-		if (strcmp(id.origin, p->c->id) != 0)
-			continue; /* relayed indications: the relay's job */
+		if (strcmp(id.origin, p->c->id) != 0) {
+			/* Relaying: our copy (if any) is done with; confirm
+			 * for ourselves (harmless when the destination did not
+			 * need it, and it covers a lost earlier response) and
+			 * pass the verdict on to the origin. */
+			rr = store_drop_copy(p->st, &id);
+			if (rr != SEMQ_OK && rr != SEMQ_DECLINED) {
+				r = rr;
+				break;
+			}
+			r = idlist_add(&relay_resp, &id, 0);
+			conn = next_hop(p, id.origin, j->conn_id);
+			if (r == SEMQ_OK && conn)
+				r = fwd_add(&fw, conn, ind->verdicts[i]);
+			continue;
+		}
 		rr = store_mark_confirmed(p->st, &id, ind->verdicts[i]->result,
 					  now);
 		if (rr != SEMQ_OK && rr != SEMQ_DECLINED &&
@@ -583,34 +788,52 @@ static int on_indication(struct proto *p, const struct job *j, int64_t now,
 	}
 	if (r == SEMQ_OK)
 		r = emit_ids(p, ob, j->conn_id, IDF_RESPONSE, &resp, p->c->id);
+	if (r == SEMQ_OK)
+		r = emit_ids(p, ob, j->conn_id, IDF_RESPONSE, &relay_resp,
+			     p->c->id);
+	if (r == SEMQ_OK)
+		r = fwd_emit(p, ob, &fw, SEMQ__FRAME__BODY_ACK_INDICATION,
+			     NULL);
 	if (resp.n)
 		p->more_to_send = 1; /* the window moved */
+	fwd_free(&fw);
 	idlist_free(&resp);
+	idlist_free(&relay_resp);
 	return r;
 }
 
-static int on_response(struct proto *p, const struct job *j)
+static int on_response(struct proto *p, const struct job *j, struct outbox *ob)
 {
 	const Semq__AckResponse *ar = j->frame->ack_response;
+	struct fwd fw = {0};
 	size_t i;
+	int r = SEMQ_OK;
 
-	for (i = 0; i < ar->n_ids; i++) {
+	for (i = 0; i < ar->n_ids && r == SEMQ_OK; i++) {
 		struct msgid id;
-		int ok = 0, r;
+		int ok = 0;
 		unsigned bit;
 
 		codec_msgid_from_wire(ar->ids[i], &id);
-		if (strcmp(id.dest, p->c->id) != 0)
+		if (strcmp(id.dest, p->c->id) != 0) {
+			uint64_t conn = next_hop(p, id.dest, j->conn_id);
+			if (conn)
+				r = fwd_add(&fw, conn, ar->ids[i]);
 			continue;
+		}
 		bit = strcmp(ar->from, id.origin) == 0 ? CONFIRM_ORIGIN
 						       : CONFIRM_RELAY;
 		r = store_ack_response(p->st, &id, bit, &ok);
-		if (r != SEMQ_OK && r != SEMQ_DECLINED)
-			return r;
+		if (r == SEMQ_DECLINED)
+			r = SEMQ_OK;
 		if (ok)
 			p->wm_dirty = 1;
 	}
-	return SEMQ_OK;
+	if (r == SEMQ_OK)
+		r = fwd_emit(p, ob, &fw, SEMQ__FRAME__BODY_ACK_RESPONSE,
+			     ar->from);
+	fwd_free(&fw);
+	return r;
 }
 
 /* ---- queries ----------------------------------------------------------------- */
@@ -619,6 +842,7 @@ static int on_query(struct proto *p, const struct job *j, struct outbox *ob)
 {
 	const Semq__Query *q = j->frame->query;
 	struct idlist ans = {0};
+	struct fwd fw = {0};
 	size_t i;
 	int r = SEMQ_OK;
 
@@ -627,14 +851,22 @@ static int on_query(struct proto *p, const struct job *j, struct outbox *ob)
 		int received = 0, result = 0;
 
 		codec_msgid_from_wire(q->ids[i], &id);
-		if (strcmp(id.dest, p->c->id) != 0)
+		if (strcmp(id.dest, p->c->id) != 0) {
+			/* A relay never answers for the destination. */
+			uint64_t conn = next_hop(p, id.dest, j->conn_id);
+			if (conn)
+				r = fwd_add(&fw, conn, q->ids[i]);
 			continue;
+		}
 		r = store_lookup_received(p->st, &id, &received, &result);
 		if (r == SEMQ_OK)
 			r = idlist_add(&ans, &id, received ? result : -1);
 	}
 	if (r == SEMQ_OK)
 		r = emit_ids(p, ob, j->conn_id, IDF_QUERY_REPLY, &ans, NULL);
+	if (r == SEMQ_OK)
+		r = fwd_emit(p, ob, &fw, SEMQ__FRAME__BODY_QUERY, NULL);
+	fwd_free(&fw);
 	idlist_free(&ans);
 	return r;
 }
@@ -644,6 +876,7 @@ static int on_query_reply(struct proto *p, const struct job *j, int64_t now,
 {
 	const Semq__QueryReply *qr = j->frame->query_reply;
 	struct idlist resp = {0};
+	struct fwd fw = {0};
 	size_t i;
 	int r = SEMQ_OK;
 
@@ -653,8 +886,12 @@ static int on_query_reply(struct proto *p, const struct job *j, int64_t now,
 		int rr;
 
 		codec_msgid_from_wire(a->id, &id);
-		if (strcmp(id.origin, p->c->id) != 0)
+		if (strcmp(id.origin, p->c->id) != 0) {
+			uint64_t conn = next_hop(p, id.origin, j->conn_id);
+			if (conn)
+				r = fwd_add(&fw, conn, qr->answers[i]);
 			continue;
+		}
 		if (a->received) {
 			rr = store_mark_confirmed(p->st, &id, a->result, now);
 			if (rr == SEMQ_OK || rr == SEMQ_DECLINED ||
@@ -676,7 +913,55 @@ static int on_query_reply(struct proto *p, const struct job *j, int64_t now,
 	}
 	if (r == SEMQ_OK)
 		r = emit_ids(p, ob, j->conn_id, IDF_RESPONSE, &resp, p->c->id);
+	if (r == SEMQ_OK)
+		r = fwd_emit(p, ob, &fw, SEMQ__FRAME__BODY_QUERY_REPLY, NULL);
+	fwd_free(&fw);
 	idlist_free(&resp);
+	return r;
+}
+
+/* A relay's word on messages we sent through it. */
+static int on_relay_ack(struct proto *p, const struct job *j, int64_t now)
+{
+	const Semq__RelayAck *ra = j->frame->relay_ack;
+	size_t i;
+	int r = SEMQ_OK;
+
+	for (i = 0; i < ra->n_ids && r == SEMQ_OK; i++) {
+		struct msgid id;
+		struct out_row row;
+		struct msg m;
+		char why[SEMQ_ERRLEN];
+
+		codec_msgid_from_wire(ra->ids[i], &id);
+		if (strcmp(id.origin, p->c->id) != 0)
+			continue; /* a hop further down: not ours to record */
+		if (ra->kind != SEMQ__RELAY_ACK__KIND__UNREACHABLE) {
+			r = store_mark_relay_acked(p->st, &id, now,
+						   now + p->c->query_after_ms);
+		} else {
+			/* Not delivered anywhere: try again later, backing
+			 * off with the attempts already made. */
+			int64_t delay = p->c->reconnect_min_ms;
+			int k;
+
+			r = store_outbound_get(p->st, &id, &m, &row);
+			if (r != SEMQ_OK)
+				break;
+			msg_clear(&m);
+			for (k = 1;
+			     k < row.attempts && delay < p->c->reconnect_max_ms;
+			     k++)
+				delay *= 2;
+			if (delay > p->c->reconnect_max_ms)
+				delay = p->c->reconnect_max_ms;
+			snprintf(why, sizeof why, "relay %s: unreachable (%s)",
+				 j->peer, ra->detail);
+			r = store_mark_unsent(p->st, &id, now + delay, why);
+		}
+		if (r == SEMQ_DECLINED || r == SEMQ_ERR_NOT_FOUND)
+			r = SEMQ_OK;
+	}
 	return r;
 }
 
@@ -836,6 +1121,9 @@ static int send_cb(void *ctx, const struct msg *m, const struct out_row *row)
 	it->m.payload = NULL;
 	if (m->tombstone)
 		it->m.payload_len = 0; /* a cancel carries no document */
+	if (strcmp(m->id.origin, x->p->c->id) != 0) /* a relay's copy */
+		snprintf(it->m.stored_by, sizeof it->m.stored_by, "%s",
+			 x->p->c->id);
 	if (it->m.payload_len) {
 		it->m.payload = malloc(m->payload_len);
 		if (!it->m.payload) {
@@ -897,23 +1185,76 @@ out:
 	return r;
 }
 
+/*
+ * Fetches sendable rows only for destinations that have a route now: all of
+ * them when the default route is up, else each connected peer and each
+ * [route] destination whose next hop is connected. A backlog for an offline
+ * destination is never read just to be skipped.
+ */
+static int fetch_reachable(struct proto *p, int64_t now, unsigned limit,
+			   struct send_ctx *x)
+{
+	size_t i;
+	int r = SEMQ_OK;
+
+	if (route_lookup(p->routes, p->c, "default") &&
+	    !hop_conn(p->routes, "default"))
+		return store_fetch_sendable(p->st, NULL, now, p->c->window,
+					    limit, send_cb, x);
+	for (i = 0; i < p->routes->n_hops && r == SEMQ_OK; i++) {
+		if (x->fetched >= limit)
+			return SEMQ_OK;
+		r = store_fetch_sendable(
+			p->st, p->routes->hops[i].peer, now, p->c->window,
+			limit - (unsigned)x->fetched, send_cb, x);
+	}
+	for (i = 0; i < p->c->n_routes && r == SEMQ_OK; i++) {
+		const struct cfg_route *rt = &p->c->routes[i];
+		if (x->fetched >= limit)
+			return SEMQ_OK;
+		if (strcmp(rt->dest, "default") == 0 ||
+		    hop_conn(p->routes, rt->dest) ||
+		    !hop_conn(p->routes, rt->via))
+			continue;
+		r = store_fetch_sendable(p->st, rt->dest, now, p->c->window,
+					 limit - (unsigned)x->fetched, send_cb,
+					 x);
+	}
+	return r;
+}
+
 static int send_pending(struct proto *p, int64_t now, struct outbox *ob)
 {
 	struct send_ctx x = {p, NULL, 0, 0, 0, SEMQ_OK};
+	unsigned limit = p->c->batch_max;
 	size_t i, j;
 	int r;
 
 	p->more_to_send = 0;
 	if (!p->routes || !p->routes->n_hops)
 		return SEMQ_OK;
+	if (p->c->drain_rate) {
+		/* A token bucket: at most drain_rate a second, bursts of at
+		 * most one second's worth. */
+		double rate = p->c->drain_rate;
+		if (p->drain_at)
+			p->drain_tokens +=
+				rate * (double)(now - p->drain_at) / 1000.0;
+		p->drain_at = now;
+		if (p->drain_tokens > rate)
+			p->drain_tokens = rate;
+		if (p->drain_tokens < limit)
+			limit = (unsigned)p->drain_tokens;
+		if (!limit)
+			return SEMQ_OK;
+	}
 	/* Tombstones first: a later message of the same key waits for its
 	 * cancelled predecessor to be recorded. */
 	r = store_fetch_tombstones(p->st, now, p->c->batch_max, send_cb, &x);
 	if (r == SEMQ_OK)
 		r = x.r;
 	if (r == SEMQ_OK)
-		r = store_fetch_sendable(p->st, NULL, now, p->c->window,
-					 p->c->batch_max, send_cb, &x);
+		r = fetch_reachable(p, now, limit, &x);
 	if (r == SEMQ_OK)
 		r = x.r;
 	for (i = 0; i < x.n && r == SEMQ_OK; i++) {
@@ -936,7 +1277,9 @@ static int send_pending(struct proto *p, int64_t now, struct outbox *ob)
 		if (first)
 			r = emit_data(p, ob, conn, x.v + i, x.n - i);
 	}
-	if (x.fetched >= p->c->batch_max)
+	if (p->c->drain_rate)
+		p->drain_tokens -= (double)x.n;
+	if (x.fetched >= limit && limit == p->c->batch_max)
 		p->more_to_send = 1;
 	for (i = 0; i < x.n; i++)
 		msg_clear(&x.v[i].m);
@@ -999,14 +1342,11 @@ int proto_job(struct proto *p, const struct job *j, int64_t now,
 	case SEMQ__FRAME__BODY_DATA: return on_data(p, j, now, ob);
 	case SEMQ__FRAME__BODY_ACK_INDICATION:
 		return on_indication(p, j, now, ob);
-	case SEMQ__FRAME__BODY_ACK_RESPONSE: return on_response(p, j);
+	case SEMQ__FRAME__BODY_ACK_RESPONSE: return on_response(p, j, ob);
 	case SEMQ__FRAME__BODY_QUERY: return on_query(p, j, ob);
 	case SEMQ__FRAME__BODY_QUERY_REPLY:
 		return on_query_reply(p, j, now, ob);
-	case SEMQ__FRAME__BODY_RELAY_ACK:
-		/* Relayed delivery arrives with the relay issue; until then a
-		 * refusal leaves the row in doubt, to be queried. */
-		return SEMQ_OK;
+	case SEMQ__FRAME__BODY_RELAY_ACK: return on_relay_ack(p, j, now);
 	default:
 		return SEMQ_OK; /* Hello, Ping, Pong, Error: network thread's */
 	}

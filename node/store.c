@@ -70,6 +70,9 @@ static const int64_t default_levels[] = {
 #define REDO_COLS                                                              \
 	MSG_COLS ", msg_created_at, status, tries, level, next_attempt_at,"    \
 		 " created_at, updated_at, last_error, discard_reason, id"
+#define IN_COLS                                                                \
+	"origin, dest, seq, type, msg_key, prev_seq, received_at, via,"        \
+	" result, ack_status, confirm_need, confirm_got, id"
 #define REDO_INSERT_SQL                                                        \
 	"INSERT INTO tb_0033(origin, dest, seq, type, msg_key, prev_seq,"      \
 	" deliver_at, msg_created_at, payload, status, tries, level,"          \
@@ -98,6 +101,8 @@ enum q {
 	Q_IN_UNACKED,
 	Q_IN_RUN,
 	Q_IN_COMPACT,
+	Q_IN_LIST_ALL,
+	Q_IN_LIST,
 	/* tb_0033 */
 	Q_REDO_INSERT,
 	Q_REDO_KEY_BUSY,
@@ -129,6 +134,7 @@ enum q {
 	Q_OUT_CANCEL,
 	Q_OUT_IN_DOUBT,
 	Q_OUT_DEFER,
+	Q_OUT_DROP_COPY,
 	Q_OUT_TOMBSTONES,
 	Q_OUT_PURGE,
 	Q_OUT_GET,
@@ -184,6 +190,10 @@ static const char *const q_sql[Q__N] = {
 		     " ORDER BY seq",
 	[Q_IN_COMPACT] = "DELETE FROM tb_0030 WHERE origin = ?1 AND dest = ?2"
 			 " AND seq > ?3 AND seq <= ?4",
+	[Q_IN_LIST_ALL] = "SELECT " IN_COLS " FROM tb_0030"
+			  " ORDER BY id DESC LIMIT ?1",
+	[Q_IN_LIST] = "SELECT " IN_COLS " FROM tb_0030 WHERE origin = ?1"
+		      " ORDER BY id DESC LIMIT ?2",
 
 	[Q_REDO_INSERT] = REDO_INSERT_SQL,
 	[Q_REDO_KEY_BUSY] = "SELECT 1 FROM tb_0033 WHERE origin = ?1"
@@ -284,6 +294,12 @@ static const char *const q_sql[Q__N] = {
 			" WHERE origin = ?1 AND dest = ?2 AND seq = ?3"
 			" AND (status IN (4, 6) OR"
 			" (status = -2 AND result IS NULL))",
+	/* A relay's copy (never a row of this node's own) is gone once the
+	 * destination confirmed it. */
+	[Q_OUT_DROP_COPY] = "DELETE FROM tb_0031"
+			    " WHERE origin = ?1 AND dest = ?2 AND seq = ?3"
+			    " AND origin <> (SELECT value FROM semq_meta"
+			    " WHERE key = 'node_id')",
 	[Q_OUT_TOMBSTONES] = "SELECT " OUT_COLS " FROM tb_0031"
 			     " WHERE status = -2 AND next_attempt_at <= ?1"
 			     " AND result IS NULL"
@@ -1683,6 +1699,12 @@ int store_defer(struct store *st, const struct msgid *id, int64_t next_at)
 			      "4, 6 or unanswered -2", NULL);
 }
 
+int store_drop_copy(struct store *st, const struct msgid *id)
+{
+	return out_transition(st, Q_OUT_DROP_COPY, id, 0, 0, NULL, 0,
+			      "drop copy", "a relay copy", NULL);
+}
+
 int store_fetch_tombstones(struct store *st, int64_t now, unsigned limit,
 			   store_out_cb cb, void *ctx)
 {
@@ -2342,6 +2364,62 @@ int store_fetch_unacked(struct store *st, int64_t before, unsigned limit,
 	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
 		r = dberr(st, "fetch_unacked");
 	q_put(st, Q_IN_UNACKED, s);
+	return r;
+}
+
+int store_received_list(struct store *st, const char *origin, unsigned limit,
+			store_recv_cb cb, void *ctx)
+{
+	enum q i = origin ? Q_IN_LIST : Q_IN_LIST_ALL;
+	sqlite3_stmt *s;
+	int r = SEMQ_OK, rc;
+
+	if (!st)
+		return SEMQ_ERR_INVALID;
+	if (!cb)
+		return seterr(st, SEMQ_ERR_INVALID, "%s",
+			      "received_list: callback is missing");
+	if (origin) {
+		r = check_node(st, "origin", origin, SEMQ_ID_MAX + 1);
+		if (r)
+			return r;
+	}
+	s = q_get(st, i);
+	if (!s)
+		return SEMQ_ERR_DB;
+	if (origin) {
+		sqlite3_bind_text(s, 1, origin, -1, SQLITE_STATIC);
+		sqlite3_bind_int64(s, 2, limit);
+	} else {
+		sqlite3_bind_int64(s, 1, limit);
+	}
+	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+		/* Copied out first: the callback may use the store. */
+		char key[SEMQ_KEY_MAX + 1], via[SEMQ_ID_MAX + 1];
+		struct recv_row row;
+
+		memset(&row, 0, sizeof row);
+		col_text(row.id.origin, sizeof row.id.origin, s, 0);
+		col_text(row.id.dest, sizeof row.id.dest, s, 1);
+		row.id.seq = (uint64_t)sqlite3_column_int64(s, 2);
+		row.type = (uint32_t)sqlite3_column_int64(s, 3);
+		col_text(key, sizeof key, s, 4);
+		row.key = sqlite3_column_type(s, 4) == SQLITE_NULL ? NULL : key;
+		row.prev_seq = (uint64_t)sqlite3_column_int64(s, 5);
+		row.received_at = sqlite3_column_int64(s, 6);
+		col_text(via, sizeof via, s, 7);
+		row.via = sqlite3_column_type(s, 7) == SQLITE_NULL ? NULL : via;
+		row.result = sqlite3_column_int(s, 8);
+		row.ack_status = sqlite3_column_int(s, 9);
+		row.confirm_need = (unsigned)sqlite3_column_int(s, 10);
+		row.confirm_got = (unsigned)sqlite3_column_int(s, 11);
+		row.rowid = sqlite3_column_int64(s, 12);
+		if (cb(ctx, &row))
+			break;
+	}
+	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+		r = dberr(st, "reading tb_0030");
+	q_put(st, i, s);
 	return r;
 }
 

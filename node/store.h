@@ -135,6 +135,10 @@ int store_mark_confirmed(struct store *st, const struct msgid *id, int result,
  * not answered yet (when to send the tombstone again). SEMQ_DECLINED in any
  * other state. */
 int store_defer(struct store *st, const struct msgid *id, int64_t next_at);
+/* Deletes a relay's store-and-forward copy (a row whose origin is another
+ * node) once its destination confirmed it. SEMQ_DECLINED when there is no
+ * such copy (already dropped, or a row of this node's own). */
+int store_drop_copy(struct store *st, const struct msgid *id);
 /* Cancelled rows (-2) whose tombstone is due (next_attempt_at <= now) and
  * not answered yet; m->tombstone is set. A tombstone's answer goes through
  * store_mark_confirmed(): RES_CANCELLED keeps the row at -2 with that result,
@@ -220,6 +224,31 @@ typedef int (*store_unacked_cb)(void *ctx, const struct msgid *id, int result,
 				unsigned need, unsigned got, const char *via);
 int store_fetch_unacked(struct store *st, int64_t before, unsigned limit,
 			store_unacked_cb cb, void *ctx);
+
+/* One tb_0030 row for listings: every string is borrowed until the callback
+ * returns. */
+struct recv_row {
+	int64_t rowid;
+	struct msgid id;
+	uint32_t type;
+	const char *key; /* NULL when none */
+	uint64_t prev_seq;
+	int64_t received_at;
+	const char *via; /* the relay that delivered it; NULL when direct */
+	int result;      /* enum msg_result */
+	int ack_status;  /* AS_INIT or AS_OK */
+	unsigned confirm_need, confirm_got; /* CONFIRM_* bits */
+};
+typedef int (*store_recv_cb)(void *ctx, const struct recv_row *r);
+
+/*
+ * Listing of tb_0030, newest first (in the order the rows were recorded), at
+ * most `limit`; origin NULL = every origin. Rows at or below their stream's
+ * watermark are compacted away and not listed. The callback may call the
+ * store; non-zero from it stops the listing (SEMQ_OK).
+ */
+int store_received_list(struct store *st, const char *origin, unsigned limit,
+			store_recv_cb cb, void *ctx);
 
 /*
  * Moves every stream's confirmed_through over the run of AS_OK rows above it
