@@ -15,6 +15,7 @@
 
 #include "codec.h"
 #include "log.h"
+#include "wheel.h"
 
 #define HELD_MAX 10000     /* messages held for a missing predecessor */
 #define IDS_PER_FRAME 4096 /* ids / verdicts / answers per 810 frame */
@@ -23,7 +24,11 @@
 #define INDOUBT_LIMIT 4096            /* queries per pass */
 #define PURGE_EVERY_MS 60000
 #define PURGE_LIMIT 10000
-#define REDO_LIMIT 256
+#define REDO_LIMIT 256 /* redo entries run per batch */
+#define WHEEL_SLOTS 600
+#define WHEEL_TICK_MS 100 /* one turn of the wheel = 60 s */
+#define HORIZON_MS 60000  /* what the wheel holds ahead of now */
+#define WHEEL_MAX 50000   /* entries the wheel holds at most */
 
 struct held {
 	struct held *next;
@@ -45,7 +50,10 @@ struct proto {
 	int wm_dirty;
 	int64_t last_unacked_pass;
 	int64_t last_purge;
-	double drain_tokens; /* drain_rate: messages we may send now */
+	struct wheel *wheel;  /* redo and delayed entries due soon */
+	int64_t filled_until; /* the wheel holds all entries due before */
+	int redo_dirty;       /* the schedule changed: scan again */
+	double drain_tokens;  /* drain_rate: messages we may send now */
 	int64_t drain_at;
 };
 
@@ -340,6 +348,7 @@ void proto_free(struct proto *p)
 		return;
 	held_free_all(p);
 	routes_free(p->routes);
+	wheel_free(p->wheel);
 	free(p);
 }
 
@@ -428,6 +437,8 @@ static int receive_one(struct proto *p, const struct msg *m, const char *via,
 	switch (r) {
 	case SEMQ_OK:
 		*verdict = result;
+		if (result == RES_REDO || result == RES_SCHEDULED)
+			p->redo_dirty = 1;
 		if (result == RES_REDO)
 			log_msg(LOG_INFO, "proto", via, &m->id,
 				"queued for redo: %s", err[0] ? err : "");
@@ -1287,39 +1298,102 @@ static int send_pending(struct proto *p, int64_t now, struct outbox *ob)
 	return r;
 }
 
-/* ---- redo ----------------------------------------------------------------- */
+/* ---- redo and delayed messages ------------------------------------------ */
 
-struct redo_ctx {
-	int64_t ids[REDO_LIMIT];
+/*
+ * tb_0033's next_attempt_at is the durable schedule. The wheel holds what is
+ * due within HORIZON_MS (at most WHEEL_MAX entries), loaded by an indexed
+ * scan when the horizon runs short or when this node changed the schedule
+ * (a receipt went to redo, a redo ran, an operator woke us). A restart loses
+ * nothing: the first scan rebuilds the wheel from the table.
+ */
+struct fill_ctx {
+	struct proto *p;
 	size_t n;
+	int64_t last_at;
+	int r;
 };
 
-static int redo_cb(void *ctx, const struct msg *m, const struct redo_row *row)
+static int fill_cb(void *ctx, const struct msg *m, const struct redo_row *row)
 {
-	struct redo_ctx *x = ctx;
+	struct fill_ctx *x = ctx;
 
 	(void)m;
+	x->r = wheel_add(x->p->wheel, (uint64_t)row->id, row->next_attempt_at);
+	x->n++;
+	x->last_at = row->next_attempt_at;
+	return x->r != SEMQ_OK;
+}
+
+static int refill_wheel(struct proto *p, int64_t now)
+{
+	struct fill_ctx x = {p, 0, 0, SEMQ_OK};
+	int r;
+
+	if (!p->wheel) {
+		p->wheel = wheel_new(WHEEL_SLOTS, WHEEL_TICK_MS, now);
+		if (!p->wheel)
+			return SEMQ_ERR_NOMEM;
+		p->redo_dirty = 1;
+	}
+	if (!p->redo_dirty && now + HORIZON_MS / 2 < p->filled_until)
+		return SEMQ_OK;
+	r = store_redo_due(p->st, now + HORIZON_MS, WHEEL_MAX, fill_cb, &x);
+	if (r == SEMQ_OK)
+		r = x.r;
+	if (r != SEMQ_OK)
+		return r;
+	/* Loaded everything within the horizon, or up to the last entry the
+	 * cap let in: the next scan starts being needed from there. */
+	p->filled_until = x.n >= WHEEL_MAX ? x.last_at : now + HORIZON_MS;
+	p->redo_dirty = 0;
+	return SEMQ_OK;
+}
+
+struct fired {
+	uint64_t ids[REDO_LIMIT];
+	size_t n;
+	int more;
+};
+
+static void fire_cb(void *ctx, uint64_t id, int64_t at)
+{
+	struct fired *x = ctx;
+
+	(void)at;
 	if (x->n < REDO_LIMIT)
-		x->ids[x->n++] = row->id;
-	return x->n >= REDO_LIMIT;
+		x->ids[x->n++] = id;
+	else
+		x->more = 1; /* fired but not run now: the rescan brings it */
 }
 
 static int run_due_redo(struct proto *p, int64_t now)
 {
-	struct redo_ctx x;
+	struct fired x;
 	size_t i;
 	int r;
 
+	r = refill_wheel(p, now);
+	if (r != SEMQ_OK)
+		return r;
 	x.n = 0;
-	r = store_redo_due(p->st, now, REDO_LIMIT, redo_cb, &x);
+	x.more = 0;
+	wheel_advance(p->wheel, now, fire_cb, &x);
 	for (i = 0; i < x.n && r == SEMQ_OK; i++) {
 		int status = 0;
-		r = store_redo_run(p->st, x.ids[i], now, plughost_apply, p->ph,
-				   &status);
-		if (r == SEMQ_DECLINED)
+		r = store_redo_run(p->st, (int64_t)x.ids[i], now,
+				   plughost_apply, p->ph, &status);
+		if (r == SEMQ_DECLINED) /* done, discarded or moved meanwhile */
 			r = SEMQ_OK;
 	}
+	if (x.n || x.more)
+		p->redo_dirty = 1; /* next levels, released successors */
 	return r;
+}
+
+int64_t proto_next_due(const struct proto *p)
+{
+	return p->wheel ? wheel_next(p->wheel) : INT64_MAX;
 }
 
 /* ---- entry points ------------------------------------------------------------ */
@@ -1333,7 +1407,11 @@ int proto_job(struct proto *p, const struct job *j, int64_t now,
 		p->routes = routes_copy(j->routes);
 		p->more_to_send = 1;
 		return p->routes ? SEMQ_OK : SEMQ_ERR_NOMEM;
-	case JOB_WAKE: p->more_to_send = 1; return SEMQ_OK;
+	case JOB_WAKE:
+		/* new rows to send, or an operator changed the redo queue */
+		p->more_to_send = 1;
+		p->redo_dirty = 1;
+		return SEMQ_OK;
 	case JOB_PEER_UP: return on_peer_up(p, j, now, ob);
 	case JOB_FRAME: break;
 	default: return SEMQ_ERR_INTERNAL;

@@ -66,6 +66,10 @@ int proto_tick(struct proto *p, int64_t now, struct outbox *ob);
 /* Does the next tick have work right away (more to send, held messages)? */
 int proto_busy(const struct proto *p);
 
+/* The earliest redo or delayed-message deadline held in memory (unix ms), or
+ * INT64_MAX: the worker sleeps no longer than until then. */
+int64_t proto_next_due(const struct proto *p);
+
 /* The batch committed / rolled back: keep or forget per-batch memory. */
 void proto_committed(struct proto *p);
 void proto_rolled_back(struct proto *p);

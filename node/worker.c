@@ -204,6 +204,12 @@ static void *run(void *arg)
 		if (!w->head && !w->stop && !busy) {
 			struct timespec ts;
 			int64_t wait_ms = w->c->poll_interval_ms;
+			int64_t due = proto_next_due(w->p);
+			if (due != INT64_MAX) {
+				int64_t until = due - w->clock(w->clock_ctx);
+				if (until < wait_ms)
+					wait_ms = until > 0 ? until : 0;
+			}
 			clock_gettime(CLOCK_MONOTONIC, &ts);
 			ts.tv_sec += wait_ms / 1000;
 			ts.tv_nsec += (wait_ms % 1000) * 1000000;
