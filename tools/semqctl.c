@@ -8,8 +8,11 @@
  * store (creating and migrating it when it is new, exactly as semqd would) and
  * runs one command against it: `status` shows what is queued where, `send`
  * queues a message and wakes the daemon, `outbound list|show|cancel` lists,
- * inspects and cancels the node's outbound messages. Every listing is also
- * available as JSON (--json) for scripts.
+ * inspects and cancels the node's outbound messages, `redo
+ * list|show|retry|discard` lists, inspects, retries and gives up on entries
+ * of the redo queue, and `received list` shows the received record with the
+ * inbound watermarks. Every listing is also available as JSON (--json) for
+ * scripts.
  *
  * DESIGN
  *  - One table of commands (name, handler, options, usage, help). main()
@@ -87,6 +90,11 @@ static int cmd_send(struct ctl *c);
 static int cmd_outbound_list(struct ctl *c);
 static int cmd_outbound_show(struct ctl *c);
 static int cmd_outbound_cancel(struct ctl *c);
+static int cmd_redo_list(struct ctl *c);
+static int cmd_redo_show(struct ctl *c);
+static int cmd_redo_retry(struct ctl *c);
+static int cmd_redo_discard(struct ctl *c);
+static int cmd_received_list(struct ctl *c);
 
 /* ---- the table of commands ----------------------------------------------- */
 
@@ -106,6 +114,20 @@ static const struct ctl_opt outbound_list_opts[] = {
 
 static const struct ctl_opt outbound_id_opts[] = {{"--dest", "D"},
 						  {NULL, NULL}};
+
+static const struct ctl_opt redo_list_opts[] = {
+	{"--status", "S"}, {"--limit", "N"}, {NULL, NULL}};
+
+static const struct ctl_opt redo_show_opts[] = {{NULL, NULL}};
+
+static const struct ctl_opt redo_retry_opts[] = {{"--all-dead", NULL},
+						 {NULL, NULL}};
+
+static const struct ctl_opt redo_discard_opts[] = {{"--reason", "TEXT"},
+						   {NULL, NULL}};
+
+static const struct ctl_opt received_list_opts[] = {
+	{"--origin", "O"}, {"--limit", "N"}, {NULL, NULL}};
 
 static const struct ctl_cmd ctl_cmds[] = {
 	{"status", cmd_status, status_opts, "",
@@ -184,6 +206,92 @@ static const struct ctl_cmd ctl_cmds[] = {
 	 "held for another origin. --json prints {\"id\", \"cancelled\",\n"
 	 "\"status\", \"already_cancelled\", \"woke_daemon\"} (also when the\n"
 	 "cancel is refused, with \"cancelled\": false).\n"},
+	{"redo list", cmd_redo_list, redo_list_opts,
+	 "[--status pending|waiting|dead|done|discarded|N] [--limit N]",
+	 "list the redo queue tb_0033, oldest first",
+	 "Lists entries of the redo queue tb_0033 (failed messages waiting\n"
+	 "for a retry, delayed messages, entries held behind an earlier one\n"
+	 "of their key), oldest first: ID (the entry), MESSAGE\n"
+	 "(origin/dest/seq), TYPE, KEY, STATUS, TRIES (attempts made), LEVEL\n"
+	 "(the backoff level a next failure uses), NEXT (when a pending entry\n"
+	 "runs: \"in 25s\", or \"due\"; \"-\" for the others) and LAST_ERROR\n"
+	 "(shortened; 'redo show ID' prints it whole).\n"
+	 "\n"
+	 "  --status S   only entries in status S: pending (0), waiting (1),\n"
+	 "               dead (-1), done (2), discarded (-2)\n"
+	 "  --limit N    at most N entries, 1..100000 (default 100)\n"
+	 "\n"
+	 "--json prints an array of objects with every column: id, message,\n"
+	 "origin, dest, seq, type, key, prev_seq, deliver_at, msg_created_at,\n"
+	 "status, status_name, tries, level, next_attempt_at, created_at,\n"
+	 "updated_at, last_error, discard_reason, payload_len (times in unix\n"
+	 "ms; key, last_error and discard_reason null when none).\n"},
+	{"redo show", cmd_redo_show, redo_show_opts, "ID",
+	 "one redo entry with every column and its payload",
+	 "Shows one entry of tb_0033: every column, the whole last_error and\n"
+	 "discard_reason, when it runs next (UTC and relative) and what a\n"
+	 "further failure would do, then the payload as text when it is\n"
+	 "printable UTF-8, else as a hex dump; at most 4 KiB of it, then how\n"
+	 "many more bytes there are.\n"
+	 "\n"
+	 "  ID   the entry's id, as 'redo list' shows it\n"
+	 "\n"
+	 "--json prints the object of 'redo list --json' plus \"payload\"\n"
+	 "(all of it, base64) and \"payload_text\" when it is UTF-8.\n"
+	 "An entry that is not there is exit 1.\n"},
+	{"redo retry", cmd_redo_retry, redo_retry_opts, "ID | --all-dead",
+	 "run dead redo entries again now",
+	 "Makes a dead entry pending again, due now, and wakes the semqd\n"
+	 "serving the database so it runs it at once. The backoff level\n"
+	 "starts over; tries are kept, so a retryable failure makes it dead\n"
+	 "again at once while tries >= max_tries.\n"
+	 "\n"
+	 "  ID           the dead entry to retry\n"
+	 "  --all-dead   every dead entry\n"
+	 "\n"
+	 "Exit 1 when the entry is not dead or not there. --json prints\n"
+	 "{\"id\", \"message\", \"retried\", \"status\", \"status_name\",\n"
+	 "\"woke_daemon\"} (also when it is refused, with \"retried\": "
+	 "false),\n"
+	 "or for --all-dead {\"retried\": [{\"id\", \"message\"}...],\n"
+	 "\"count\", \"woke_daemon\"}.\n"},
+	{"redo discard", cmd_redo_discard, redo_discard_opts,
+	 "ID --reason TEXT",
+	 "give up on a redo entry, with a reason; releases its key",
+	 "Discards a pending, waiting or dead entry: it will never take\n"
+	 "effect, and the reason is kept with it. When it was the head of\n"
+	 "its key, the next waiting entry of the key is released (pending,\n"
+	 "due now or at its deliver_at), and the daemon is woken to run it.\n"
+	 "\n"
+	 "  ID             the entry to discard\n"
+	 "  --reason TEXT  why, for whoever looks later (required, 1..1000\n"
+	 "                 bytes)\n"
+	 "\n"
+	 "Exit 1 when the entry is done or discarded already, or not there.\n"
+	 "--json prints {\"id\", \"message\", \"discarded\", \"status\",\n"
+	 "\"discard_reason\", \"released\": [{\"id\", \"message\", "
+	 "\"status\",\n"
+	 "\"next_attempt_at\"}...], \"still_waiting\", \"woke_daemon\"}\n"
+	 "(when refused: \"discarded\": false with the entry's status).\n"},
+	{"received list", cmd_received_list, received_list_opts,
+	 "[--origin O] [--limit N]",
+	 "list the received record tb_0030, newest first",
+	 "Lists the received record tb_0030, newest first: MESSAGE\n"
+	 "(origin/dest/seq), TYPE, KEY, RECEIVED (how long ago), VIA (the\n"
+	 "relay that delivered it, - when direct), RESULT (processed, redo,\n"
+	 "scheduled, cancelled) and ACK (acked once every 810-Response it\n"
+	 "needs arrived; unacked says which are missing). Then one line per\n"
+	 "inbound stream with its confirmed_through watermark: the rows at\n"
+	 "or below it are compacted away, so they are not listed.\n"
+	 "\n"
+	 "  --origin O   only messages from node O\n"
+	 "  --limit N    at most N rows, 1..100000 (default 100)\n"
+	 "\n"
+	 "--json prints {\"received\": [...], \"streams_in\": [{\"origin\",\n"
+	 "\"dest\", \"confirmed_through\"}...]}, a received row with message,\n"
+	 "origin, dest, seq, rowid, type, key, prev_seq, received_at, via,\n"
+	 "result, result_name, ack_status, ack_name, confirm_need and\n"
+	 "confirm_got (bits: 1 origin, 2 relay).\n"},
 	{NULL, NULL, NULL, NULL, NULL, NULL}};
 
 /* ---- messages ------------------------------------------------------------ */
@@ -1154,17 +1262,18 @@ static const char *result_name(int result)
 	return result < 0 ? "-" : "unknown";
 }
 
-/* --status: a name of status_name() or its number. */
-static int parse_out_status(const char *s, int *out)
+/* --status: one of the n statuses v of `table`, by its status_name() or
+ * its number. */
+static int parse_status(const char *table, const int *v, size_t n,
+			const char *s, int *out)
 {
 	char num[16];
 	size_t i;
 
-	for (i = 0; i < sizeof out_statuses / sizeof out_statuses[0]; i++) {
-		snprintf(num, sizeof num, "%d", out_statuses[i]);
-		if (!strcmp(s, status_name("tb_0031", out_statuses[i])) ||
-		    !strcmp(s, num)) {
-			*out = out_statuses[i];
+	for (i = 0; i < n; i++) {
+		snprintf(num, sizeof num, "%d", v[i]);
+		if (!strcmp(s, status_name(table, v[i])) || !strcmp(s, num)) {
+			*out = v[i];
 			return SEMQ_OK;
 		}
 	}
@@ -1293,6 +1402,39 @@ static void put_cell(const char *s, int w)
 	int pad = w - cols(s);
 
 	printf("%s%*s  ", s, pad > 0 ? pad : 0, "");
+}
+
+/* The text of column `col` of row i of a listing (i == TABLE_HEAD: the
+ * heading), in buf (CELL_MAX bytes) or static. */
+#define TABLE_HEAD SIZE_MAX
+#define TABLE_MAX_COLS 16
+typedef const char *(*table_cell_fn)(const void *ctx, size_t i, int col,
+				     int64_t now, char *buf, size_t sz);
+
+/* An aligned table: the heading, then n rows of n_cols (<= TABLE_MAX_COLS)
+ * columns; every column as wide as its widest cell, the last not padded. */
+static void print_table(const void *ctx, size_t n, int n_cols, table_cell_fn fn)
+{
+	int w[TABLE_MAX_COLS], col, k;
+	char buf[CELL_MAX];
+	int64_t now = now_ms();
+	size_t i;
+
+	for (col = 0; col < n_cols; col++)
+		w[col] = cols(fn(ctx, TABLE_HEAD, col, now, buf, sizeof buf));
+	for (i = 0; i < n; i++)
+		for (col = 0; col < n_cols; col++) {
+			k = cols(fn(ctx, i, col, now, buf, sizeof buf));
+			if (k > w[col])
+				w[col] = k;
+		}
+	for (i = 0; i <= n; i++) {
+		size_t row = i ? i - 1 : TABLE_HEAD;
+		for (col = 0; col < n_cols - 1; col++)
+			put_cell(fn(ctx, row, col, now, buf, sizeof buf),
+				 w[col]);
+		printf("%s\n", fn(ctx, row, n_cols - 1, now, buf, sizeof buf));
+	}
 }
 
 /* "3s", "5m", "2h", "4d": how long ago `at` was. */
@@ -1636,33 +1778,21 @@ static const char *list_col(const struct list_item *it, int col, int64_t now,
 	return buf;
 }
 
+static const char *list_cell(const void *ctx, size_t i, int col, int64_t now,
+			     char *buf, size_t sz)
+{
+	const struct list_data *d = ctx;
+
+	return list_col(i == TABLE_HEAD ? NULL : &d->v[i], col, now, buf, sz);
+}
+
 static void list_print_text(const struct list_data *d)
 {
-	int w[LC_N], col;
-	char buf[CELL_MAX];
-	int64_t now = now_ms();
-	size_t i;
-
 	if (!d->n) {
 		printf("no outbound messages\n");
 		return;
 	}
-	for (col = 0; col < LC_N; col++)
-		w[col] = cols(list_col(NULL, col, now, buf, sizeof buf));
-	for (i = 0; i < d->n; i++)
-		for (col = 0; col < LC_N; col++) {
-			int n = cols(
-				list_col(&d->v[i], col, now, buf, sizeof buf));
-			if (n > w[col])
-				w[col] = n;
-		}
-	for (i = 0; i <= d->n; i++) {
-		const struct list_item *it = i ? &d->v[i - 1] : NULL;
-		for (col = 0; col < LC_ERROR; col++)
-			put_cell(list_col(it, col, now, buf, sizeof buf),
-				 w[col]);
-		printf("%s\n", list_col(it, LC_ERROR, now, buf, sizeof buf));
-	}
+	print_table(d, d->n, LC_N, list_cell);
 }
 
 static int cmd_outbound_list(struct ctl *c)
@@ -1676,7 +1806,9 @@ static int cmd_outbound_list(struct ctl *c)
 
 	if (c->n_pos)
 		return usage_err(c, "unexpected argument '%s'", c->pos[0]);
-	if (status && parse_out_status(status, &want))
+	if (status && parse_status("tb_0031", out_statuses,
+				   sizeof out_statuses / sizeof out_statuses[0],
+				   status, &want))
 		return usage_err(c,
 				 "--status '%s' is not unsent, sent, "
 				 "relay-acked, confirmed, cancelled or "
@@ -1831,22 +1963,31 @@ static void show_print_text(const struct msg *m, const struct out_row *row)
 	show_payload(m);
 }
 
-/* show --json: out_json() plus the payload in base64 and, when it is
- * UTF-8, as text (new reference, NULL when out of memory). */
-static json_t *show_json(const struct msg *m, const struct out_row *row)
+/* Adds "payload" (base64) and, when it is UTF-8, "payload_text" to o
+ * (borrowed; *failed = 1 when out of memory). */
+static void payload_json(json_t *o, const struct msg *m, int *failed)
 {
-	json_t *o = out_json(m, row);
 	char *b64 = base64(m->payload, m->payload_len);
-	int failed = !o;
 
-	jset(o, "payload", b64 ? json_string(b64) : NULL, &failed);
+	jset(o, "payload", b64 ? json_string(b64) : NULL, failed);
 	if (utf8_valid(m->payload, m->payload_len))
 		jset(o, "payload_text",
 		     m->payload_len ? json_stringn((const char *)m->payload,
 						   m->payload_len)
 				    : json_string(""),
-		     &failed);
+		     failed);
 	free(b64);
+}
+
+/* show --json: out_json() plus the payload in base64 and, when it is
+ * UTF-8, as text (new reference, NULL when out of memory). */
+static json_t *show_json(const struct msg *m, const struct out_row *row)
+{
+	json_t *o = out_json(m, row);
+	int failed = !o;
+
+	if (o)
+		payload_json(o, m, &failed);
 	if (failed) {
 		json_decref(o);
 		return NULL;
@@ -1965,6 +2106,1041 @@ static int cmd_outbound_cancel(struct ctl *c)
 	r = EXIT_OK;
 out:
 	msg_clear(&m);
+	return r;
+}
+
+/* ---- redo: list, show, retry, discard ------------------------------------ */
+
+#define REASON_MAX 1000 /* bytes of a discard reason */
+
+/* The statuses of tb_0033 that --status accepts, besides the numbers. */
+static const int redo_statuses[] = {RS_PENDING, RS_WAITING, RS_DEAD, RS_DONE,
+				    RS_DISCARDED};
+
+/* "in 25s", "in 5m", "in 2h", "in 3d" until `at`, or "due" when it has
+ * come. Seconds are rounded up, so a deadline still ahead is never "in 0s". */
+static const char *fmt_until(int64_t at, int64_t now, char *buf, size_t sz)
+{
+	int64_t d = at - now;
+
+	if (d <= 0)
+		snprintf(buf, sz, "due");
+	else if (d <= 60 * 1000)
+		snprintf(buf, sz, "in %llds", (long long)((d + 999) / 1000));
+	else if (d < 3600 * 1000)
+		snprintf(buf, sz, "in %lldm", (long long)(d / 60000));
+	else if (d < 86400 * 1000)
+		snprintf(buf, sz, "in %lldh", (long long)(d / 3600000));
+	else
+		snprintf(buf, sz, "in %lldd", (long long)(d / 86400000));
+	return buf;
+}
+
+/* A duration in the largest unit that divides it: "5s", "10m", "2d". */
+static const char *fmt_dur(int64_t ms, char *buf, size_t sz)
+{
+	static const struct {
+		int64_t ms;
+		const char *unit;
+	} u[] = {{86400000, "d"}, {3600000, "h"}, {60000, "m"}, {1000, "s"}};
+	size_t i;
+
+	for (i = 0; i < sizeof u / sizeof u[0]; i++)
+		if (ms > 0 && ms % u[i].ms == 0) {
+			snprintf(buf, sz, "%lld%s", (long long)(ms / u[i].ms),
+				 u[i].unit);
+			return buf;
+		}
+	snprintf(buf, sz, "%lldms", (long long)ms);
+	return buf;
+}
+
+/* The NEXT column: when a pending entry runs; "-" for every other status,
+ * which no attempt is scheduled for. */
+static const char *redo_next(const struct redo_row *row, int64_t now, char *buf,
+			     size_t sz)
+{
+	if (row->status != RS_PENDING)
+		return "-";
+	return fmt_until(row->next_attempt_at, now, buf, sz);
+}
+
+/* A redo entry ID argument: 1..INT64_MAX. */
+static int parse_redo_id(struct ctl *c, int64_t *id)
+{
+	uint64_t v;
+
+	if (c->n_pos == 0)
+		return usage_err(c, "a redo entry ID is required");
+	if (c->n_pos > 1)
+		return usage_err(c, "unexpected argument '%s'", c->pos[1]);
+	if (parse_uint(c->pos[0], INT64_MAX, &v) || v == 0)
+		return usage_err(c, "'%s' is not a redo entry ID 1..%lld",
+				 c->pos[0], (long long)INT64_MAX);
+	*id = (int64_t)v;
+	return EXIT_OK;
+}
+
+/* One listed entry: m without its payload (payload_len kept), row with its
+ * strings owned. */
+struct redo_item {
+	struct msg m;
+	struct redo_row row;
+};
+
+struct redo_data {
+	struct redo_item *v; /* owned; redo_data_free */
+	size_t n, cap;
+	int failed; /* out of memory in the callback */
+};
+
+static void redo_data_free(struct redo_data *d)
+{
+	size_t i;
+
+	for (i = 0; i < d->n; i++) {
+		free((char *)d->v[i].row.last_error);
+		free((char *)d->v[i].row.discard_reason);
+	}
+	free(d->v);
+	memset(d, 0, sizeof *d);
+}
+
+static int redo_collect_cb(void *ctx, const struct msg *m,
+			   const struct redo_row *row)
+{
+	struct redo_data *d = ctx;
+	struct redo_item *it;
+	size_t cap = next_cap(d->cap);
+
+	if (d->n == d->cap) {
+		it = realloc(d->v, cap * sizeof *d->v);
+		if (!it)
+			goto nomem;
+		d->v = it;
+		d->cap = cap;
+	}
+	it = &d->v[d->n];
+	it->m = *m;
+	it->m.payload = NULL; /* borrowed from the store: not kept */
+	it->row = *row;
+	it->row.last_error = dup_or_null(row->last_error);
+	it->row.discard_reason = dup_or_null(row->discard_reason);
+	d->n++;
+	if ((row->last_error && !it->row.last_error) ||
+	    (row->discard_reason && !it->row.discard_reason))
+		goto nomem;
+	return 0;
+nomem:
+	d->failed = 1;
+	return 1;
+}
+
+/* Every field of one tb_0033 entry as a JSON object (new reference, NULL
+ * when out of memory); the payload itself only by its length. */
+static json_t *redo_json(const struct msg *m, const struct redo_row *row)
+{
+	json_t *o = json_object();
+	char idb[MSGID_STRLEN];
+	int failed = !o;
+
+	jset(o, "id", json_integer(row->id), &failed);
+	jset(o, "message", json_string(msgid_str(&m->id, idb, sizeof idb)),
+	     &failed);
+	jset(o, "origin", json_string(m->id.origin), &failed);
+	jset(o, "dest", json_string(m->id.dest), &failed);
+	jset(o, "seq", json_integer((json_int_t)m->id.seq), &failed);
+	jset(o, "type", json_integer(m->type), &failed);
+	jset(o, "key", json_text(m->has_key ? m->key : NULL), &failed);
+	jset(o, "prev_seq", json_integer((json_int_t)m->prev_seq), &failed);
+	jset(o, "deliver_at", json_integer(m->deliver_at), &failed);
+	jset(o, "msg_created_at", json_integer(m->created_at), &failed);
+	jset(o, "status", json_integer(row->status), &failed);
+	jset(o, "status_name", json_string(status_name("tb_0033", row->status)),
+	     &failed);
+	jset(o, "tries", json_integer(row->tries), &failed);
+	jset(o, "level", json_integer(row->level), &failed);
+	jset(o, "next_attempt_at", json_integer(row->next_attempt_at), &failed);
+	jset(o, "created_at", json_integer(row->created_at), &failed);
+	jset(o, "updated_at", json_integer(row->updated_at), &failed);
+	jset(o, "last_error", json_text(row->last_error), &failed);
+	jset(o, "discard_reason", json_text(row->discard_reason), &failed);
+	jset(o, "payload_len", json_integer((json_int_t)m->payload_len),
+	     &failed);
+	if (failed) {
+		json_decref(o);
+		return NULL;
+	}
+	return o;
+}
+
+/* ---- redo list ---- */
+
+/* The columns of the listing; LAST_ERROR last, since it is not padded. */
+enum {
+	RC_ID,
+	RC_MESSAGE,
+	RC_TYPE,
+	RC_KEY,
+	RC_STATUS,
+	RC_TRIES,
+	RC_LEVEL,
+	RC_NEXT,
+	RC_ERROR,
+	RC_N
+};
+
+static const char *redo_cell(const void *ctx, size_t i, int col, int64_t now,
+			     char *buf, size_t sz)
+{
+	static const char *const head[RC_N] = {
+		"ID",    "MESSAGE", "TYPE", "KEY",       "STATUS",
+		"TRIES", "LEVEL",   "NEXT", "LAST_ERROR"};
+	const struct redo_data *d = ctx;
+	const struct redo_item *it;
+
+	if (i == TABLE_HEAD)
+		return head[col];
+	it = &d->v[i];
+	switch (col) {
+	case RC_ID: snprintf(buf, sz, "%lld", (long long)it->row.id); break;
+	case RC_MESSAGE: return msgid_str(&it->m.id, buf, sz);
+	case RC_TYPE:
+		snprintf(buf, sz, "%lu", (unsigned long)it->m.type);
+		break;
+	case RC_KEY: return cell(it->m.has_key ? it->m.key : NULL, 0, buf, sz);
+	case RC_STATUS:
+		snprintf(buf, sz, "%d %s", it->row.status,
+			 status_name("tb_0033", it->row.status));
+		break;
+	case RC_TRIES: snprintf(buf, sz, "%d", it->row.tries); break;
+	case RC_LEVEL: snprintf(buf, sz, "%d", it->row.level); break;
+	case RC_NEXT: return redo_next(&it->row, now, buf, sz);
+	default: return cell(it->row.last_error, ERROR_COLS, buf, sz);
+	}
+	return buf;
+}
+
+static int cmd_redo_list(struct ctl *c)
+{
+	struct redo_data d = {0};
+	const char *status = opt(c, "--status"), *limit = opt(c, "--limit");
+	json_t *arr = NULL, *e;
+	uint64_t v = LIST_LIMIT_DEFAULT;
+	int r, want = -100;
+	size_t i;
+
+	if (c->n_pos)
+		return usage_err(c, "unexpected argument '%s'", c->pos[0]);
+	if (status &&
+	    parse_status("tb_0033", redo_statuses,
+			 sizeof redo_statuses / sizeof redo_statuses[0], status,
+			 &want))
+		return usage_err(c,
+				 "--status '%s' is not pending, waiting, "
+				 "dead, done, discarded or 0, 1, -1, 2, -2",
+				 status);
+	if (limit && (parse_uint(limit, LIST_LIMIT_MAX, &v) || v == 0))
+		return usage_err(c, "--limit '%s' is not a number 1..%d", limit,
+				 LIST_LIMIT_MAX);
+	r = ctl_load_config(c);
+	if (r)
+		return r;
+	r = ctl_open_store(c);
+	if (r)
+		return r;
+
+	r = EXIT_FAIL;
+	if (store_redo_list(c->st, want, (unsigned)v, redo_collect_cb, &d) !=
+	    SEMQ_OK) {
+		fail("%s: reading tb_0033: %s", c->cfg->db,
+		     store_errmsg(c->st));
+		goto out;
+	}
+	if (d.failed) {
+		fail("out of memory");
+		goto out;
+	}
+	if (c->json) {
+		arr = json_array();
+		for (i = 0; arr && i < d.n; i++) {
+			e = redo_json(&d.v[i].m, &d.v[i].row);
+			if (!e || json_array_append_new(arr, e)) {
+				json_decref(arr);
+				arr = NULL;
+			}
+		}
+		r = print_json(arr); /* reports NULL as out of memory */
+		goto out;
+	}
+	if (d.n)
+		print_table(&d, d.n, RC_N, redo_cell);
+	else
+		printf("no redo entries\n");
+	r = EXIT_OK;
+out:
+	redo_data_free(&d);
+	return r;
+}
+
+/* ---- redo show ---- */
+
+/* "level N", and for an entry that may still fail, what a retryable failure
+ * would do next under this node's [redo] levels and max_tries. */
+static void show_level(const struct ctl *c, const struct redo_row *row)
+{
+	const struct config *cfg = c->cfg;
+	size_t n = cfg->n_redo_levels;
+	size_t i = row->level < 0 ? 0 : (size_t)row->level;
+	char buf[32];
+
+	if ((row->status != RS_PENDING && row->status != RS_WAITING) || !n) {
+		printf("%-16s %d\n", "level", row->level);
+		return;
+	}
+	if ((unsigned)row->tries + 1 >= cfg->max_tries)
+		printf("%-16s %d (a retryable failure would make it dead)\n",
+		       "level", row->level);
+	else
+		printf("%-16s %d (a retryable failure would wait %s)\n",
+		       "level", row->level,
+		       fmt_dur(cfg->redo_levels_ms[i < n ? i : n - 1], buf,
+			       sizeof buf));
+}
+
+static void redo_show_text(const struct ctl *c, const struct msg *m,
+			   const struct redo_row *row)
+{
+	char buf[CELL_MAX], rel[32];
+	int64_t now = now_ms();
+
+	printf("%-16s %lld\n", "id", (long long)row->id);
+	printf("%-16s %s\n", "message", msgid_str(&m->id, buf, sizeof buf));
+	printf("%-16s %lu\n", "type", (unsigned long)m->type);
+	printf("%-16s %s\n", "key",
+	       cell(m->has_key ? m->key : NULL, 0, buf, sizeof buf));
+	printf("%-16s %llu\n", "prev_seq", (unsigned long long)m->prev_seq);
+	printf("%-16s %s\n", "deliver_at",
+	       fmt_time(m->deliver_at, buf, sizeof buf));
+	printf("%-16s %s\n", "msg_created_at",
+	       fmt_time(m->created_at, buf, sizeof buf));
+	printf("%-16s %d %s\n", "status", row->status,
+	       status_name("tb_0033", row->status));
+	printf("%-16s %d (max_tries %u)\n", "tries", row->tries,
+	       c->cfg->max_tries);
+	show_level(c, row);
+	if (row->status == RS_PENDING)
+		printf("%-16s %s, %s\n", "next_attempt_at",
+		       fmt_time(row->next_attempt_at, buf, sizeof buf),
+		       fmt_until(row->next_attempt_at, now, rel, sizeof rel));
+	else
+		printf("%-16s %s, not scheduled: %s\n", "next_attempt_at",
+		       fmt_time(row->next_attempt_at, buf, sizeof buf),
+		       row->status == RS_WAITING
+			       ? "waiting behind an earlier entry of its key"
+			       : status_name("tb_0033", row->status));
+	printf("%-16s %s\n", "created_at",
+	       fmt_time(row->created_at, buf, sizeof buf));
+	printf("%-16s %s\n", "updated_at",
+	       fmt_time(row->updated_at, buf, sizeof buf));
+	show_long_text("last_error", row->last_error);
+	show_long_text("discard_reason", row->discard_reason);
+	show_payload(m);
+}
+
+/* Reads entry `id` (m's payload owned by the caller: msg_clear). EXIT_OK,
+ * or EXIT_FAIL after reporting that it is not there or why it could not be
+ * read. */
+static int redo_read(struct ctl *c, int64_t id, struct msg *m,
+		     struct redo_row *row)
+{
+	int e = store_redo_get(c->st, id, m, row);
+
+	if (e == SEMQ_OK)
+		return EXIT_OK;
+	if (e == SEMQ_ERR_NOT_FOUND)
+		return fail("no redo entry %lld in %s", (long long)id,
+			    c->cfg->db);
+	return fail("redo %lld: %s", (long long)id, store_errmsg(c->st));
+}
+
+static int cmd_redo_show(struct ctl *c)
+{
+	struct msg m;
+	struct redo_row row;
+	json_t *o;
+	int64_t id = 0;
+	int r, failed = 0;
+
+	memset(&m, 0, sizeof m);
+	r = parse_redo_id(c, &id);
+	if (r)
+		goto out;
+	r = ctl_load_config(c);
+	if (r)
+		goto out;
+	r = ctl_open_store(c);
+	if (r)
+		goto out;
+	r = redo_read(c, id, &m, &row);
+	if (r)
+		goto out;
+	if (c->json) {
+		o = redo_json(&m, &row);
+		if (o)
+			payload_json(o, &m, &failed);
+		if (failed) {
+			json_decref(o);
+			o = NULL;
+		}
+		r = print_json(o); /* reports NULL as out of memory */
+		goto out;
+	}
+	redo_show_text(c, &m, &row);
+	r = EXIT_OK;
+out:
+	msg_clear(&m);
+	return r;
+}
+
+/* ---- redo retry ---- */
+
+/* Tells the operator that no daemon heard the wake-up. */
+static void note_not_woken(const struct ctl *c, const char *what)
+{
+	fprintf(stderr,
+		"semqctl: no semqd is running on %s to wake; %s when it "
+		"starts\n",
+		c->cfg->db, what);
+}
+
+/* retry ID --json: {"id", "message", "retried", "status", ...}. */
+static int retry_json(int64_t id, const char *msgid, int retried, int status,
+		      int woke)
+{
+	return print_json(json_pack("{s:I, s:s, s:b, s:i, s:s, s:b}", "id",
+				    (json_int_t)id, "message", msgid, "retried",
+				    retried, "status", status, "status_name",
+				    status_name("tb_0033", status),
+				    "woke_daemon", woke));
+}
+
+/* One dead entry -> pending now, in one transaction with the check. */
+static int redo_retry_one(struct ctl *c, int64_t id)
+{
+	struct msg m;
+	struct redo_row row;
+	char idb[MSGID_STRLEN];
+	int r = EXIT_FAIL, woke;
+
+	memset(&m, 0, sizeof m);
+	if (store_begin(c->st) != SEMQ_OK) {
+		r = fail("%s", store_errmsg(c->st));
+		goto out;
+	}
+	r = redo_read(c, id, &m, &row);
+	if (r)
+		goto out;
+	msgid_str(&m.id, idb, sizeof idb);
+	if (row.status != RS_DEAD) {
+		store_rollback(c->st);
+		if (c->json)
+			(void)retry_json(id, idb, 0, row.status, 0);
+		r = fail("redo %lld is %s, not dead; only dead entries can be "
+			 "retried",
+			 (long long)id, status_name("tb_0033", row.status));
+		goto out;
+	}
+	if (store_redo_retry(c->st, id, now_ms()) != SEMQ_OK ||
+	    store_commit(c->st) != SEMQ_OK) {
+		r = fail("retry redo %lld: %s", (long long)id,
+			 store_errmsg(c->st));
+		goto out;
+	}
+	woke = semq_notify(c->cfg->db) == SEMQ_OK;
+	if (c->json) {
+		r = retry_json(id, idb, 1, RS_PENDING, woke);
+		goto out;
+	}
+	printf("%s (redo %lld) will be retried now\n", idb, (long long)id);
+	if (!woke)
+		note_not_woken(c, "it is retried");
+	r = EXIT_OK;
+out:
+	store_rollback(c->st); /* harmless when committed */
+	msg_clear(&m);
+	return r;
+}
+
+/* Every dead entry -> pending now; the entries are listed in the same
+ * transaction, so the list is exactly what was retried. */
+static int redo_retry_all(struct ctl *c)
+{
+	struct redo_data d = {0};
+	char idb[MSGID_STRLEN];
+	json_t *arr = NULL, *e;
+	unsigned n = 0;
+	int r = EXIT_FAIL, woke = 0;
+	size_t i;
+
+	if (store_begin(c->st) != SEMQ_OK ||
+	    store_redo_list(c->st, RS_DEAD, UINT_MAX, redo_collect_cb, &d) !=
+		    SEMQ_OK ||
+	    (!d.failed &&
+	     store_redo_retry_all_dead(c->st, now_ms(), &n) != SEMQ_OK) ||
+	    (!d.failed && store_commit(c->st) != SEMQ_OK)) {
+		fail("retry every dead redo entry: %s", store_errmsg(c->st));
+		goto out;
+	}
+	if (d.failed) {
+		fail("out of memory");
+		goto out;
+	}
+	if (n != d.n) {
+		fail("retry every dead redo entry: %u retried but %zu listed",
+		     n, d.n);
+		goto out;
+	}
+	if (n)
+		woke = semq_notify(c->cfg->db) == SEMQ_OK;
+	if (c->json) {
+		arr = json_array();
+		for (i = 0; arr && i < d.n; i++) {
+			e = json_pack("{s:I, s:s}", "id",
+				      (json_int_t)d.v[i].row.id, "message",
+				      msgid_str(&d.v[i].m.id, idb, sizeof idb));
+			if (!e || json_array_append_new(arr, e)) {
+				json_decref(arr);
+				arr = NULL;
+			}
+		}
+		/* "o" steals the array, even when packing fails. */
+		r = print_json(arr ? json_pack("{s:o, s:I, s:b}", "retried",
+					       arr, "count", (json_int_t)n,
+					       "woke_daemon", woke)
+				   : NULL);
+		goto out;
+	}
+	if (!n) {
+		printf("no dead redo entries; nothing to retry\n");
+		r = EXIT_OK;
+		goto out;
+	}
+	for (i = 0; i < d.n; i++)
+		printf("%s (redo %lld) will be retried now\n",
+		       msgid_str(&d.v[i].m.id, idb, sizeof idb),
+		       (long long)d.v[i].row.id);
+	printf("%u dead entr%s will be retried now\n", n, n == 1 ? "y" : "ies");
+	if (!woke)
+		note_not_woken(c, "they are retried");
+	r = EXIT_OK;
+out:
+	store_rollback(c->st); /* harmless when committed */
+	redo_data_free(&d);
+	return r;
+}
+
+static int cmd_redo_retry(struct ctl *c)
+{
+	int all = opt(c, "--all-dead") != NULL, r;
+	int64_t id = 0;
+
+	if (all && c->n_pos)
+		return usage_err(c,
+				 "--all-dead and an ID ('%s') are both given; "
+				 "give one",
+				 c->pos[0]);
+	if (!all && !c->n_pos)
+		return usage_err(c, "a redo entry ID (or --all-dead) is "
+				    "required");
+	if (!all) {
+		r = parse_redo_id(c, &id);
+		if (r)
+			return r;
+	}
+	r = ctl_load_config(c);
+	if (r)
+		return r;
+	r = ctl_open_store(c);
+	if (r)
+		return r;
+	return all ? redo_retry_all(c) : redo_retry_one(c, id);
+}
+
+/* ---- redo discard ---- */
+
+/* What discarding one entry did to the waiting entries of its key. */
+struct discard_out {
+	struct redo_data released; /* entries that became pending */
+	size_t still_waiting;      /* entries of the key still waiting */
+};
+
+/* The waiting entries of m's key other than `id`, into w (read before the
+ * discard, in its transaction). */
+static int waiting_of_key(struct ctl *c, const struct msg *m, int64_t id,
+			  struct redo_data *w)
+{
+	struct redo_data all = {0};
+	size_t i;
+	int r = EXIT_FAIL;
+
+	if (store_redo_list(c->st, RS_WAITING, UINT_MAX, redo_collect_cb,
+			    &all) != SEMQ_OK) {
+		fail("%s: reading tb_0033: %s", c->cfg->db,
+		     store_errmsg(c->st));
+		goto out;
+	}
+	for (i = 0; !all.failed && i < all.n; i++) {
+		const struct redo_item *it = &all.v[i];
+		if (it->row.id == id || !it->m.has_key ||
+		    strcmp(it->m.key, m->key) ||
+		    strcmp(it->m.id.origin, m->id.origin) ||
+		    strcmp(it->m.id.dest, m->id.dest))
+			continue;
+		redo_collect_cb(w, &it->m, &it->row);
+	}
+	if (all.failed || w->failed) {
+		fail("out of memory");
+		goto out;
+	}
+	r = EXIT_OK;
+out:
+	redo_data_free(&all);
+	return r;
+}
+
+/* Sorts the released entries out of `w`, re-reading each. */
+static int released_of(struct ctl *c, const struct redo_data *w,
+		       struct discard_out *o)
+{
+	struct msg m;
+	struct redo_row row;
+	size_t i;
+	int r;
+
+	for (i = 0; i < w->n; i++) {
+		r = redo_read(c, w->v[i].row.id, &m, &row);
+		if (r)
+			return r;
+		if (row.status == RS_PENDING)
+			redo_collect_cb(&o->released, &m, &row);
+		else if (row.status == RS_WAITING)
+			o->still_waiting++;
+		msg_clear(&m);
+		if (o->released.failed)
+			return fail("out of memory");
+	}
+	return EXIT_OK;
+}
+
+/* discard --json when it was refused: {"id", "message", "discarded":
+ * false, "status", ...}. */
+static int discard_refused_json(int64_t id, const char *msgid, int status,
+				const char *old_reason)
+{
+	return print_json(json_pack(
+		"{s:I, s:s, s:b, s:i, s:s, s:s?}", "id", (json_int_t)id,
+		"message", msgid, "discarded", 0, "status", status,
+		"status_name", status_name("tb_0033", status), "discard_reason",
+		old_reason));
+}
+
+static json_t *discard_json(int64_t id, const char *msgid, const char *reason,
+			    const struct discard_out *o, int woke)
+{
+	json_t *arr = json_array(), *e;
+	char idb[MSGID_STRLEN];
+	size_t i;
+
+	for (i = 0; arr && i < o->released.n; i++) {
+		const struct redo_item *it = &o->released.v[i];
+		e = json_pack("{s:I, s:s, s:i, s:I}", "id",
+			      (json_int_t)it->row.id, "message",
+			      msgid_str(&it->m.id, idb, sizeof idb), "status",
+			      it->row.status, "next_attempt_at",
+			      (json_int_t)it->row.next_attempt_at);
+		if (!e || json_array_append_new(arr, e)) {
+			json_decref(arr);
+			arr = NULL;
+		}
+	}
+	if (!arr)
+		return NULL;
+	/* "o" steals the array, even when packing fails. */
+	return json_pack("{s:I, s:s, s:b, s:i, s:s, s:o, s:I, s:b}", "id",
+			 (json_int_t)id, "message", msgid, "discarded", 1,
+			 "status", RS_DISCARDED, "discard_reason", reason,
+			 "released", arr, "still_waiting",
+			 (json_int_t)o->still_waiting, "woke_daemon", woke);
+}
+
+static void discard_text(const struct ctl *c, int64_t id, const char *msgid,
+			 const struct msg *m, const char *reason,
+			 const struct discard_out *o, int woke)
+{
+	char buf[CELL_MAX], idb[MSGID_STRLEN], rel[32];
+	char *rb = malloc(strlen(reason) + 16); /* cell() never grows it */
+	int64_t now = now_ms();
+	size_t i;
+
+	printf("discarded %s (redo %lld): %s\n", msgid, (long long)id,
+	       rb ? cell(reason, 0, rb, strlen(reason) + 16) : reason);
+	free(rb);
+	for (i = 0; i < o->released.n; i++) {
+		const struct redo_item *it = &o->released.v[i];
+		printf("released %s (redo %lld), the next entry of key %s: "
+		       "pending, due %s\n",
+		       msgid_str(&it->m.id, idb, sizeof idb),
+		       (long long)it->row.id, cell(m->key, 0, buf, sizeof buf),
+		       it->row.next_attempt_at <= now
+			       ? "now"
+			       : fmt_until(it->row.next_attempt_at, now, rel,
+					   sizeof rel));
+	}
+	if (m->has_key && o->still_waiting)
+		printf("%zu more entr%s of key %s still wait%s in key order\n",
+		       o->still_waiting, o->still_waiting == 1 ? "y" : "ies",
+		       cell(m->key, 0, buf, sizeof buf),
+		       o->still_waiting == 1 ? "s" : "");
+	else if (m->has_key && !o->released.n)
+		printf("no entry of key %s was waiting behind it\n",
+		       cell(m->key, 0, buf, sizeof buf));
+	if (!woke && o->released.n)
+		note_not_woken(c, "released entries run");
+}
+
+static int cmd_redo_discard(struct ctl *c)
+{
+	const char *reason = opt(c, "--reason");
+	struct discard_out o;
+	struct redo_data w = {0};
+	struct msg m;
+	struct redo_row row;
+	char idb[MSGID_STRLEN];
+	int64_t id = 0;
+	int r, woke;
+
+	memset(&m, 0, sizeof m);
+	memset(&o, 0, sizeof o);
+	r = parse_redo_id(c, &id);
+	if (r)
+		return r;
+	if (!reason)
+		return usage_err(c, "--reason TEXT is required: say why it is "
+				    "discarded");
+	if (!*reason)
+		return usage_err(c, "--reason '' is empty: say why it is "
+				    "discarded");
+	if (strlen(reason) > REASON_MAX)
+		return usage_err(c, "--reason is %zu bytes long, at most %d",
+				 strlen(reason), REASON_MAX);
+	r = ctl_load_config(c);
+	if (r)
+		return r;
+	r = ctl_open_store(c);
+	if (r)
+		return r;
+
+	r = EXIT_FAIL;
+	if (store_begin(c->st) != SEMQ_OK) {
+		fail("%s", store_errmsg(c->st));
+		goto out;
+	}
+	r = redo_read(c, id, &m, &row);
+	if (r)
+		goto out;
+	msgid_str(&m.id, idb, sizeof idb);
+	if (row.status == RS_DONE || row.status == RS_DISCARDED) {
+		store_rollback(c->st);
+		if (c->json)
+			(void)discard_refused_json(id, idb, row.status,
+						   row.discard_reason);
+		if (row.status == RS_DONE)
+			r = fail("redo %lld (%s) is done: it took effect; only "
+				 "pending, waiting or dead entries can be "
+				 "discarded",
+				 (long long)id, idb);
+		else
+			r = fail("redo %lld (%s) is already discarded (reason: "
+				 "%s)",
+				 (long long)id, idb,
+				 row.discard_reason ? row.discard_reason
+						    : "none recorded");
+		goto out;
+	}
+	if (m.has_key) {
+		r = waiting_of_key(c, &m, id, &w);
+		if (r)
+			goto out;
+	}
+	r = EXIT_FAIL;
+	if (store_redo_discard(c->st, id, reason, now_ms()) != SEMQ_OK) {
+		fail("discard redo %lld: %s", (long long)id,
+		     store_errmsg(c->st));
+		goto out;
+	}
+	r = released_of(c, &w, &o);
+	if (r)
+		goto out;
+	if (store_commit(c->st) != SEMQ_OK) {
+		r = fail("discard redo %lld: %s", (long long)id,
+			 store_errmsg(c->st));
+		goto out;
+	}
+	woke = semq_notify(c->cfg->db) == SEMQ_OK;
+	if (c->json) {
+		r = print_json(discard_json(id, idb, reason, &o, woke));
+		goto out;
+	}
+	discard_text(c, id, idb, &m, reason, &o, woke);
+	r = EXIT_OK;
+out:
+	store_rollback(c->st); /* harmless when committed */
+	msg_clear(&m);
+	redo_data_free(&w);
+	redo_data_free(&o.released);
+	return r;
+}
+
+/* ---- received list -------------------------------------------------------- */
+
+/* One listed tb_0030 row with its strings owned. */
+struct recv_item {
+	struct msgid id;
+	uint32_t type;
+	char *key, *via; /* NULL when none */
+	uint64_t prev_seq;
+	int64_t received_at, rowid;
+	int result, ack_status;
+	unsigned need, got;
+};
+
+struct recv_data {
+	struct recv_item *v; /* owned; recv_data_free */
+	size_t n, cap;
+	int failed; /* out of memory in the callback */
+};
+
+static void recv_data_free(struct recv_data *d)
+{
+	size_t i;
+
+	for (i = 0; i < d->n; i++) {
+		free(d->v[i].key);
+		free(d->v[i].via);
+	}
+	free(d->v);
+}
+
+static int recv_collect_cb(void *ctx, const struct recv_row *r)
+{
+	struct recv_data *d = ctx;
+	struct recv_item *it;
+	size_t cap = next_cap(d->cap);
+
+	if (d->n == d->cap) {
+		it = realloc(d->v, cap * sizeof *d->v);
+		if (!it)
+			goto nomem;
+		d->v = it;
+		d->cap = cap;
+	}
+	it = &d->v[d->n++];
+	it->id = r->id;
+	it->type = r->type;
+	it->key = dup_or_null(r->key);
+	it->via = dup_or_null(r->via);
+	it->prev_seq = r->prev_seq;
+	it->received_at = r->received_at;
+	it->rowid = r->rowid;
+	it->result = r->result;
+	it->ack_status = r->ack_status;
+	it->need = r->confirm_need;
+	it->got = r->confirm_got;
+	if ((r->key && !it->key) || (r->via && !it->via))
+		goto nomem;
+	return 0;
+nomem:
+	d->failed = 1;
+	return 1;
+}
+
+/* "acked", or "unacked (awaits origin+relay)": the 810-Responses missing. */
+static const char *ack_text(const struct recv_item *it, char *buf, size_t sz)
+{
+	unsigned miss = it->need & ~it->got;
+
+	if (it->ack_status == AS_OK)
+		return "acked";
+	if (!(miss & (CONFIRM_ORIGIN | CONFIRM_RELAY)))
+		return "unacked";
+	snprintf(buf, sz, "unacked (awaits %s%s%s)",
+		 miss & CONFIRM_ORIGIN ? "origin" : "",
+		 (miss & CONFIRM_ORIGIN) && (miss & CONFIRM_RELAY) ? "+" : "",
+		 miss & CONFIRM_RELAY ? "relay" : "");
+	return buf;
+}
+
+enum {
+	VC_MESSAGE,
+	VC_TYPE,
+	VC_KEY,
+	VC_RECEIVED,
+	VC_VIA,
+	VC_RESULT,
+	VC_ACK,
+	VC_N
+};
+
+static const char *recv_cell(const void *ctx, size_t i, int col, int64_t now,
+			     char *buf, size_t sz)
+{
+	static const char *const head[VC_N] = {
+		"MESSAGE", "TYPE", "KEY", "RECEIVED", "VIA", "RESULT", "ACK"};
+	const struct recv_data *d = ctx;
+	const struct recv_item *it;
+
+	if (i == TABLE_HEAD)
+		return head[col];
+	it = &d->v[i];
+	switch (col) {
+	case VC_MESSAGE: return msgid_str(&it->id, buf, sz);
+	case VC_TYPE: snprintf(buf, sz, "%lu", (unsigned long)it->type); break;
+	case VC_KEY: return cell(it->key, 0, buf, sz);
+	case VC_RECEIVED: return fmt_age(it->received_at, now, buf, sz);
+	case VC_VIA: return cell(it->via, 0, buf, sz);
+	case VC_RESULT: return result_name(it->result);
+	default: return ack_text(it, buf, sz);
+	}
+	return buf;
+}
+
+static json_t *recv_json(const struct recv_item *it)
+{
+	json_t *o = json_object();
+	char idb[MSGID_STRLEN];
+	int failed = !o;
+
+	jset(o, "message", json_string(msgid_str(&it->id, idb, sizeof idb)),
+	     &failed);
+	jset(o, "origin", json_string(it->id.origin), &failed);
+	jset(o, "dest", json_string(it->id.dest), &failed);
+	jset(o, "seq", json_integer((json_int_t)it->id.seq), &failed);
+	jset(o, "rowid", json_integer(it->rowid), &failed);
+	jset(o, "type", json_integer(it->type), &failed);
+	jset(o, "key", json_text(it->key), &failed);
+	jset(o, "prev_seq", json_integer((json_int_t)it->prev_seq), &failed);
+	jset(o, "received_at", json_integer(it->received_at), &failed);
+	jset(o, "via", json_text(it->via), &failed);
+	jset(o, "result", json_integer(it->result), &failed);
+	jset(o, "result_name", json_string(result_name(it->result)), &failed);
+	jset(o, "ack_status", json_integer(it->ack_status), &failed);
+	jset(o, "ack_name", json_string(status_name("tb_0030", it->ack_status)),
+	     &failed);
+	jset(o, "confirm_need", json_integer(it->need), &failed);
+	jset(o, "confirm_got", json_integer(it->got), &failed);
+	if (failed) {
+		json_decref(o);
+		return NULL;
+	}
+	return o;
+}
+
+/* received list --json: {"received": [...], "streams_in": [...]} (new
+ * reference, NULL when out of memory). */
+static json_t *received_json(const struct recv_data *d,
+			     const struct status_data *s, const char *origin)
+{
+	json_t *rows = json_array(), *streams = json_array(), *doc = NULL, *e;
+	size_t i;
+
+	if (!rows || !streams)
+		goto out;
+	for (i = 0; i < d->n; i++) {
+		e = recv_json(&d->v[i]);
+		if (!e || json_array_append_new(rows, e))
+			goto out;
+	}
+	for (i = 0; i < s->n_streams; i++) {
+		const struct stream_copy *sc = &s->streams[i];
+		if (origin && strcmp_null(sc->origin, origin))
+			continue;
+		e = json_pack("{s:s?, s:s?, s:I}", "origin", sc->origin, "dest",
+			      sc->dest, "confirmed_through",
+			      (json_int_t)sc->confirmed_through);
+		if (!e || json_array_append_new(streams, e))
+			goto out;
+	}
+	/* "o" steals the arrays, even when packing fails. */
+	doc = json_pack("{s:o, s:o}", "received", rows, "streams_in", streams);
+	rows = streams = NULL;
+out:
+	json_decref(rows);
+	json_decref(streams);
+	return doc;
+}
+
+static int cmd_received_list(struct ctl *c)
+{
+	struct recv_data d = {0};
+	struct status_data s = {0};
+	const char *origin = opt(c, "--origin"), *limit = opt(c, "--limit");
+	uint64_t v = LIST_LIMIT_DEFAULT;
+	int r, footer = 0;
+	size_t i;
+
+	if (c->n_pos)
+		return usage_err(c, "unexpected argument '%s'", c->pos[0]);
+	if (origin && !semq_id_valid(origin))
+		return usage_err(c,
+				 "--origin '%s' is not a node id (1-64 of "
+				 "A-Za-z0-9._-)",
+				 origin);
+	if (limit && (parse_uint(limit, LIST_LIMIT_MAX, &v) || v == 0))
+		return usage_err(c, "--limit '%s' is not a number 1..%d", limit,
+				 LIST_LIMIT_MAX);
+	r = ctl_load_config(c);
+	if (r)
+		return r;
+	r = ctl_open_store(c);
+	if (r)
+		return r;
+
+	r = EXIT_FAIL;
+	if (store_received_list(c->st, origin, (unsigned)v, recv_collect_cb,
+				&d) != SEMQ_OK ||
+	    store_streams_in(c->st, status_stream_cb, &s) != SEMQ_OK) {
+		fail("%s: reading tb_0030: %s", c->cfg->db,
+		     store_errmsg(c->st));
+		goto out;
+	}
+	if (d.failed || s.failed) {
+		fail("out of memory");
+		goto out;
+	}
+	if (c->json) {
+		r = print_json(received_json(&d, &s, origin));
+		goto out;
+	}
+	if (d.n)
+		print_table(&d, d.n, VC_N, recv_cell);
+	else
+		printf("no received messages\n");
+	for (i = 0; i < s.n_streams; i++) {
+		const struct stream_copy *sc = &s.streams[i];
+		if (origin && strcmp_null(sc->origin, origin))
+			continue;
+		if (!footer++)
+			fputc('\n', stdout);
+		printf("stream %s/%s: confirmed_through %llu (rows at or "
+		       "below it are compacted)\n",
+		       sc->origin ? sc->origin : "-", sc->dest ? sc->dest : "-",
+		       (unsigned long long)sc->confirmed_through);
+	}
+	r = EXIT_OK;
+out:
+	recv_data_free(&d);
+	status_free(&s);
 	return r;
 }
 

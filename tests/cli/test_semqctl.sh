@@ -3,9 +3,10 @@
 #
 # CLI test of semqctl: status on a fresh and on a filled database, send with
 # each payload source, outbound list/show/cancel over rows in every status,
-# --json output, and the exit codes of SPEC §8 (0 ok, 1 runtime failure,
-# 2 usage or configuration error, each with a message that names the
-# culprit).
+# redo list/show/retry/discard and received list over a redo queue and a
+# received record written by hand, --json output, and the exit codes of
+# SPEC §8 (0 ok, 1 runtime failure, 2 usage or configuration error, each
+# with a message that names the culprit).
 #
 # Usage: bash test_semqctl.sh PATH/TO/semqctl PATH/TO/journal.so
 set -euo pipefail
@@ -851,6 +852,672 @@ if [ "$rc" -eq 2 ] && [[ "$err" == *bad.ini:3:* ]]; then
 else
 	bad "outbound show with a bad configuration is exit 2 naming bad.ini:3"
 fi
+
+# ---- redo list, show, retry, discard; received list -------------------------
+# A receiving node S1 with its own database; its redo queue and received
+# record are filled by hand (plain tables) in every state the commands show.
+cat >"$dir/s1.ini" <<EOF
+[node]
+id = S1
+db = s1.db
+
+[redo]
+levels = 5s,30s,1m
+max_tries = 3
+EOF
+S1=$dir/s1.ini
+s1sql() {
+	sqlite3 "$dir/s1.db" "$1"
+}
+nowms() {
+	date +%s%3N
+}
+
+# start_waker: the stand-in of semqd's wake socket (see the send test) for
+# s1.db, in the background; $waker is its pid, what it receives goes to
+# $dir/woken.
+start_waker() {
+	rm -f "$dir/ready" "$dir/woken"
+	python3 -c '
+import os, socket, sys
+h = 1469598103934665603
+for b in os.path.realpath(sys.argv[1]).encode():
+    h = ((h ^ b) * 1099511628211) & 0xFFFFFFFFFFFFFFFF
+s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+s.bind(b"\0semq-wake-%016x" % h)
+open(sys.argv[2], "w").close()
+s.settimeout(20)
+print(s.recv(16).decode())
+' "$dir/s1.db" "$dir/ready" >"$dir/woken" &
+	waker=$!
+	for _ in $(seq 100); do
+		[ -e "$dir/ready" ] && break
+		sleep 0.1
+	done
+}
+
+run --help
+if [ "$rc" -eq 0 ] && [[ "$out" == *"redo list"* ]] && [[ "$out" == *"redo show"* ]] &&
+	[[ "$out" == *"redo retry"* ]] && [[ "$out" == *"redo discard"* ]] &&
+	[[ "$out" == *"received list"* ]]; then
+	ok "--help lists redo list, show, retry, discard and received list"
+else
+	bad "--help lists redo list, show, retry, discard and received list"
+fi
+for sub in "redo list" "redo show" "redo retry" "redo discard" "received list"; do
+	# shellcheck disable=SC2086
+	run $sub --help
+	if [ "$rc" -eq 0 ] && [ -z "$err" ] &&
+		[[ "$(head -1 "$dir/out")" == "Usage: semqctl -c node.ini [--json] $sub"* ]]; then
+		ok "$sub --help prints its usage, exit 0"
+	else
+		bad "$sub --help prints its usage, exit 0"
+	fi
+done
+expect_usage "redo without a subcommand" \
+	"'redo' needs one of: list, show, retry, discard" -c "$S1" redo
+expect_usage "redo with an unknown subcommand" \
+	"'redo' needs one of: list, show, retry, discard" -c "$S1" redo frob
+expect_usage "received without a subcommand" "'received' needs one of: list" \
+	-c "$S1" received
+
+run -c "$S1" redo list
+if [ "$rc" -eq 0 ] && [ "$out" = "no redo entries" ] && [ -s "$dir/s1.db" ]; then
+	ok "redo list on a new database: 'no redo entries'"
+else
+	bad "redo list on a new database: 'no redo entries'"
+fi
+run -c "$S1" redo list --json
+if [ "$rc" -eq 0 ] && pyjson 'assert d == [], d'; then
+	ok "redo list --json with no entries is []"
+else
+	bad "redo list --json with no entries is []"
+fi
+run -c "$S1" received list
+if [ "$rc" -eq 0 ] && [ "$out" = "no received messages" ]; then
+	ok "received list on a new database: 'no received messages'"
+else
+	bad "received list on a new database: 'no received messages'"
+fi
+run -c "$S1" received list --json
+if [ "$rc" -eq 0 ] && pyjson 'assert d == {"received": [], "streams_in": []}, d'; then
+	ok "received list --json on a new database"
+else
+	bad "received list --json on a new database"
+fi
+
+# The redo queue: key K1 with a dead head (1) and two entries waiting behind
+# it (2; 3 with a deliver_at an hour ahead), pending entries (4 in 25 s,
+# 5 due), one done (6), one discarded (7), dead ones (8, 9, 10), and key K5
+# with a pending head (11) and two waiting (12, 13).
+now=$(nowms)
+later=$((now + 3600000))
+rerr="plugin bill: line 3: quantity x is not a number; the document is refused"
+s1sql "INSERT INTO tb_0033(id, origin, dest, seq, type, msg_key, prev_seq,
+	deliver_at, msg_created_at, payload, status, tries, level,
+	next_attempt_at, last_error, discard_reason, created_at, updated_at)
+	VALUES
+	(1, 'R1', 'S1', 7, 2800, 'K1', 0, 0, 1700000000000, CAST('hello' AS BLOB),
+	 -1, 3, 3, $now - 1000, '$rerr', NULL, $now - 60000, $now - 1000),
+	(2, 'R1', 'S1', 8, 2800, 'K1', 7, 0, 1700000000000, x'00ff',
+	 1, 0, 0, 0, NULL, NULL, $now - 50000, $now - 50000),
+	(3, 'R1', 'S1', 9, 2800, 'K1', 8, $later, 1700000000000, x'',
+	 1, 0, 0, 0, NULL, NULL, $now - 40000, $now - 40000),
+	(4, 'R2', 'S1', 1, 7, NULL, 0, 0, 0, CAST('x' AS BLOB),
+	 0, 1, 1, $now + 25000, 'timeout', NULL, $now - 5000, $now - 5000),
+	(5, 'R2', 'S1', 2, 7, NULL, 0, 0, 0, CAST('y' AS BLOB),
+	 0, 0, 0, $now - 5, NULL, NULL, $now - 5000, $now - 5000),
+	(6, 'R2', 'S1', 3, 7, 'K2', 0, 0, 0, x'',
+	 2, 1, 0, $now - 9000, NULL, NULL, $now - 9000, $now - 8000),
+	(7, 'R2', 'S1', 4, 7, 'K3', 0, 0, 0, x'',
+	 -2, 3, 3, $now - 9000, 'bad', 'duplicate bill', $now - 9000, $now - 8000),
+	(8, 'R3', 'S1', 1, 9, 'K4', 0, 0, 0, x'',
+	 -1, 3, 3, $now - 9000, 'down', NULL, $now - 9000, $now - 8000),
+	(9, 'R3', 'S1', 2, 9, NULL, 0, 0, 0, x'',
+	 -1, 1, 0, $now - 9000, 'permanent', NULL, $now - 9000, $now - 8000),
+	(10, 'R3', 'S1', 3, 9, NULL, 0, 0, 0, x'',
+	 -1, 3, 3, $now - 9000, 'down', NULL, $now - 9000, $now - 8000),
+	(11, 'R1', 'S1', 20, 2800, 'K5', 0, 0, 0, x'',
+	 0, 2, 2, $now + 600000, 'busy', NULL, $now - 9000, $now - 8000),
+	(12, 'R1', 'S1', 21, 2800, 'K5', 20, 0, 0, x'',
+	 1, 0, 0, 0, NULL, NULL, $now - 9000, $now - 9000),
+	(13, 'R1', 'S1', 22, 2800, 'K5', 21, 0, 0, x'',
+	 1, 0, 0, 0, NULL, NULL, $now - 9000, $now - 9000)"
+
+# -- redo list --
+run -c "$S1" redo list
+ids=$(awk 'NR > 1 { print $1 }' "$dir/out" | tr '\n' ' ')
+if [ "$rc" -eq 0 ] && [ -z "$err" ] &&
+	grep -Eqx 'ID +MESSAGE +TYPE +KEY +STATUS +TRIES +LEVEL +NEXT +LAST_ERROR' "$dir/out" &&
+	[ "$ids" = "1 2 3 4 5 6 7 8 9 10 11 12 13 " ] &&
+	grep -Eqx "1 +R1/S1/7 +2800 +K1 +-1 dead +3 +3 +- +${rerr:0:40}…" "$dir/out" &&
+	grep -Eqx '2 +R1/S1/8 +2800 +K1 +1 waiting +0 +0 +- +-' "$dir/out" &&
+	grep -Eqx '4 +R2/S1/1 +7 +- +0 pending +1 +1 +in [0-9]+s +timeout' "$dir/out" &&
+	grep -Eqx '5 +R2/S1/2 +7 +- +0 pending +0 +0 +due +-' "$dir/out" &&
+	grep -Eqx '6 +R2/S1/3 +7 +K2 +2 done +1 +0 +- +-' "$dir/out" &&
+	grep -Eqx '7 +R2/S1/4 +7 +K3 +-2 discarded +3 +3 +- +bad' "$dir/out" &&
+	grep -Eqx '11 +R1/S1/20 +2800 +K5 +0 pending +2 +2 +in (9|10)m +busy' "$dir/out"; then
+	ok "redo list: aligned table of every entry, NEXT and a shortened LAST_ERROR"
+else
+	bad "redo list: aligned table of every entry, NEXT and a shortened LAST_ERROR"
+fi
+run -c "$S1" --json redo list
+if [ "$rc" -eq 0 ] && pyjson '
+cols = {"id", "message", "origin", "dest", "seq", "type", "key", "prev_seq",
+    "deliver_at", "msg_created_at", "status", "status_name", "tries", "level",
+    "next_attempt_at", "created_at", "updated_at", "last_error",
+    "discard_reason", "payload_len"}
+assert [x["id"] for x in d] == list(range(1, 14)), d
+assert all(set(x) == cols for x in d), [set(x) ^ cols for x in d]
+r = {x["id"]: x for x in d}
+x = r[1]
+assert (x["message"], x["origin"], x["dest"], x["seq"], x["type"], x["key"],
+    x["status"], x["status_name"], x["tries"], x["level"], x["payload_len"],
+    x["msg_created_at"], x["discard_reason"]) == ("R1/S1/7", "R1", "S1", 7,
+    2800, "K1", -1, "dead", 3, 3, 5, 1700000000000, None), x
+assert x["last_error"].startswith("plugin bill: line 3") and x["last_error"].endswith("refused"), x
+assert r[3]["deliver_at"] > x["created_at"] and r[3]["prev_seq"] == 8, r[3]
+assert r[4]["key"] is None and r[4]["status_name"] == "pending", r[4]
+assert r[7]["discard_reason"] == "duplicate bill" and r[7]["status"] == -2, r[7]
+assert r[2]["status_name"] == "waiting" and r[6]["status_name"] == "done"'; then
+	ok "redo list --json: an array of objects with every column"
+else
+	bad "redo list --json: an array of objects with every column"
+fi
+for st in dead -1; do
+	run -c "$S1" redo list --status "$st"
+	if [ "$rc" -eq 0 ] && [ "$(awk 'NR > 1 { print $1 }' "$dir/out" | tr '\n' ' ')" = "1 8 9 10 " ]; then
+		ok "redo list --status $st shows the dead entries"
+	else
+		bad "redo list --status $st shows the dead entries"
+	fi
+done
+for pair in "pending:4 5 11 " "waiting:2 3 12 13 " "done:6 " "discarded:7 " \
+	"0:4 5 11 " "1:2 3 12 13 " "2:6 " "-2:7 "; do
+	run -c "$S1" redo list --json --status "${pair%%:*}"
+	if [ "$rc" -eq 0 ] && [ "$(python3 -c 'import json,sys; print(" ".join(str(x["id"]) for x in json.load(open(sys.argv[1]))), end=" ")' "$dir/out")" = "${pair#*:}" ]; then
+		ok "redo list --status ${pair%%:*} shows ${pair#*:}"
+	else
+		bad "redo list --status ${pair%%:*} shows ${pair#*:}"
+	fi
+done
+run -c "$S1" redo list --limit 2
+if [ "$rc" -eq 0 ] && [ "$(awk 'NR > 1 { print $1 }' "$dir/out" | tr '\n' ' ')" = "1 2 " ]; then
+	ok "redo list --limit 2 prints the oldest two entries"
+else
+	bad "redo list --limit 2 prints the oldest two entries"
+fi
+R="redo list"
+expect_usage_of "$R" "redo list --status bogus" \
+	"redo list: --status 'bogus' is not pending, waiting, dead, done, discarded or 0, 1, -1, 2, -2" \
+	-c "$S1" redo list --status bogus
+expect_usage_of "$R" "redo list --status 3" "--status '3' is not" \
+	-c "$S1" redo list --status 3
+expect_usage_of "$R" "redo list --status sent" "--status 'sent' is not" \
+	-c "$S1" redo list --status sent
+expect_usage_of "$R" "redo list --limit 0" "--limit '0' is not a number 1..100000" \
+	-c "$S1" redo list --limit 0
+expect_usage_of "$R" "redo list --limit x" "--limit 'x' is not a number" \
+	-c "$S1" redo list --limit x
+expect_usage_of "$R" "redo list takes no argument" "unexpected argument '3'" \
+	-c "$S1" redo list 3
+expect_usage_of "$R" "redo list unknown option" "unknown option '--dest'" \
+	-c "$S1" redo list --dest S1
+
+# -- redo show --
+run -c "$S1" redo show 1
+if [ "$rc" -eq 0 ] && [ -z "$err" ] &&
+	grep -qx 'id               1' "$dir/out" &&
+	grep -qx 'message          R1/S1/7' "$dir/out" &&
+	grep -qx 'type             2800' "$dir/out" &&
+	grep -qx 'key              K1' "$dir/out" &&
+	grep -qx 'prev_seq         0' "$dir/out" &&
+	grep -qx 'deliver_at       -' "$dir/out" &&
+	grep -qx 'msg_created_at   1700000000000 (2023-11-14T22:13:20.000Z)' "$dir/out" &&
+	grep -qx 'status           -1 dead' "$dir/out" &&
+	grep -qx 'tries            3 (max_tries 3)' "$dir/out" &&
+	grep -qx 'level            3' "$dir/out" &&
+	grep -Eqx "next_attempt_at  $((now - 1000)) \([0-9-]{10}T[0-9:.]{12}Z\), not scheduled: dead" "$dir/out" &&
+	grep -Eqx "created_at       $((now - 60000)) \([0-9-]{10}T[0-9:.]{12}Z\)" "$dir/out" &&
+	grep -qx "last_error       $rerr" "$dir/out" &&
+	grep -qx 'discard_reason   -' "$dir/out" &&
+	[ "$(tail -2 "$dir/out")" = "payload          5 bytes, text:
+hello" ]; then
+	ok "redo show: every column, the whole last_error and the text payload"
+else
+	bad "redo show: every column, the whole last_error and the text payload"
+fi
+run -c "$S1" redo show 4
+if [ "$rc" -eq 0 ] &&
+	grep -Eqx "next_attempt_at  $((now + 25000)) \([0-9-]{10}T[0-9:.]{12}Z\), in [0-9]+s" "$dir/out" &&
+	grep -qx 'level            1 (a retryable failure would wait 30s)' "$dir/out" &&
+	grep -qx 'tries            1 (max_tries 3)' "$dir/out"; then
+	ok "redo show of a pending entry: next attempt in UTC and relative, the next backoff"
+else
+	bad "redo show of a pending entry: next attempt in UTC and relative, the next backoff"
+fi
+run -c "$S1" redo show 5
+if [ "$rc" -eq 0 ] && grep -Eq '^next_attempt_at  [0-9]{13} \(.*Z\), due$' "$dir/out" &&
+	grep -qx 'level            0 (a retryable failure would wait 5s)' "$dir/out"; then
+	ok "redo show of a due entry says due"
+else
+	bad "redo show of a due entry says due"
+fi
+run -c "$S1" redo show 11
+if [ "$rc" -eq 0 ] && grep -qx 'level            2 (a retryable failure would make it dead)' "$dir/out"; then
+	ok "redo show: at max_tries a retryable failure would make it dead"
+else
+	bad "redo show: at max_tries a retryable failure would make it dead"
+fi
+run -c "$S1" redo show 2
+if [ "$rc" -eq 0 ] &&
+	grep -qx 'next_attempt_at  -, not scheduled: waiting behind an earlier entry of its key' "$dir/out" &&
+	grep -qx 'payload          2 bytes, binary (hex):' "$dir/out" &&
+	[ "$(tail -1 "$dir/out")" = "00000000  00 ff                                             |..|" ]; then
+	ok "redo show of a waiting entry: not scheduled, binary payload as a hex dump"
+else
+	bad "redo show of a waiting entry: not scheduled, binary payload as a hex dump"
+fi
+run -c "$S1" redo show 7
+if [ "$rc" -eq 0 ] && grep -qx 'discard_reason   duplicate bill' "$dir/out" &&
+	grep -Eqx 'next_attempt_at  [0-9]{13} \(.*Z\), not scheduled: discarded' "$dir/out" &&
+	[ "$(tail -1 "$dir/out")" = "payload          0 bytes" ]; then
+	ok "redo show of a discarded entry shows its discard_reason"
+else
+	bad "redo show of a discarded entry shows its discard_reason"
+fi
+run -c "$S1" redo show 1 --json
+if [ "$rc" -eq 0 ] && pyjson '
+assert d["id"] == 1 and d["message"] == "R1/S1/7" and d["status"] == -1, d
+assert d["payload"] == "aGVsbG8=" and d["payload_text"] == "hello", d
+assert d["last_error"].endswith("the document is refused"), d
+assert d["payload_len"] == 5 and d["level"] == 3 and d["tries"] == 3, d'; then
+	ok "redo show --json: every column, payload base64 and payload_text"
+else
+	bad "redo show --json: every column, payload base64 and payload_text"
+fi
+run -c "$S1" --json redo show 2
+if [ "$rc" -eq 0 ] && pyjson '
+assert d["payload"] == "AP8=" and "payload_text" not in d, d
+assert d["status_name"] == "waiting" and d["prev_seq"] == 7, d'; then
+	ok "redo show --json: no payload_text for a payload that is not UTF-8"
+else
+	bad "redo show --json: no payload_text for a payload that is not UTF-8"
+fi
+run -c "$S1" redo show 99
+if [ "$rc" -eq 1 ] && [ -z "$out" ] &&
+	[ "$err" = "semqctl: no redo entry 99 in $dir/s1.db" ]; then
+	ok "redo show of an entry that is not there: exit 1, one line"
+else
+	bad "redo show of an entry that is not there: exit 1, one line"
+fi
+for sub in show retry discard; do
+	C="redo $sub"
+	extra=()
+	[ "$sub" = discard ] && extra=(--reason r)
+	expect_usage_of "$C" "redo $sub abc" "redo $sub: 'abc' is not a redo entry ID 1..9223372036854775807" \
+		-c "$S1" redo "$sub" abc "${extra[@]}"
+	expect_usage_of "$C" "redo $sub 0" "'0' is not a redo entry ID" \
+		-c "$S1" redo "$sub" 0 "${extra[@]}"
+	expect_usage_of "$C" "redo $sub -1" "'-1' is not a redo entry ID" \
+		-c "$S1" redo "$sub" "${extra[@]}" -- -1
+	expect_usage_of "$C" "redo $sub over int64" "'9223372036854775808' is not a redo entry ID" \
+		-c "$S1" redo "$sub" 9223372036854775808 "${extra[@]}"
+	expect_usage_of "$C" "redo $sub two ids" "unexpected argument '2'" \
+		-c "$S1" redo "$sub" 1 2 "${extra[@]}"
+done
+expect_usage_of "redo show" "redo show --reason" "redo show: unknown option '--reason'" \
+	-c "$S1" redo show 1 --reason r
+expect_usage_of "redo show" "redo show without an id" "redo show: a redo entry ID is required" \
+	-c "$S1" redo show
+
+# -- redo retry --
+row4=$(s1sql "SELECT * FROM tb_0033 WHERE id = 4")
+run -c "$S1" redo retry 4
+if [ "$rc" -eq 1 ] && [ -z "$out" ] &&
+	[ "$err" = "semqctl: redo 4 is pending, not dead; only dead entries can be retried" ] &&
+	[ "$(s1sql "SELECT * FROM tb_0033 WHERE id = 4")" = "$row4" ]; then
+	ok "redo retry of a pending entry: exit 1 naming its status, row unchanged"
+else
+	bad "redo retry of a pending entry: exit 1 naming its status, row unchanged"
+fi
+run -c "$S1" redo retry 6
+if [ "$rc" -eq 1 ] &&
+	[ "$err" = "semqctl: redo 6 is done, not dead; only dead entries can be retried" ]; then
+	ok "redo retry of a done entry: exit 1"
+else
+	bad "redo retry of a done entry: exit 1"
+fi
+run -c "$S1" redo retry 12 --json
+if [ "$rc" -eq 1 ] && pyjson '
+assert d == {"id": 12, "message": "R1/S1/21", "retried": False, "status": 1,
+    "status_name": "waiting", "woke_daemon": False}, d' &&
+	[ "$err" = "semqctl: redo 12 is waiting, not dead; only dead entries can be retried" ]; then
+	ok "redo retry --json of a waiting entry: retried false, exit 1"
+else
+	bad "redo retry --json of a waiting entry: retried false, exit 1"
+fi
+run -c "$S1" redo retry 99
+if [ "$rc" -eq 1 ] && [ "$err" = "semqctl: no redo entry 99 in $dir/s1.db" ]; then
+	ok "redo retry of an entry that is not there: exit 1"
+else
+	bad "redo retry of an entry that is not there: exit 1"
+fi
+RT="redo retry"
+expect_usage_of "$RT" "redo retry without an id" \
+	"redo retry: a redo entry ID (or --all-dead) is required" -c "$S1" redo retry
+expect_usage_of "$RT" "redo retry ID --all-dead" \
+	"--all-dead and an ID ('8') are both given; give one" \
+	-c "$S1" redo retry 8 --all-dead
+expect_usage_of "$RT" "redo retry --all-dead=yes" "--all-dead takes no value" \
+	-c "$S1" redo retry --all-dead=yes
+if [ "$(s1sql "SELECT group_concat(id) FROM (SELECT id FROM tb_0033
+	WHERE status = -1 ORDER BY id)")" = "1,8,9,10" ]; then
+	ok "no refused or mistyped retry changed a dead entry"
+else
+	rc=-
+	bad "no refused or mistyped retry changed a dead entry"
+fi
+before=$(nowms)
+start_waker
+run -c "$S1" redo retry 8
+wait "$waker" || true
+after=$(nowms)
+if [ "$rc" -eq 0 ] && [ "$out" = "R3/S1/1 (redo 8) will be retried now" ] &&
+	[ -z "$err" ] && [ "$(cat "$dir/woken")" = w ] &&
+	[ "$(s1sql "SELECT status, tries, level, last_error,
+		next_attempt_at BETWEEN $before AND $after,
+		updated_at BETWEEN $before AND $after FROM tb_0033 WHERE id = 8")" = "0|3|0|down|1|1" ]; then
+	ok "redo retry ID: dead -> pending due now, level 0, tries kept; wakes the daemon"
+else
+	bad "redo retry ID: dead -> pending due now, level 0, tries kept; wakes the daemon"
+fi
+run -c "$S1" redo retry 8
+if [ "$rc" -eq 1 ] &&
+	[ "$err" = "semqctl: redo 8 is pending, not dead; only dead entries can be retried" ]; then
+	ok "redo retry of an entry just retried: exit 1, it is pending"
+else
+	bad "redo retry of an entry just retried: exit 1, it is pending"
+fi
+
+# -- redo discard --
+D="redo discard"
+reason1001=$(printf 'r%.0s' $(seq 1001))
+reason1000=${reason1001:1}
+expect_usage_of "$D" "redo discard without --reason" \
+	"redo discard: --reason TEXT is required" -c "$S1" redo discard 1
+expect_usage_of "$D" "redo discard --reason ''" "--reason '' is empty" \
+	-c "$S1" redo discard 1 --reason ''
+expect_usage_of "$D" "redo discard --reason of 1001 bytes" \
+	"--reason is 1001 bytes long, at most 1000" \
+	-c "$S1" redo discard 1 --reason "$reason1001"
+expect_usage_of "$D" "redo discard without an id" \
+	"redo discard: a redo entry ID is required" -c "$S1" redo discard --reason r
+expect_usage_of "$D" "redo discard --reason without a value" "--reason needs a value TEXT" \
+	-c "$S1" redo discard 1 --reason
+if [ "$(s1sql "SELECT count(*) FROM tb_0033 WHERE status = -2")" = 1 ]; then
+	ok "no mistyped discard discarded anything"
+else
+	rc=-
+	bad "no mistyped discard discarded anything"
+fi
+before=$(nowms)
+run -c "$S1" redo discard 1 --reason "bill 7 reissued as 12"
+after=$(nowms)
+if [ "$rc" -eq 0 ] && [ "$out" = "discarded R1/S1/7 (redo 1): bill 7 reissued as 12
+released R1/S1/8 (redo 2), the next entry of key K1: pending, due now
+1 more entry of key K1 still waits in key order" ] &&
+	[ "$err" = "semqctl: no semqd is running on $dir/s1.db to wake; released entries run when it starts" ] &&
+	[ "$(s1sql "SELECT status, discard_reason, updated_at BETWEEN $before AND $after
+		FROM tb_0033 WHERE id = 1")" = "-2|bill 7 reissued as 12|1" ] &&
+	[ "$(s1sql "SELECT status, next_attempt_at BETWEEN $before AND $after
+		FROM tb_0033 WHERE id = 2")" = "0|1" ] &&
+	[ "$(s1sql "SELECT status FROM tb_0033 WHERE id = 3")" = 1 ]; then
+	ok "redo discard of a dead head: reason kept, the next waiting entry of the key released (1 -> 0)"
+else
+	bad "redo discard of a dead head: reason kept, the next waiting entry of the key released (1 -> 0)"
+fi
+start_waker
+run -c "$S1" redo discard 2 --reason superseded --json
+wait "$waker" || true
+if [ "$rc" -eq 0 ] && [ -z "$err" ] && [ "$(cat "$dir/woken")" = w ] && pyjson "
+assert d == {'id': 2, 'message': 'R1/S1/8', 'discarded': True, 'status': -2,
+    'discard_reason': 'superseded', 'released': [{'id': 3,
+    'message': 'R1/S1/9', 'status': 0, 'next_attempt_at': $later}],
+    'still_waiting': 0, 'woke_daemon': True}, d" &&
+	[ "$(s1sql "SELECT status, next_attempt_at FROM tb_0033 WHERE id = 3")" = "0|$later" ]; then
+	ok "redo discard --json of a pending head: releases the next at its deliver_at, wakes the daemon"
+else
+	bad "redo discard --json of a pending head: releases the next at its deliver_at, wakes the daemon"
+fi
+run -c "$S1" redo list --status pending
+if [ "$rc" -eq 0 ] && grep -Eqx '3 +R1/S1/9 +2800 +K1 +0 pending +0 +0 +in (59m|1h) +-' "$dir/out"; then
+	ok "redo list: the released entry is pending until its deliver_at"
+else
+	bad "redo list: the released entry is pending until its deliver_at"
+fi
+run -c "$S1" redo discard 3 --reason "last of K1"
+if [ "$rc" -eq 0 ] && [ "$out" = "discarded R1/S1/9 (redo 3): last of K1
+no entry of key K1 was waiting behind it" ] && [ -z "$err" ] &&
+	[ "$(s1sql "SELECT status FROM tb_0033 WHERE id = 3")" = -2 ]; then
+	ok "redo discard of the last entry of a key: nothing to release"
+else
+	bad "redo discard of the last entry of a key: nothing to release"
+fi
+row11=$(s1sql "SELECT * FROM tb_0033 WHERE id = 11")
+run -c "$S1" redo discard 12 --reason "not wanted"
+if [ "$rc" -eq 0 ] && [ "$out" = "discarded R1/S1/21 (redo 12): not wanted
+1 more entry of key K5 still waits in key order" ] &&
+	[ "$(s1sql "SELECT group_concat(status) FROM (SELECT status FROM tb_0033
+		WHERE id IN (12, 13) ORDER BY id)")" = "-2,1" ] &&
+	[ "$(s1sql "SELECT * FROM tb_0033 WHERE id = 11")" = "$row11" ]; then
+	ok "redo discard of a waiting entry behind a head releases nothing"
+else
+	bad "redo discard of a waiting entry behind a head releases nothing"
+fi
+run -c "$S1" redo discard 5 --reason "$reason1000"
+if [ "$rc" -eq 0 ] && [ "$out" = "discarded R2/S1/2 (redo 5): $reason1000" ] &&
+	[ "$(s1sql "SELECT status, length(discard_reason) FROM tb_0033 WHERE id = 5")" = "-2|1000" ]; then
+	ok "redo discard with a reason of exactly 1000 bytes; no key, no release"
+else
+	bad "redo discard with a reason of exactly 1000 bytes; no key, no release"
+fi
+row6=$(s1sql "SELECT * FROM tb_0033 WHERE id = 6")
+run -c "$S1" redo discard 6 --reason late
+if [ "$rc" -eq 1 ] && [ -z "$out" ] &&
+	[ "$err" = "semqctl: redo 6 (R2/S1/3) is done: it took effect; only pending, waiting or dead entries can be discarded" ] &&
+	[ "$(s1sql "SELECT * FROM tb_0033 WHERE id = 6")" = "$row6" ]; then
+	ok "redo discard of a done entry: exit 1, row unchanged"
+else
+	bad "redo discard of a done entry: exit 1, row unchanged"
+fi
+run -c "$S1" redo discard 1 --reason again
+if [ "$rc" -eq 1 ] && [ -z "$out" ] &&
+	[ "$err" = "semqctl: redo 1 (R1/S1/7) is already discarded (reason: bill 7 reissued as 12)" ] &&
+	[ "$(s1sql "SELECT discard_reason FROM tb_0033 WHERE id = 1")" = "bill 7 reissued as 12" ]; then
+	ok "redo discard of a discarded entry: exit 1 with its reason, reason kept"
+else
+	bad "redo discard of a discarded entry: exit 1 with its reason, reason kept"
+fi
+run -c "$S1" --json redo discard 7 --reason again
+if [ "$rc" -eq 1 ] && pyjson '
+assert d == {"id": 7, "message": "R2/S1/4", "discarded": False, "status": -2,
+    "status_name": "discarded", "discard_reason": "duplicate bill"}, d'; then
+	ok "redo discard --json of a discarded entry: discarded false, exit 1"
+else
+	bad "redo discard --json of a discarded entry: discarded false, exit 1"
+fi
+run -c "$S1" redo discard 99 --reason gone
+if [ "$rc" -eq 1 ] && [ "$err" = "semqctl: no redo entry 99 in $dir/s1.db" ]; then
+	ok "redo discard of an entry that is not there: exit 1"
+else
+	bad "redo discard of an entry that is not there: exit 1"
+fi
+run -c "$S1" redo show 1
+if [ "$rc" -eq 0 ] && grep -qx 'status           -2 discarded' "$dir/out" &&
+	grep -qx 'discard_reason   bill 7 reissued as 12' "$dir/out"; then
+	ok "redo show after a discard shows the reason"
+else
+	bad "redo show after a discard shows the reason"
+fi
+
+# -- redo retry --all-dead --
+before=$(nowms)
+run -c "$S1" redo retry --all-dead
+after=$(nowms)
+if [ "$rc" -eq 0 ] && [ "$out" = "R3/S1/2 (redo 9) will be retried now
+R3/S1/3 (redo 10) will be retried now
+2 dead entries will be retried now" ] &&
+	[ "$err" = "semqctl: no semqd is running on $dir/s1.db to wake; they are retried when it starts" ] &&
+	[ "$(s1sql "SELECT group_concat(status || ':' || level || ':' ||
+		(next_attempt_at BETWEEN $before AND $after)) FROM
+		(SELECT * FROM tb_0033 WHERE id IN (9, 10) ORDER BY id)")" = "0:0:1,0:0:1" ] &&
+	[ "$(s1sql "SELECT count(*) FROM tb_0033 WHERE status = -1")" = 0 ]; then
+	ok "redo retry --all-dead: every dead entry pending now, each named"
+else
+	bad "redo retry --all-dead: every dead entry pending now, each named"
+fi
+run -c "$S1" redo retry --all-dead
+if [ "$rc" -eq 0 ] && [ "$out" = "no dead redo entries; nothing to retry" ] && [ -z "$err" ]; then
+	ok "redo retry --all-dead with none dead: says so, exit 0"
+else
+	bad "redo retry --all-dead with none dead: says so, exit 0"
+fi
+s1sql "UPDATE tb_0033 SET status = -1 WHERE id = 9"
+start_waker
+run -c "$S1" --json redo retry --all-dead
+wait "$waker" || true
+if [ "$rc" -eq 0 ] && [ "$(cat "$dir/woken")" = w ] && pyjson '
+assert d == {"retried": [{"id": 9, "message": "R3/S1/2"}], "count": 1,
+    "woke_daemon": True}, d' &&
+	[ "$(s1sql "SELECT status FROM tb_0033 WHERE id = 9")" = 0 ]; then
+	ok "redo retry --all-dead --json: the retried entries, wakes the daemon"
+else
+	bad "redo retry --all-dead --json: the retried entries, wakes the daemon"
+fi
+run -c "$S1" redo retry --all-dead --json
+if [ "$rc" -eq 0 ] && pyjson '
+assert d == {"retried": [], "count": 0, "woke_daemon": False}, d'; then
+	ok "redo retry --all-dead --json with none dead"
+else
+	bad "redo retry --all-dead --json with none dead"
+fi
+
+# -- received list --
+now=$(nowms)
+s1sql "INSERT INTO tb_0030(origin, dest, seq, type, msg_key, prev_seq,
+	received_at, via, result, ack_status, confirm_need, confirm_got) VALUES
+	('R1', 'S1', 7, 2800, 'K1', 0, $now - 3000, NULL, 1, 0, 1, 0),
+	('R2', 'S1', 1, 7, NULL, 0, $now - 120000, 'P1', 0, 0, 3, 1),
+	('R1', 'S1', 8, 2800, 'K1', 7, $now - 7200000, NULL, 3, 0, 3, 0),
+	('R1', 'S1', 9, 2800, 'K1', 8, $now - 1000, NULL, 4, 1, 1, 1),
+	('R2', 'S1', 2, 7, NULL, 0, $now, 'P1', 0, 1, 3, 3);
+	INSERT INTO semq_stream_in(origin, dest, confirmed_through)
+	VALUES ('R1', 'S1', 6), ('R2', 'S1', 0)"
+run -c "$S1" received list
+if [ "$rc" -eq 0 ] && [ -z "$err" ] &&
+	grep -Eqx 'MESSAGE +TYPE +KEY +RECEIVED +VIA +RESULT +ACK' "$dir/out" &&
+	[ "$(awk 'NR > 1 && NF { print $1 }' "$dir/out" | head -5 | tr '\n' ' ')" = "R2/S1/2 R1/S1/9 R1/S1/8 R2/S1/1 R1/S1/7 " ] &&
+	grep -Eqx 'R2/S1/2 +7 +- +[0-9]+s +P1 +processed +acked' "$dir/out" &&
+	grep -Eqx 'R1/S1/9 +2800 +K1 +[0-9]+s +- +cancelled +acked' "$dir/out" &&
+	grep -Eqx 'R1/S1/8 +2800 +K1 +2h +- +scheduled +unacked \(awaits origin\+relay\)' "$dir/out" &&
+	grep -Eqx 'R2/S1/1 +7 +- +2m +P1 +processed +unacked \(awaits relay\)' "$dir/out" &&
+	grep -Eqx 'R1/S1/7 +2800 +K1 +[0-9]+s +- +redo +unacked \(awaits origin\)' "$dir/out" &&
+	[ "$(tail -3 "$dir/out")" = "
+stream R1/S1: confirmed_through 6 (rows at or below it are compacted)
+stream R2/S1: confirmed_through 0 (rows at or below it are compacted)" ]; then
+	ok "received list: newest first, every result and ack, a watermark line per stream"
+else
+	bad "received list: newest first, every result and ack, a watermark line per stream"
+fi
+run -c "$S1" received list --origin R2
+if [ "$rc" -eq 0 ] &&
+	[ "$(awk 'NR > 1 && NF { print $1 }' "$dir/out" | tr '\n' ' ')" = "R2/S1/2 R2/S1/1 stream " ] &&
+	[ "$(tail -1 "$dir/out")" = "stream R2/S1: confirmed_through 0 (rows at or below it are compacted)" ]; then
+	ok "received list --origin R2: its rows and its stream only"
+else
+	bad "received list --origin R2: its rows and its stream only"
+fi
+run -c "$S1" received list --limit 2
+if [ "$rc" -eq 0 ] &&
+	[ "$(awk 'NR > 1 && NF { print $1 }' "$dir/out" | tr '\n' ' ')" = "R2/S1/2 R1/S1/9 stream stream " ]; then
+	ok "received list --limit 2: the newest two"
+else
+	bad "received list --limit 2: the newest two"
+fi
+run -c "$S1" received list --origin R9
+if [ "$rc" -eq 0 ] && [ "$out" = "no received messages" ]; then
+	ok "received list --origin with no rows and no stream"
+else
+	bad "received list --origin with no rows and no stream"
+fi
+run -c "$S1" received list --json
+if [ "$rc" -eq 0 ] && pyjson "
+cols = {'message', 'origin', 'dest', 'seq', 'rowid', 'type', 'key',
+    'prev_seq', 'received_at', 'via', 'result', 'result_name', 'ack_status',
+    'ack_name', 'confirm_need', 'confirm_got'}
+rows = d['received']
+assert set(d) == {'received', 'streams_in'}, d
+assert [x['message'] for x in rows] == ['R2/S1/2', 'R1/S1/9', 'R1/S1/8',
+    'R2/S1/1', 'R1/S1/7'], rows
+assert all(set(x) == cols for x in rows), [set(x) ^ cols for x in rows]
+r = {x['message']: x for x in rows}
+x = r['R2/S1/1']
+assert (x['origin'], x['dest'], x['seq'], x['type'], x['key'], x['via'],
+    x['result'], x['result_name'], x['ack_status'], x['ack_name'],
+    x['confirm_need'], x['confirm_got'], x['received_at']) == ('R2', 'S1', 1,
+    7, None, 'P1', 0, 'processed', 0, 'unacked', 3, 1, $now - 120000), x
+x = r['R1/S1/8']
+assert (x['key'], x['prev_seq'], x['via'], x['result_name']) == ('K1', 7,
+    None, 'scheduled'), x
+assert r['R1/S1/9']['result_name'] == 'cancelled' and r['R1/S1/9']['ack_name'] == 'acked'
+assert r['R1/S1/7']['result_name'] == 'redo'
+assert d['streams_in'] == [{'origin': 'R1', 'dest': 'S1', 'confirmed_through': 6},
+    {'origin': 'R2', 'dest': 'S1', 'confirmed_through': 0}], d"; then
+	ok "received list --json: every column and the streams' watermarks"
+else
+	bad "received list --json: every column and the streams' watermarks"
+fi
+run -c "$S1" --json received list --origin R1 --limit 1
+if [ "$rc" -eq 0 ] && pyjson '
+assert [x["message"] for x in d["received"]] == ["R1/S1/9"], d
+assert d["streams_in"] == [{"origin": "R1", "dest": "S1", "confirmed_through": 6}], d'; then
+	ok "received list --json --origin R1 --limit 1"
+else
+	bad "received list --json --origin R1 --limit 1"
+fi
+V="received list"
+expect_usage_of "$V" "received list --origin 'bad id'" \
+	"received list: --origin 'bad id' is not a node id" \
+	-c "$S1" received list --origin 'bad id'
+expect_usage_of "$V" "received list --origin ''" "--origin '' is not a node id" \
+	-c "$S1" received list --origin ''
+expect_usage_of "$V" "received list --limit 100001" "--limit '100001' is not a number 1..100000" \
+	-c "$S1" received list --limit 100001
+expect_usage_of "$V" "received list takes no argument" "unexpected argument 'R1'" \
+	-c "$S1" received list R1
+expect_usage_of "$V" "received list unknown option" "unknown option '--status'" \
+	-c "$S1" received list --status 0
+
+# -- runtime and configuration failures --
+for args in "redo list" "redo show 1" "redo retry 1" "redo retry --all-dead" \
+	"redo discard 1 --reason r" "received list"; do
+	# shellcheck disable=SC2086
+	run -c "$dir/garbage.ini" $args
+	if [ "$rc" -eq 1 ] && [ -z "$out" ] && [ "$(wc -l <"$dir/err")" -eq 1 ] &&
+		[[ "$err" == semqctl:*garbage.db* ]]; then
+		ok "$args on a database that cannot be opened: exit 1, one line"
+	else
+		bad "$args on a database that cannot be opened: exit 1, one line"
+	fi
+	# shellcheck disable=SC2086
+	run -c "$dir/bad.ini" $args
+	if [ "$rc" -eq 2 ] && [[ "$err" == *bad.ini:3:* ]]; then
+		ok "$args with a bad configuration: exit 2 naming bad.ini:3"
+	else
+		bad "$args with a bad configuration: exit 2 naming bad.ini:3"
+	fi
+done
 
 finished=1
 echo "$pass passed, $fail failed"

@@ -1867,6 +1867,141 @@ static void test_fetch_unacked(void **state)
 	assert_int_equal(c.seq[0], 2);
 }
 
+/* What store_received_list() handed over, one line per row. */
+struct recv_seen {
+	int n;
+	char line[16][256];
+	int stop_after;   /* return 1 after this many rows (0 = never) */
+	struct store *st; /* when set: list again from inside the callback */
+	int nested_n;
+};
+
+static int recv_count(void *ctx, const struct recv_row *r)
+{
+	(void)r;
+	((struct recv_seen *)ctx)->nested_n++;
+	return 0;
+}
+
+static int recv_collect(void *ctx, const struct recv_row *r)
+{
+	struct recv_seen *c = ctx;
+
+	assert_true(c->n < 16);
+	snprintf(c->line[c->n], sizeof c->line[c->n],
+		 "%s/%s/%llu t%lu k=%s p%llu at%lld via=%s r%d a%d %u/%u",
+		 r->id.origin, r->id.dest, (unsigned long long)r->id.seq,
+		 (unsigned long)r->type, r->key ? r->key : "(null)",
+		 (unsigned long long)r->prev_seq,
+		 (long long)(r->received_at - NOW), r->via ? r->via : "(null)",
+		 r->result, r->ack_status, r->confirm_need, r->confirm_got);
+	assert_true(r->rowid > 0);
+	c->n++;
+	if (c->st)
+		assert_int_equal(
+			store_received_list(c->st, NULL, 100, recv_count, c),
+			SEMQ_OK);
+	return c->stop_after && c->n >= c->stop_after;
+}
+
+static void test_received_list(void **state)
+{
+	struct fx *fx = *state;
+	struct store *st = open_ok(fx, "S1", NULL);
+	struct applier a = {.why = "down"};
+	struct recv_seen c;
+	struct msg m;
+	unsigned n;
+
+	memset(&c, 0, sizeof c);
+	assert_int_equal(store_received_list(st, NULL, 100, recv_collect, &c),
+			 SEMQ_OK);
+	assert_int_equal(c.n, 0);
+
+	/* One row of every result, one through a relay that stored it. */
+	mkmsg(&m, "R1", "S1", 1, "K1", 0);
+	recv_expect(st, &m, &a, NOW, SEMQ_OK, RES_PROCESSED);
+	verdicts(&a, 1, SEMQ_PLUGIN_RETRY);
+	mkmsg(&m, "R1", "S1", 2, NULL, 0);
+	recv_expect(st, &m, &a, NOW + 1, SEMQ_OK, RES_REDO);
+	mkmsg(&m, "R2", "S1", 1, "K2", 0);
+	m.deliver_at = NOW + 60000;
+	recv_expect(st, &m, &a, NOW + 2, SEMQ_OK, RES_SCHEDULED);
+	mkmsg(&m, "R1", "S1", 3, "K1", 1);
+	m.tombstone = 1;
+	recv_expect(st, &m, &a, NOW + 3, SEMQ_OK, RES_CANCELLED);
+	mkmsg(&m, "R2", "S1", 2, NULL, 0);
+	m.type = 7;
+	assert_int_equal(store_receive(st, &m, "P1",
+				       CONFIRM_ORIGIN | CONFIRM_RELAY, NOW + 4,
+				       apply_cb, &a, NULL, NULL, 0),
+			 SEMQ_OK);
+	ack(st, 1, CONFIRM_ORIGIN, 1);
+
+	memset(&c, 0, sizeof c);
+	assert_int_equal(store_received_list(st, NULL, 100, recv_collect, &c),
+			 SEMQ_OK);
+	assert_int_equal(c.n, 5);
+	assert_string_equal(c.line[0], "R2/S1/2 t7 k=(null) p0 at4 via=P1 r0 "
+				       "a0 3/0");
+	assert_string_equal(c.line[1], "R1/S1/3 t2800 k=K1 p1 at3 "
+				       "via=(null) r4 a0 1/0");
+	assert_string_equal(c.line[2], "R2/S1/1 t2800 k=K2 p0 at2 "
+				       "via=(null) r3 a0 1/0");
+	assert_string_equal(c.line[3], "R1/S1/2 t2800 k=(null) p0 at1 "
+				       "via=(null) r1 a0 1/0");
+	assert_string_equal(c.line[4], "R1/S1/1 t2800 k=K1 p0 at0 "
+				       "via=(null) r0 a1 1/1");
+
+	/* By origin, and at most `limit`, still newest first. */
+	memset(&c, 0, sizeof c);
+	assert_int_equal(store_received_list(st, "R2", 100, recv_collect, &c),
+			 SEMQ_OK);
+	assert_int_equal(c.n, 2);
+	assert_true(!strncmp(c.line[0], "R2/S1/2 ", 8));
+	assert_true(!strncmp(c.line[1], "R2/S1/1 ", 8));
+	memset(&c, 0, sizeof c);
+	assert_int_equal(store_received_list(st, "R1", 2, recv_collect, &c),
+			 SEMQ_OK);
+	assert_int_equal(c.n, 2);
+	assert_true(!strncmp(c.line[0], "R1/S1/3 ", 8));
+	assert_true(!strncmp(c.line[1], "R1/S1/2 ", 8));
+	memset(&c, 0, sizeof c);
+	assert_int_equal(store_received_list(st, "R9", 100, recv_collect, &c),
+			 SEMQ_OK);
+	assert_int_equal(c.n, 0);
+
+	/* The callback stops it, and may list again meanwhile. */
+	memset(&c, 0, sizeof c);
+	c.stop_after = 2;
+	c.st = st;
+	assert_int_equal(store_received_list(st, NULL, 100, recv_collect, &c),
+			 SEMQ_OK);
+	assert_int_equal(c.n, 2);
+	assert_int_equal(c.nested_n, 10);
+
+	/* Compacted rows (at or below the watermark) are not listed. */
+	assert_int_equal(store_advance_watermarks(st, &n), SEMQ_OK);
+	assert_int_equal(n, 1);
+	memset(&c, 0, sizeof c);
+	assert_int_equal(store_received_list(st, "R1", 100, recv_collect, &c),
+			 SEMQ_OK);
+	assert_int_equal(c.n, 2);
+	assert_true(!strncmp(c.line[1], "R1/S1/2 ", 8));
+
+	/* Bad input. */
+	assert_int_equal(
+		store_received_list(st, "bad id", 100, recv_collect, &c),
+		SEMQ_ERR_INVALID);
+	assert_non_null(strstr(store_errmsg(st), "origin"));
+	assert_int_equal(store_received_list(st, "", 100, recv_collect, &c),
+			 SEMQ_ERR_INVALID);
+	assert_int_equal(store_received_list(st, NULL, 100, NULL, &c),
+			 SEMQ_ERR_INVALID);
+	assert_int_equal(store_received_list(NULL, NULL, 100, recv_collect, &c),
+			 SEMQ_ERR_INVALID);
+}
+
 struct stats_seen {
 	int n;
 	struct {
@@ -2008,6 +2143,7 @@ int main(void)
 		T(test_enqueue_copy),
 		T(test_watermark_gaps),
 		T(test_fetch_unacked),
+		T(test_received_list),
 		T(test_stats_and_streams),
 	};
 #undef T
