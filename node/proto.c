@@ -882,11 +882,31 @@ static int on_query(struct proto *p, const struct job *j, struct outbox *ob)
 	return r;
 }
 
+/* Do we hold a store-and-forward copy of `id` not yet confirmed? */
+static int holds_copy(struct proto *p, const struct msgid *id, int *held)
+{
+	struct out_row row;
+	struct msg m;
+	int r;
+
+	*held = 0;
+	r = store_outbound_get(p->st, id, &m, &row);
+	if (r == SEMQ_ERR_NOT_FOUND)
+		return SEMQ_OK;
+	if (r != SEMQ_OK)
+		return r;
+	msg_clear(&m);
+	*held = row.status == SS_UNSEND || row.status == SS_SEND ||
+		row.status == SS_ACK;
+	return SEMQ_OK;
+}
+
 static int on_query_reply(struct proto *p, const struct job *j, int64_t now,
 			  struct outbox *ob)
 {
 	const Semq__QueryReply *qr = j->frame->query_reply;
 	struct idlist resp = {0};
+	struct connlists custody = {0};
 	struct fwd fw = {0};
 	size_t i;
 	int r = SEMQ_OK;
@@ -899,7 +919,22 @@ static int on_query_reply(struct proto *p, const struct job *j, int64_t now,
 		codec_msgid_from_wire(a->id, &id);
 		if (strcmp(id.origin, p->c->id) != 0) {
 			uint64_t conn = next_hop(p, id.origin, j->conn_id);
-			if (conn)
+			int held = 0;
+			if (!conn)
+				continue;
+			if (!a->received) {
+				r = holds_copy(p, &id, &held);
+				if (r != SEMQ_OK)
+					break;
+			}
+			/* "Not received" about a copy we still hold for
+			 * delivery: the origin must not resend (it would
+			 * overtake drain_rate); we re-assert our custody. */
+			if (held) {
+				struct idlist *l =
+					connlists_get(&custody, conn);
+				r = l ? idlist_add(l, &id, 0) : SEMQ_ERR_NOMEM;
+			} else
 				r = fwd_add(&fw, conn, qr->answers[i]);
 			continue;
 		}
@@ -911,9 +946,14 @@ static int on_query_reply(struct proto *p, const struct job *j, int64_t now,
 			else
 				r = rr;
 		} else {
-			char why[96];
-			snprintf(why, sizeof why, "%s: not received; resent",
-				 j->peer);
+			char why[200];
+			snprintf(why, sizeof why,
+				 "%s: not received; resent%s%s", id.dest,
+				 strcmp(j->peer, id.dest) ? " (answer via "
+							  : "",
+				 strcmp(j->peer, id.dest) ? j->peer : "");
+			if (strcmp(j->peer, id.dest))
+				strncat(why, ")", sizeof why - strlen(why) - 1);
 			rr = store_mark_unsent(p->st, &id, now, why);
 			if (rr != SEMQ_OK && rr != SEMQ_DECLINED &&
 			    rr != SEMQ_ERR_NOT_FOUND)
@@ -926,8 +966,13 @@ static int on_query_reply(struct proto *p, const struct job *j, int64_t now,
 		r = emit_ids(p, ob, j->conn_id, IDF_RESPONSE, &resp, p->c->id);
 	if (r == SEMQ_OK)
 		r = fwd_emit(p, ob, &fw, SEMQ__FRAME__BODY_QUERY_REPLY, NULL);
+	for (i = 0; i < custody.n && r == SEMQ_OK; i++)
+		r = emit_relay_ack(p, ob, custody.v[i].conn,
+				   SEMQ__RELAY_ACK__KIND__STORED,
+				   &custody.v[i].l, "still held for delivery");
 	fwd_free(&fw);
 	idlist_free(&resp);
+	connlists_free(&custody);
 	return r;
 }
 
@@ -950,6 +995,11 @@ static int on_relay_ack(struct proto *p, const struct job *j, int64_t now)
 		if (ra->kind != SEMQ__RELAY_ACK__KIND__UNREACHABLE) {
 			r = store_mark_relay_acked(p->st, &id, now,
 						   now + p->c->query_after_ms);
+			/* Already 6: a relay re-asserting custody after our
+			 * query; ask again later. */
+			if (r == SEMQ_DECLINED)
+				r = store_defer(p->st, &id,
+						now + p->c->query_after_ms);
 		} else {
 			/* Not delivered anywhere: try again later, backing
 			 * off with the attempts already made. */

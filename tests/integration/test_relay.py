@@ -1,0 +1,781 @@
+# SPDX-License-Identifier: MIT
+"""The platform relay end to end: R -> P -> S (SPEC §2, §6 case 2, §9, §10).
+
+Real semqd nodes on loopback: origins (R, R1, R2) dial the platform P, which
+runs with `relay = yes` (and `store_and_forward = yes` unless a test says
+otherwise); servers (S, S1, S2, journal plugin) dial P too. Origins and
+servers name P a `trusted_relay` and route everything through it
+(`[route] default = P`). The tests read every node's database to prove that
+each message took effect exactly once, in key order, and that every node
+ends in the state SPEC §4/§6 describe:
+
+  1. S offline: two origins send 2,500 messages each (50 keys each). P holds
+     them (origins at status 6, 5,000 copies in P's tb_0031). S starts: all
+     take effect exactly once, in key order; P's tb_0031 ends empty, the
+     origins' rows at 100, S's tb_0030 compacted (confirmed_through 2,500
+     per stream). Prints FIGURES: stored, seconds to drain, msgs/s.
+  2. P is killed -9 twice while it holds stored copies and a faultproxy
+     cuts the R->P link every 0.5-2 s during the sending; every row R knows
+     P stored is in P's tb_0031; then S starts: nothing lost, no duplicate.
+  3. R resends a message P still holds: P keeps one copy. S then starts
+     while R is away: S's row (via P, confirm_need 3) has the relay's
+     confirmation only, P's copy is gone, and the row is AS_OK (compacted)
+     only after R's 810-Response arrives. One effect.
+  4. Forward-only (store_and_forward = no) to two servers S1, S2: forwarded,
+     exactly once each; with S2 stopped, R's rows for S2 go back to status 0
+     with last_error "unreachable", backing off, nothing stored at P; they
+     are delivered once S2 is back.
+  5. An in-doubt row (status 6, due now) is resolved by Query/QueryReply
+     through P: while S is down P does not answer for it; once S is up the
+     row ends at 100 without a resend; one journal row.
+  6. Trust: a shop R2 with a valid certificate sending Data of origin R1
+     through P gets Error FORBIDDEN and nothing is stored at P or S; a
+     server without trusted_relay for P refuses Data carried by P.
+  7. drain_rate = 200: P's 1,000 copies take at least ~4 s to reach S (a
+     lower bound only), and all take effect exactly once.
+
+Environment (besides what semqtest.py reads): SEMQ_RELAY_SCALE (default 1)
+multiplies the message counts of 1, 2 and 7, e.g. 0.2 for a sanitizer build;
+SEMQ_RELAY_SEED fixes the fault proxy's seed.
+
+Run by ctest as integration_relay, or by hand (NAME selects tests):
+  SEMQ_BUILD_DIR=build python3 tests/integration/test_relay.py [NAME]
+"""
+
+import os
+import random
+import socket
+import ssl
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import wire  # noqa: E402
+from semqtest import (HarnessError, Pending, check_exactly_once,  # noqa: E402
+                      connect, run, test, wait_until)
+
+SCALE = float(os.environ.get("SEMQ_RELAY_SCALE") or "1")
+if not 0 < SCALE <= 1:
+    sys.exit(f"SEMQ_RELAY_SCALE={SCALE}: must be in (0, 1]")
+SEED = os.environ.get("SEMQ_RELAY_SEED")
+
+
+def scaled(n, floor):
+    return max(floor, int(round(n * SCALE)))
+
+
+N_PER_ORIGIN = scaled(2500, 250)  # test 1, per origin
+N_KEYS = 50  # keys per origin in tests 1 and 2
+N_KILL = scaled(2000, 300)  # test 2
+N_DRAIN = scaled(1000, 1000)  # test 7: the lower bound needs all 1,000
+DRAIN_RATE = 200  # test 7, messages a second
+PAYLOAD = bytes(range(100))
+
+# Fast timers: short poll, quick in-doubt queries and indication repeats,
+# quick reconnects.
+FAST = {"poll_interval": "20ms", "query_after": "2s",
+        "reconnect_min": "100ms", "reconnect_max": "1s"}
+
+# An origin's window counts rows at status 4 and 6 (SPEC §6: unconfirmed),
+# so for P to hold a whole backlog the origin's window must cover it; the
+# default (1000) would keep the rest at the origin until S confirms.
+HOLD_WINDOW = str(max(N_PER_ORIGIN, N_KILL, N_DRAIN) + 1000)
+
+# Test 2: R sends no faster than this, so the sending lasts about 5 s at any
+# scale and the kills and cuts land while messages are in flight.
+KILL_SEND_RATE = max(20, N_KILL // 5)
+
+BULK_TIMEOUT = 150.0  # a bulk run confirmed
+SHORT_TIMEOUT = 30.0  # a handful of messages
+READY_TIMEOUT = 30.0  # a node (re)started and listening
+IO_TIMEOUT = 10.0  # a Python peer waits for an answer or the close
+
+
+# ---- setup ------------------------------------------------------------------
+
+def make_relay(t, origins, servers, *, saf=True, p_options=None,
+               origin_options=None, server_options=None, server_trusts=True,
+               proxy_kw=None, extra_certs=()):
+    """P (relay, listening, no plugin), the origins (no plugin, dial P, trust
+    it, route default = P) and the servers (journal plugin, dial P, trust it
+    unless server_trusts is False, route default = P); nothing started.
+    With proxy_kw the origins dial P through one started faultproxy.
+    Returns (p, [origin nodes], [server nodes], proxy or None)."""
+    certs = t.certs(["P"] + list(origins) + list(servers) +
+                    list(extra_certs))
+    p = t.node("P", certs, relay=True, store_and_forward=saf, journal=False,
+               node_options=dict(FAST, **(p_options or {})))
+    proxy = t.proxy(p.listen_port, **proxy_kw) if proxy_kw else None
+    rs = []
+    for o in origins:
+        r = t.node(o, certs, listen=False, journal=False,
+                   node_options=dict(FAST, **(origin_options or {})),
+                   routes={"default": "P"})
+        connect(r, p, proxy=proxy, dialer_trusts=True)
+        rs.append(r)
+    ss = []
+    for sid in servers:
+        s = t.node(sid, certs, listen=False,
+                   node_options=dict(FAST, **(server_options or {})),
+                   routes={"default": "P"})
+        connect(s, p, dialer_trusts=server_trusts)
+        ss.append(s)
+    return p, rs, ss, proxy
+
+
+def enqueue_bulk(r, dest, n, nkeys, payload=PAYLOAD):
+    """The application's side: n messages to dest, key i % nkeys, in one
+    sqlite transaction. Returns {(origin, seq): key} as stored."""
+    rows = [(dest, 1, f"{r.id}-key{i % nkeys:03d}", payload)
+            for i in range(n)]
+    c = r.connect_db(readonly=False)
+    try:
+        with c:
+            c.executemany("INSERT INTO tb_0031(dest, type, msg_key, payload)"
+                          " VALUES (?, ?, ?, ?)", rows)
+        sent = c.execute("SELECT seq, msg_key FROM tb_0031 WHERE origin = ? "
+                         "AND dest = ? ORDER BY seq", (r.id, dest)).fetchall()
+    finally:
+        c.close()
+    if len(sent) != n or sent[-1][0] != n:
+        raise HarnessError(f"{r.id}: the schema numbered {len(sent)} rows "
+                           f"{sent[:2]}...{sent[-2:]}, not 1..{n}")
+    return {(r.id, s): k for s, k in sent}
+
+
+def out_counts(node, origin, dest):
+    """{status: rows} of node's tb_0031 for the stream origin -> dest."""
+    return dict(node.sql("SELECT status, count(*) FROM tb_0031 WHERE "
+                         "origin = ? AND dest = ? GROUP BY status",
+                         (origin, dest)))
+
+
+def out_row(r, dest, seq):
+    """R's own row (status, result, attempts, last_error) or None."""
+    rows = r.sql("SELECT status, result, attempts, last_error FROM tb_0031 "
+                 "WHERE origin = ? AND dest = ? AND seq = ?",
+                 (r.id, dest, seq))
+    return rows[0] if rows else None
+
+
+def copies(p, origin=None):
+    """How many rows P's tb_0031 holds (all of origin, when given)."""
+    if origin is None:
+        return p.sql("SELECT count(*) FROM tb_0031")[0][0]
+    return p.sql("SELECT count(*) FROM tb_0031 WHERE origin = ?",
+                 (origin,))[0][0]
+
+
+def watermark(s, origin):
+    rows = s.sql("SELECT confirmed_through FROM semq_stream_in WHERE "
+                 "origin = ? AND dest = ?", (origin, s.id))
+    return rows[0][0] if rows else 0
+
+
+def received_rows(s, origin):
+    return s.sql("SELECT count(*) FROM tb_0030 WHERE origin = ? AND "
+                 "dest = ?", (origin, s.id))[0][0]
+
+
+def result_counts(r, dest):
+    return dict(r.sql("SELECT coalesce(result, -1), count(*) FROM tb_0031 "
+                      "WHERE origin = ? AND dest = ? GROUP BY result",
+                      (r.id, dest)))
+
+
+def duplicate_journal_rows(s):
+    return s.sql("SELECT coalesce(sum(n - 1), 0) FROM (SELECT count(*) AS n "
+                 "FROM journal GROUP BY origin, dest, seq)")[0][0]
+
+
+def wait_counts(t, node, origin, dest, want, timeout, what):
+    """Waits until out_counts(node, origin, dest) == want."""
+    def done():
+        c = out_counts(node, origin, dest)
+        return c == want or Pending(f"status counts {c}")
+    wait_until(done, timeout, f"{node.id}: {what} (want {want})",
+               interval=0.1, on_timeout=t.logs)
+
+
+def wait_confirmed(t, r, dest, n, timeout=BULK_TIMEOUT):
+    wait_counts(t, r, r.id, dest, {100: n}, timeout,
+                f"all {n} rows to {dest} at status 100")
+
+
+def wait_relay_empty(t, p, timeout=SHORT_TIMEOUT):
+    def done():
+        n = copies(p)
+        by = p.sql("SELECT origin, dest, status, count(*) FROM tb_0031 "
+                   "GROUP BY 1, 2, 3")
+        return n == 0 or Pending(f"{n} rows in P's tb_0031: {by}")
+    wait_until(done, timeout, "P: tb_0031 empty (every copy dropped)",
+               interval=0.1, on_timeout=t.logs)
+
+
+def wait_compacted(t, s, origin, n, timeout=SHORT_TIMEOUT):
+    """S's watermark of origin's stream reaches n and no tb_0030 row of the
+    stream is left (SPEC §4)."""
+    def done():
+        w, left = watermark(s, origin), received_rows(s, origin)
+        return (w == n and left == 0) or Pending(
+            f"confirmed_through {w}, {left} tb_0030 rows")
+    wait_until(done, timeout, f"{s.id}: confirmed_through {n} for {origin}"
+               " and its tb_0030 rows compacted", interval=0.2,
+               on_timeout=t.logs)
+
+
+def reset_row(r, dest, seq, status):
+    """While r is stopped: its row seq to dest goes back to `status`, due
+    now (as if the daemon had died before recording what it learned)."""
+    assert not r.alive()
+    c = r.connect_db(readonly=False)
+    try:
+        with c:
+            n = c.execute("UPDATE tb_0031 SET status = ?, next_attempt_at = 0"
+                          " WHERE origin = ? AND dest = ? AND seq = ?",
+                          (status, r.id, dest, seq)).rowcount
+    finally:
+        c.close()
+    assert n == 1, f"{r.id}: no row {r.id}/{dest}/{seq} to reset"
+
+
+def wait_row(t, r, dest, seq, what, pred, timeout=SHORT_TIMEOUT):
+    def done():
+        row = out_row(r, dest, seq)
+        return (row is not None and pred(row) and row) or Pending(
+            f"(status, result, attempts, last_error) = {row}")
+    return wait_until(done, timeout, f"{r.id}: row {r.id}/{dest}/{seq} "
+                      f"{what}", interval=0.05, on_timeout=t.logs)
+
+
+def wait_held(t, p, origins, dest, n, timeout=BULK_TIMEOUT):
+    """Waits until P holds all n messages of each origin to dest (copies at
+    status 0: not sent, the destination is away) and every origin row is at
+    status 6 (a relay holds it)."""
+    def done():
+        got = {r.id: (out_counts(r, r.id, dest),
+                      out_counts(p, r.id, dest)) for r in origins}
+        ok = all(o == {6: n} and c == {0: n} for o, c in got.values())
+        return ok or Pending(f"(origin rows, P's copies) by status: {got}")
+    wait_until(done, timeout, f"P holding {n} copies of each of "
+               f"{[r.id for r in origins]} and the origins at status 6",
+               interval=0.2, on_timeout=t.logs)
+
+
+def link_ready(node, peer_id):
+    """node's log says its last link with peer_id got ready and has not
+    ended since (log.c: "peer=ID ready (...)", then a line about the
+    close)."""
+    lines = [ln for ln in node.log_text().splitlines()
+             if f" peer={peer_id} " in ln]
+    return bool(lines) and " ready (" in lines[-1]
+
+
+def link_gone(node, peer_id):
+    lines = [ln for ln in node.log_text().splitlines()
+             if f" peer={peer_id} " in ln]
+    return bool(lines) and " ready (" not in lines[-1]
+
+
+def seed_of(what):
+    seed = int(SEED) if SEED else random.SystemRandom().randrange(1, 2**31)
+    print(f"{what}: seed {seed} (SEMQ_RELAY_SEED={seed} repeats it)",
+          flush=True)
+    return seed
+
+
+# ---- 1. destination offline: the relay stores, then drains ------------------
+
+@test(timeout=300)
+def offline_server_gets_stored_messages_of_two_origins(t):
+    n = N_PER_ORIGIN
+    p, (r1, r2), (s,), _ = make_relay(
+        t, ["R1", "R2"], ["S"], origin_options={"window": HOLD_WINDOW})
+    p.start(timeout=READY_TIMEOUT)
+    r1.start(timeout=READY_TIMEOUT)
+    r2.start(timeout=READY_TIMEOUT)
+    keys = enqueue_bulk(r1, "S", n, N_KEYS)
+    keys.update(enqueue_bulk(r2, "S", n, N_KEYS))
+    wait_held(t, p, [r1, r2], "S", n)
+    assert copies(p) == 2 * n, copies(p)
+    # The copies are the messages, numbered as their origins numbered them.
+    held = p.sql("SELECT origin, dest, min(seq), max(seq), count(*), "
+                 "count(DISTINCT msg_key) FROM tb_0031 GROUP BY origin "
+                 "ORDER BY origin")
+    assert held == [("R1", "S", 1, n, n, N_KEYS),
+                    ("R2", "S", 1, n, n, N_KEYS)], held
+    assert not os.path.exists(s.db), "S ran before its start"
+
+    t0 = time.time()
+    s.start(timeout=READY_TIMEOUT)
+    wait_confirmed(t, r1, "S", n)
+    wait_confirmed(t, r2, "S", n)
+    last = max(r.sql("SELECT max(acked_at) FROM tb_0031")[0][0]
+               for r in (r1, r2))
+    secs = last / 1000.0 - t0
+    got = check_exactly_once(s, ["R1", "R2"], n, keys=keys)
+    assert got["total"] == 2 * n and got["keys"] == 2 * N_KEYS, got
+    assert duplicate_journal_rows(s) == 0
+    wait_relay_empty(t, p)
+    for r in (r1, r2):
+        wait_compacted(t, s, r.id, n)
+    redo = s.redo_status_counts()
+    assert redo == {}, f"S's tb_0033: {redo}"
+    results = {r.id: result_counts(r, "S") for r in (r1, r2)}
+    # Rows an origin sent again (its query answered "not received" while
+    # the copy still waited at P): harmless, but traffic past P's queue.
+    resent = sum(r.sql("SELECT count(*) FROM tb_0031 WHERE attempts > 1")[0][0]
+                 for r in (r1, r2))
+    print(f"FIGURES: relay store-and-forward origins=2 "
+          f"messages_stored={2 * n} keys={2 * N_KEYS} "
+          f"payload={len(PAYLOAD)}B drain_seconds={secs:.2f} "
+          f"msgs_per_s={2 * n / max(secs, 1e-3):.0f} results={results} "
+          f"resent_by_origins={resent}", flush=True)
+    for x in (r1, r2, s, p):
+        x.stop()
+
+
+# ---- 2. the relay killed -9 while holding, the R->P link cut ----------------
+
+@test(timeout=300)
+def relay_killed_and_link_cut_while_holding(t):
+    n = N_KILL
+    seed = seed_of("fault proxy R->P")
+    p, (r,), (s,), proxy = make_relay(
+        t, ["R"], ["S"],
+        origin_options={"window": HOLD_WINDOW,
+                        "drain_rate": str(KILL_SEND_RATE)},
+        proxy_kw={"cut_min": 0.5, "cut_max": 2.0, "seed": seed})
+    p.start(timeout=READY_TIMEOUT)
+    r.start(timeout=READY_TIMEOUT)
+    t0 = time.time()
+    keys = enqueue_bulk(r, "S", n, N_KEYS)
+    kills = []
+    for share in (0.3, 0.6):
+        want = int(share * n)
+
+        def progressed():
+            c = copies(p)
+            return c >= want or Pending(f"P holds {c}")
+        wait_until(progressed, BULK_TIMEOUT, f"P holding {want} copies "
+                   "before the kill", interval=0.02, on_timeout=t.logs)
+        held = copies(p)
+        rc = p.kill()
+        assert rc == -9, f"P had exited ({rc}) before the kill"
+        assert held < n, f"P held all {n} before kill {len(kills) + 1}: " \
+            "the kill tested nothing"
+        kills.append(held)
+        print(f"killed -9 P holding {held}/{n} copies", flush=True)
+        time.sleep(0.3)
+        p.start(timeout=READY_TIMEOUT)
+
+    # Every row leaves R at least once; rows whose answer was lost with a
+    # kill or a cut stay in doubt (4) until S can answer a query.
+    def all_sent():
+        c = out_counts(r, "R", "S")
+        return (0 not in c) or Pending(f"R's status counts {c}")
+    wait_until(all_sent, BULK_TIMEOUT, "R: every row sent at least once",
+               interval=0.1, on_timeout=t.logs)
+    stats = proxy.stats()
+    at6 = {q for (q,) in r.sql("SELECT seq FROM tb_0031 WHERE dest = 'S' "
+                               "AND status = 6")}
+    held = {q for (q,) in p.sql("SELECT seq FROM tb_0031 WHERE origin = 'R'"
+                                " AND dest = 'S'")}
+    # A STORED RelayAck goes out only after P's commit: a kill never loses
+    # a message R was told P holds.
+    lost = sorted(at6 - held)
+    assert not lost, f"R has {len(lost)} rows at status 6 that P does not " \
+        f"hold: {lost[:20]}"
+    before_s = out_counts(r, "R", "S")
+    print(f"before S starts: R {before_s}, P holds {len(held)}", flush=True)
+
+    s.start(timeout=READY_TIMEOUT)
+    wait_confirmed(t, r, "S", n)
+    secs = time.time() - t0
+    got = check_exactly_once(s, ["R"], n, keys=keys)
+    assert got["total"] == n and got["keys"] == N_KEYS, got
+    dups = duplicate_journal_rows(s)
+    assert dups == 0, f"{dups} duplicate journal rows"
+    wait_relay_empty(t, p)
+    wait_compacted(t, s, "R", n)
+    print(f"FIGURES: relay kill9+faultproxy messages={n} kills_at={kills} "
+          f"seed={proxy.seed} links={stats['conns']} cuts={stats['cuts']} "
+          f"before_S={before_s} results={result_counts(r, 'S')} "
+          f"seconds={secs:.1f}", flush=True)
+    assert stats["cuts"] >= 1, \
+        f"no cut on the R->P link during the sending: {stats}"
+    for x in (r, s, p):
+        x.stop()
+    proxy.stop()
+
+
+# ---- 3. a resend while the relay holds the copy -----------------------------
+
+@test(timeout=120)
+def resend_while_relay_holds_copy(t):
+    p, (r,), (s,), _ = make_relay(t, ["R"], ["S"])
+    p.start(timeout=READY_TIMEOUT)
+    r.start(timeout=READY_TIMEOUT)
+    r.enqueue("S", type=2800, key="bill-1", payload=PAYLOAD)
+    before = wait_row(t, r, "S", 1, "at status 6", lambda x: x[0] == 6)
+    copy = "SELECT id, origin, dest, seq, msg_key, status FROM tb_0031"
+    held = p.sql(copy)
+    assert len(held) == 1 and held[0][1:] == ("R", "S", 1, "bill-1", 0), \
+        held
+
+    r.stop()
+    reset_row(r, "S", 1, 0)
+    r.start(timeout=READY_TIMEOUT)
+    after = wait_row(t, r, "S", 1, "sent again and at status 6",
+                     lambda x: x[0] == 6 and x[2] > before[2])
+    # The STORED answer to the resend came after P's commit: what P holds
+    # now is final. One copy, the same row.
+    assert p.sql(copy) == held, f"P's copies {p.sql(copy)}, was {held}"
+    print(f"resent: R row {before} -> {after}; P holds {held}", flush=True)
+
+    # S comes while R is away: P delivers its copy; S's row needs both
+    # confirmations and has only the relay's.
+    r.stop()
+    s.start(timeout=READY_TIMEOUT)
+    s.wait_journal_count(1, timeout=SHORT_TIMEOUT)
+    wait_relay_empty(t, p)
+    want = [("R", "S", 1, "P", 3, 2, 0)]
+    q = ("SELECT origin, dest, seq, via, confirm_need, confirm_got, "
+         "ack_status FROM tb_0030")
+
+    def relay_confirmed():
+        got = s.sql(q)
+        return got == want or Pending(f"tb_0030 {got}")
+    wait_until(relay_confirmed, SHORT_TIMEOUT, "S: R/S/1 via P, needing "
+               "both confirmations, with P's", on_timeout=t.logs)
+    time.sleep(0.5)  # ticks: without R's 810-Response nothing moves
+    assert s.sql(q) == want, s.sql(q)
+    assert watermark(s, "R") == 0
+
+    r.start(timeout=READY_TIMEOUT)
+    wait_row(t, r, "S", 1, "at 100 with result 0",
+             lambda x: x[0] == 100 and x[1] == 0)
+    wait_compacted(t, s, "R", 1)
+    assert s.journal_count() == 1, s.journal_rows()
+    check_exactly_once(s, ["R"], 1, keys={("R", 1): "bill-1"})
+    assert copies(p) == 0
+    for x in (r, s, p):
+        x.stop()
+
+
+# ---- 4. forward-only relay --------------------------------------------------
+
+@test(timeout=180)
+def forward_only_relay_to_two_servers(t):
+    n, later = 100, 20
+    p, (r,), (s1, s2), _ = make_relay(t, ["R"], ["S1", "S2"], saf=False)
+    p.start(timeout=READY_TIMEOUT)
+    s1.start(timeout=READY_TIMEOUT)
+    s2.start(timeout=READY_TIMEOUT)
+    r.start(timeout=READY_TIMEOUT)
+    keys = {"S1": enqueue_bulk(r, "S1", n, 5),
+            "S2": enqueue_bulk(r, "S2", n, 5)}
+    for s in (s1, s2):
+        wait_confirmed(t, r, s.id, n, SHORT_TIMEOUT)
+        check_exactly_once(s, ["R"], n, keys=keys[s.id])
+        assert result_counts(r, s.id) == {0: n}, result_counts(r, s.id)
+        wait_compacted(t, s, "R", n)
+    assert copies(p) == 0, "a forward-only relay stored copies"
+    assert not p.has_table("journal")
+
+    s2.stop()
+    wait_until(lambda: link_gone(p, "S2"), SHORT_TIMEOUT,
+               "P noticing that S2 left", on_timeout=t.logs)
+    # More for both: S1's go through, S2's are refused as unreachable and
+    # wait at R, backing off.
+    for dest in ("S1", "S2"):
+        for i in range(later):
+            ((_, _, q),) = r.enqueue(dest, type=1, key=f"late{i % 3}",
+                                     payload=b"late")
+            keys[dest][("R", q)] = f"late{i % 3}"
+    wait_confirmed(t, r, "S1", n + later, SHORT_TIMEOUT)
+
+    def bounced():
+        rows = r.sql("SELECT status, attempts, last_error FROM tb_0031 "
+                     "WHERE dest = 'S2' AND seq > ?", (n,))
+        ok = len(rows) == later and all(
+            st == 0 and a >= 1 and e and "unreachable" in e
+            for st, a, e in rows)
+        return ok or Pending(f"(status, attempts, last_error) "
+                             f"{sorted(set(rows))[:5]}")
+    wait_until(bounced, SHORT_TIMEOUT, "R: S2's rows back at status 0 with "
+               "last_error 'unreachable'", interval=0.05, on_timeout=t.logs)
+    why = r.sql("SELECT DISTINCT last_error FROM tb_0031 WHERE dest = 'S2' "
+                "AND seq > ?", (n,))
+    print(f"bounced: {why}", flush=True)
+    time.sleep(2.0)
+    # Backoff: a retry loop without it would have made hundreds of
+    # attempts by now (reconnect_min 100 ms doubling to 1 s: about 6).
+    most = r.sql("SELECT max(attempts) FROM tb_0031 WHERE dest = 'S2' AND "
+                 "seq > ?", (n,))[0][0]
+    assert most <= 15, f"R retried S2's rows {most} times in ~2 s"
+    assert copies(p) == 0, "a forward-only relay stored copies"
+    assert s2.journal_count() == n
+
+    s2.start(timeout=READY_TIMEOUT)
+    wait_confirmed(t, r, "S2", n + later, SHORT_TIMEOUT)
+    for s in (s1, s2):
+        check_exactly_once(s, ["R"], n + later, keys=keys[s.id])
+        assert duplicate_journal_rows(s) == 0
+        wait_compacted(t, s, "R", n + later)
+    assert copies(p) == 0
+    for x in (r, s1, s2, p):
+        x.stop()
+
+
+# ---- 5. an in-doubt row resolved through the relay --------------------------
+
+@test(timeout=120)
+def in_doubt_row_is_queried_through_relay(t):
+    n, doubt = 10, 5
+    p, (r,), (s,), _ = make_relay(t, ["R"], ["S"])
+    p.start(timeout=READY_TIMEOUT)
+    s.start(timeout=READY_TIMEOUT)
+    r.start(timeout=READY_TIMEOUT)
+    keys = enqueue_bulk(r, "S", n, 3)
+    wait_confirmed(t, r, "S", n, SHORT_TIMEOUT)
+    wait_compacted(t, s, "R", n)
+    before = out_row(r, "S", doubt)
+    assert before[:3] == (100, 0, 1), before
+
+    # S is down: R's query reaches P, which must not answer for S.
+    r.stop()
+    s.stop()
+    reset_row(r, "S", doubt, 6)
+    r.start(timeout=READY_TIMEOUT)
+    time.sleep(3.0)  # the query on connect and one more (query_after 2 s)
+    assert out_row(r, "S", doubt)[:3] == (6, 0, 1), \
+        f"resolved while S was down: {out_row(r, 'S', doubt)}"
+    assert copies(p) == 0, "P stored a copy of a queried row"
+
+    s.start(timeout=READY_TIMEOUT)
+    after = wait_row(t, r, "S", doubt, "at status 100",
+                     lambda x: x[0] == 100)
+    # A resend would have counted an attempt (and said "resent").
+    assert after[2] == before[2], \
+        f"R sent the in-doubt row again: {before} -> {after}"
+    assert after[3] is None or "resent" not in after[3], after
+    assert after[1] in (0, 2), f"query answer recorded as {after[1]}"
+    assert s.sql("SELECT count(*) FROM journal WHERE origin = 'R' AND "
+                 "seq = ?", (doubt,))[0][0] == 1
+    check_exactly_once(s, ["R"], n, keys=keys)
+    assert s.journal_count() == n
+    assert watermark(s, "R") == n and received_rows(s, "R") == 0
+    assert copies(p) == 0
+    print(f"in-doubt row through P: {before} -> {after}", flush=True)
+    for x in (r, s, p):
+        x.stop()
+
+
+# ---- 6. trust ---------------------------------------------------------------
+
+def client_context(certs, node_id):
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False  # node certificates name ids, not hosts
+    ctx.verify_mode = ssl.CERT_REQUIRED
+    ctx.load_verify_locations(certs.ca)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_3
+    ctx.load_cert_chain(certs.crt(node_id), certs.key(node_id))
+    return ctx
+
+
+def recv_frame(sock):
+    """The next frame that is not a Ping (Pings are answered)."""
+    while True:
+        kind, body = wire.decode_frame(wire.read_frame(sock))
+        if kind != "ping":
+            return kind, body
+        sock.sendall(wire.frame({"pong": {"nonce": body["nonce"],
+                                          "sent_at": body["sent_at"]}}))
+
+
+def forge_through_relay(p, certs, as_id, origin, dest, seq):
+    """Connects to P as as_id (its own valid certificate), exchanges Hellos
+    and sends Data of `origin`. Returns (Error code, text): P must answer
+    Error and close."""
+    raw = socket.create_connection(("127.0.0.1", p.listen_port),
+                                   timeout=IO_TIMEOUT)
+    try:
+        sock = client_context(certs, as_id).wrap_socket(raw)
+        sock.sendall(wire.frame({"hello": {
+            "node_id": as_id, "protocol_version": wire.PROTOCOL_VERSION,
+            "role": wire.ROLE_EDGE, "features": 0, "max_frame": 1 << 20}}))
+        kind, h = recv_frame(sock)
+        assert kind == "hello" and h["node_id"] == "P", (kind, h)
+        msg = {"origin": origin, "dest": dest, "seq": seq, "type": 2800,
+               "key": "forged", "payload": b"forged bill",
+               "created_at": int(time.time() * 1000)}
+        sock.sendall(wire.frame({"data": {"messages": [msg]}}))
+        try:
+            kind, body = recv_frame(sock)
+        except (EOFError, socket.timeout) as e:
+            raise HarnessError(f"{as_id} forging {origin}: no Error frame "
+                               f"({type(e).__name__}: {e})\n{p.log_tail()}")
+        assert kind == "error", f"expected Error, got {kind}: {body}"
+        sock.settimeout(IO_TIMEOUT)
+        try:
+            rest = sock.recv(65536)
+        except (ssl.SSLError, ConnectionError):
+            rest = b""
+        except socket.timeout:
+            raise HarnessError("P did not close the link after its Error")
+        assert not rest, f"P sent more after its Error: {rest[:64].hex()}"
+        return body["code"], body["text"]
+    finally:
+        raw.close()
+
+
+def nothing_received(s):
+    """(journal, tb_0030, tb_0033) rows of a server (0s before its DB)."""
+    if not os.path.exists(s.db):
+        return (0, 0, 0)
+    return (s.journal_count(), s.received_count(),
+            s.sql("SELECT count(*) FROM tb_0033")[0][0])
+
+
+@test(timeout=120)
+def forged_origin_through_relay_is_forbidden(t):
+    p, (r1,), (s,), _ = make_relay(t, ["R1"], ["S"], extra_certs=["R2"])
+    p.add_peer("R2")  # a known shop, not a trusted relay
+    certs = p.certs
+    p.start(timeout=READY_TIMEOUT)
+    # S away: an accepted forgery would be stored at P.
+    code, text = forge_through_relay(p, certs, "R2", "R1", "S", 1)
+    assert code == wire.ERR_FORBIDDEN, (wire.ERROR_NAMES.get(code), text)
+    print(f"     S away: {text}", flush=True)
+    time.sleep(0.5)
+    assert copies(p) == 0, p.sql("SELECT origin, dest, seq FROM tb_0031")
+    # S connected: an accepted forgery would be forwarded to S.
+    s.start(timeout=READY_TIMEOUT)
+    wait_until(lambda: link_ready(s, "P"), SHORT_TIMEOUT,
+               "S connected to P", on_timeout=t.logs)
+    code, text = forge_through_relay(p, certs, "R2", "R1", "S", 1)
+    assert code == wire.ERR_FORBIDDEN, (wire.ERROR_NAMES.get(code), text)
+    time.sleep(0.5)
+    assert copies(p) == 0
+    assert nothing_received(s) == (0, 0, 0), nothing_received(s)
+    refused = [ln for ln in p.log_text().splitlines() if "refused" in ln
+               and "R2" in ln]
+    assert len(refused) >= 2, f"P logged no refusal of R2: {refused}"
+
+    # The real R1 is served; S has nothing but R1's own messages.
+    r1.start(timeout=READY_TIMEOUT)
+    keys = enqueue_bulk(r1, "S", 10, 2)
+    wait_confirmed(t, r1, "S", 10, SHORT_TIMEOUT)
+    check_exactly_once(s, ["R1"], 10, keys=keys)
+    assert s.journal_count() == 10
+    assert {k for (k,) in s.sql("SELECT DISTINCT msg_key FROM journal")} \
+        .isdisjoint({"forged"})
+    for x in (r1, s, p):
+        x.stop()
+
+
+@test(timeout=120)
+def server_without_trust_refuses_relayed_data(t):
+    p, (r,), (s,), _ = make_relay(t, ["R"], ["S"], server_trusts=False)
+    p.start(timeout=READY_TIMEOUT)
+    s.start(timeout=READY_TIMEOUT)
+    wait_until(lambda: link_ready(s, "P"), SHORT_TIMEOUT,
+               "S connected to P", on_timeout=t.logs)
+    r.start(timeout=READY_TIMEOUT)
+    r.enqueue("S", type=2800, key="bill-1", payload=PAYLOAD)
+
+    def refused():
+        lines = [ln for ln in s.log_text().splitlines()
+                 if "refused" in ln and "origin 'R'" in ln]
+        return lines or Pending("no refusal in S's log yet")
+    lines = wait_until(refused, SHORT_TIMEOUT, "S refusing Data of origin "
+                       "R carried by P", on_timeout=t.logs)
+    print(f"     S: {lines[0]}", flush=True)
+    time.sleep(1.0)
+    assert nothing_received(s) == (0, 0, 0), \
+        f"S took relayed Data without trusting P: {nothing_received(s)}"
+    assert out_row(r, "S", 1)[0] != 100, out_row(r, "S", 1)
+    assert s.alive() and p.alive()
+    for x in (r, s, p):
+        x.stop()
+
+
+# ---- 7. drain_rate ----------------------------------------------------------
+
+@test(timeout=180)
+def relay_drains_no_faster_than_drain_rate(t):
+    n = N_DRAIN
+    # query_after stays long: an origin's query answered "not received"
+    # would make it resend past P's queue, which is not what is measured.
+    slow_query = {"query_after": "60s"}
+    p, (r,), (s,), _ = make_relay(
+        t, ["R"], ["S"],
+        p_options=dict(slow_query, drain_rate=str(DRAIN_RATE)),
+        origin_options=dict(slow_query, window=HOLD_WINDOW),
+        server_options=slow_query)
+    p.start(timeout=READY_TIMEOUT)
+    r.start(timeout=READY_TIMEOUT)
+    keys = enqueue_bulk(r, "S", n, 10)
+    wait_held(t, p, [r], "S", n)
+    t0 = time.time()
+    s.start(timeout=READY_TIMEOUT)
+    wait_confirmed(t, r, "S", n, BULK_TIMEOUT)
+    first, last = s.sql("SELECT min(handled_at), max(handled_at) FROM "
+                        "journal")[0]
+    secs = last / 1000.0 - t0
+    check_exactly_once(s, ["R"], n, keys=keys)
+    wait_relay_empty(t, p)
+    wait_compacted(t, s, "R", n)
+    # A token bucket of DRAIN_RATE a second holds at most one second's
+    # worth: n messages need at least (n - DRAIN_RATE) / DRAIN_RATE s.
+    least = (n - DRAIN_RATE) / DRAIN_RATE
+    print(f"FIGURES: relay drain_rate={DRAIN_RATE}/s messages={n} "
+          f"seconds={secs:.2f} (first effect {first / 1000.0 - t0:.2f} s "
+          f"after S started) msgs_per_s={n / max(secs, 1e-3):.0f} "
+          f"lower_bound={least:.1f}s", flush=True)
+    assert secs >= least - 0.2, \
+        f"{n} messages drained in {secs:.2f} s at drain_rate {DRAIN_RATE}"
+    for x in (r, s, p):
+        x.stop()
+
+
+@test(timeout=180)
+def origin_queries_do_not_overtake_drain_rate(t):
+    """With query_after shorter than the drain, the origin queries its rows
+    at status 6; S truthfully says "not received" for copies still queued at
+    P, and P answers with its custody (RelayAck STORED) instead of passing
+    that on, so the origin does not resend past P's drain_rate."""
+    n = N_DRAIN
+    quick = {"query_after": "1s"}
+    p, (r,), (s,), _ = make_relay(
+        t, ["R"], ["S"],
+        p_options=dict(quick, drain_rate=str(DRAIN_RATE)),
+        origin_options=dict(quick, window=HOLD_WINDOW),
+        server_options=quick)
+    p.start(timeout=READY_TIMEOUT)
+    r.start(timeout=READY_TIMEOUT)
+    keys = enqueue_bulk(r, "S", n, 10)
+    wait_held(t, p, [r], "S", n)
+    t0 = time.time()
+    s.start(timeout=READY_TIMEOUT)
+    wait_confirmed(t, r, "S", n, BULK_TIMEOUT)
+    last = s.sql("SELECT max(handled_at) FROM journal")[0][0]
+    secs = last / 1000.0 - t0
+    check_exactly_once(s, ["R"], n, keys=keys)
+    resent = r.sql("SELECT count(*) FROM tb_0031 WHERE attempts > 1")[0][0]
+    least = (n - DRAIN_RATE) / DRAIN_RATE
+    print(f"FIGURES: relay drain_rate={DRAIN_RATE}/s query_after=1s "
+          f"messages={n} seconds={secs:.2f} resent_by_origin={resent}",
+          flush=True)
+    assert resent == 0, f"the origin resent {resent} rows P still held"
+    assert secs >= least - 0.2, \
+        f"{n} messages drained in {secs:.2f} s at drain_rate {DRAIN_RATE}"
+    wait_relay_empty(t, p)
+    for x in (r, s, p):
+        x.stop()
+
+
+if __name__ == "__main__":
+    run()
