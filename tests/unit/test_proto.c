@@ -1,0 +1,1557 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Unit tests of the store-side protocol (node/proto.h) and its redo schedule
+ * on a fake clock: no threads, no sockets, no sleeps. Time is an int64 the
+ * test moves forward.
+ *
+ * Each test gets a real store in a fresh mkdtemp directory under $TMPDIR, a
+ * plugin host with the `flaky` test plugin (tests/unit/plugins/flaky.c, whose
+ * outcome per message key the test sets in the table flaky_rules), and a
+ * proto. batch() plays the worker: begin, every queued job, one tick,
+ * commit, and then decodes the outbox with the codec, so every assertion on
+ * what was sent is made on the bytes that would go to the network thread
+ * after the commit. A second database connection reads the tables: it sees
+ * only what committed, so "the verdict in the outbox is true" is checked
+ * against durable rows.
+ */
+#include <inttypes.h>
+#include <limits.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <sqlite3.h>
+
+#include <semq/error.h>
+
+#include "codec.h"
+#include "config.h"
+#include "job.h"
+#include "log.h"
+#include "plughost.h"
+#include "proto.h"
+#include "store.h"
+#include "types.h"
+
+#define T0 INT64_C(1700000000000)
+#define DAY_MS INT64_C(86400000)
+#define FLAKY_SO TEST_PLUGIN_DIR "/flaky.so"
+#define MAX_JOB_MSGS 8 /* messages per Data frame built by push_data */
+
+/* One decoded frame of the last batch's outbox. */
+struct got {
+	uint64_t conn;
+	Semq__Frame *f; /* owned */
+};
+
+struct fx {
+	char dir[PATH_MAX];
+	char path[PATH_MAX + 16];
+	int64_t levels[3];
+	struct cfg_route routes[2];
+	struct config c;         /* borrowed by the proto */
+	struct store *st;        /* owned */
+	struct plughost *ph;     /* owned */
+	struct proto *p;         /* owned */
+	sqlite3 *db;             /* second connection, reads what committed */
+	struct job *jobs, *last; /* queued for the next batch; owned */
+	struct got *got;         /* frames the last batch emitted; owned */
+	size_t n_got;
+};
+
+/* ---- fixture -------------------------------------------------------------- */
+
+static int setup(void **state)
+{
+	const char *tmp = getenv("TMPDIR");
+	struct fx *fx = calloc(1, sizeof *fx);
+
+	if (!fx)
+		return -1;
+	snprintf(fx->dir, sizeof fx->dir, "%s/proto-XXXXXX",
+		 tmp && *tmp ? tmp : "/tmp");
+	if (!mkdtemp(fx->dir)) {
+		free(fx);
+		return -1;
+	}
+	snprintf(fx->path, sizeof fx->path, "%s/node.db", fx->dir);
+
+	/* A receiver S1 unless a test says otherwise; every field proto.c
+	 * reads is set. */
+	snprintf(fx->c.id, sizeof fx->c.id, "S1");
+	fx->c.relay = 0;
+	fx->c.store_and_forward = 0;
+	fx->c.synchronous = 0;
+	fx->c.poll_interval_ms = 50;
+	fx->c.query_after_ms = 30000;
+	fx->c.outbound_retention_ms = DAY_MS;
+	fx->c.ping_interval_ms = 10000;
+	fx->c.idle_timeout_ms = 60000;
+	fx->c.reconnect_min_ms = 500;
+	fx->c.reconnect_max_ms = 30000;
+	fx->c.window = 1000;
+	fx->c.drain_rate = 0;
+	fx->c.batch_max = 1000;
+	fx->c.max_payload = 1 << 20;
+	fx->c.max_frame = fx->c.max_payload + 64 * 1024;
+	fx->c.routes = fx->routes;
+	fx->c.n_routes = 0;
+	fx->levels[0] = 5000;
+	fx->levels[1] = 30000;
+	fx->levels[2] = 60000;
+	fx->c.redo_levels_ms = fx->levels;
+	fx->c.n_redo_levels = 3;
+	fx->c.max_tries = 4;
+	*state = fx;
+	return 0;
+}
+
+static void got_clear(struct fx *fx)
+{
+	size_t i;
+
+	for (i = 0; i < fx->n_got; i++)
+		codec_frame_free(fx->got[i].f);
+	free(fx->got);
+	fx->got = NULL;
+	fx->n_got = 0;
+}
+
+static void jobs_free(struct fx *fx)
+{
+	while (fx->jobs) {
+		struct job *j = fx->jobs;
+		fx->jobs = j->next;
+		job_free(j);
+	}
+	fx->last = NULL;
+}
+
+/* Shuts the node down: proto, plugins and store (a restart is stop+start). */
+static void stop(struct fx *fx)
+{
+	proto_free(fx->p);
+	fx->p = NULL;
+	plughost_free(fx->ph);
+	fx->ph = NULL;
+	store_free(fx->st);
+	fx->st = NULL;
+}
+
+static int teardown(void **state)
+{
+	static const char *const sfx[] = {"", "-wal", "-shm", "-journal"};
+	struct fx *fx = *state;
+	char p[PATH_MAX + 32];
+	size_t i;
+
+	stop(fx);
+	sqlite3_close(fx->db);
+	got_clear(fx);
+	jobs_free(fx);
+	for (i = 0; i < sizeof sfx / sizeof sfx[0]; i++) {
+		snprintf(p, sizeof p, "%s%s", fx->path, sfx[i]);
+		unlink(p);
+	}
+	rmdir(fx->dir);
+	free(fx);
+	return 0;
+}
+
+/* Opens the store with the redo levels of fx->c, loads flaky.so, makes the
+ * proto, and the second connection the first time. */
+static void start(struct fx *fx)
+{
+	struct store_opts o = {0};
+	char err[SEMQ_ERRLEN * 2] = "";
+
+	o.path = fx->path;
+	o.node_id = fx->c.id;
+	o.max_payload = fx->c.max_payload;
+	o.synchronous = 0;
+	o.redo_levels_ms = fx->c.redo_levels_ms;
+	o.n_redo_levels = fx->c.n_redo_levels;
+	o.max_tries = fx->c.max_tries;
+	if (store_open(&o, &fx->st, err, sizeof err) != SEMQ_OK)
+		fail_msg("store_open: %s", err);
+	fx->ph = plughost_empty();
+	assert_non_null(fx->ph);
+	if (plughost_add(fx->ph, "flaky", FLAKY_SO, NULL, 0, NULL, 0, fx->c.id,
+			 store_plugin_tx(fx->st), err, sizeof err) != SEMQ_OK)
+		fail_msg("plughost_add: %s", err);
+	fx->p = proto_new(fx->st, fx->ph, &fx->c);
+	assert_non_null(fx->p);
+	if (!fx->db) {
+		assert_int_equal(sqlite3_open_v2(fx->path, &fx->db,
+						 SQLITE_OPEN_READWRITE, NULL),
+				 SQLITE_OK);
+		sqlite3_busy_timeout(fx->db, 5000);
+	}
+}
+
+/* ---- jobs ----------------------------------------------------------------- */
+
+static void push(struct fx *fx, struct job *j)
+{
+	assert_non_null(j);
+	if (fx->last)
+		fx->last->next = j;
+	else
+		fx->jobs = j;
+	fx->last = j;
+}
+
+/* A JOB_FRAME from `peer` on `conn` carrying f, which goes through the codec
+ * (encode, then decode and validate) as it would off the wire. */
+static void push_frame(struct fx *fx, uint64_t conn, const char *peer,
+		       const Semq__Frame *f)
+{
+	char err[SEMQ_ERRLEN] = "";
+	uint8_t *buf = NULL;
+	size_t len = 0, blen = 0;
+	Semq__Frame *dec = NULL;
+	struct job *j;
+
+	assert_int_equal(codec_encode(f, fx->c.max_frame, &buf, &len), SEMQ_OK);
+	assert_int_equal(
+		codec_frame_len(buf, fx->c.max_frame, &blen, err, sizeof err),
+		SEMQ_OK);
+	assert_int_equal(blen + CODEC_HDR, len);
+	if (codec_decode_body(buf + CODEC_HDR, blen, &dec, err, sizeof err) !=
+	    SEMQ_OK)
+		fail_msg("test frame does not decode: %s", err);
+	free(buf);
+	j = job_new(JOB_FRAME);
+	assert_non_null(j);
+	j->conn_id = conn;
+	snprintf(j->peer, sizeof j->peer, "%s", peer);
+	j->frame = dec;
+	push(fx, j);
+}
+
+struct mspec {
+	const char *origin, *dest;
+	uint64_t seq;
+	const char *key; /* NULL = none */
+	uint64_t prev;
+	int64_t deliver_at;
+};
+
+static void push_data(struct fx *fx, uint64_t conn, const char *peer,
+		      const struct mspec *ms, size_t n)
+{
+	Semq__Message w[MAX_JOB_MSGS], *pw[MAX_JOB_MSGS];
+	char pl[MAX_JOB_MSGS][64];
+	Semq__Data d = SEMQ__DATA__INIT;
+	Semq__Frame f = SEMQ__FRAME__INIT;
+	size_t i;
+
+	assert_true(n > 0 && n <= MAX_JOB_MSGS);
+	for (i = 0; i < n; i++) {
+		int k = snprintf(pl[i], sizeof pl[i], "doc %s/%s/%" PRIu64,
+				 ms[i].origin, ms[i].dest, ms[i].seq);
+		semq__message__init(&w[i]);
+		w[i].origin = (char *)ms[i].origin;
+		w[i].dest = (char *)ms[i].dest;
+		w[i].seq = ms[i].seq;
+		w[i].type = 7;
+		w[i].key = (char *)(ms[i].key ? ms[i].key : "");
+		w[i].prev_seq = ms[i].prev;
+		w[i].deliver_at = ms[i].deliver_at;
+		w[i].created_at = T0;
+		w[i].payload.data = (uint8_t *)pl[i];
+		w[i].payload.len = (size_t)k;
+		pw[i] = &w[i];
+	}
+	d.n_messages = n;
+	d.messages = pw;
+	f.body_case = SEMQ__FRAME__BODY_DATA;
+	f.data = &d;
+	push_frame(fx, conn, peer, &f);
+}
+
+/* An 810-Indication for seqs of origin->dest, each with results[i]. */
+static void push_indication(struct fx *fx, uint64_t conn, const char *peer,
+			    const char *origin, const char *dest,
+			    const uint64_t *seqs, const int *results, size_t n)
+{
+	Semq__MsgId id[MAX_JOB_MSGS];
+	Semq__Verdict v[MAX_JOB_MSGS], *pv[MAX_JOB_MSGS];
+	Semq__AckIndication ind = SEMQ__ACK_INDICATION__INIT;
+	Semq__Frame f = SEMQ__FRAME__INIT;
+	size_t i;
+
+	assert_true(n > 0 && n <= MAX_JOB_MSGS);
+	for (i = 0; i < n; i++) {
+		semq__msg_id__init(&id[i]);
+		id[i].origin = (char *)origin;
+		id[i].dest = (char *)dest;
+		id[i].seq = seqs[i];
+		semq__verdict__init(&v[i]);
+		v[i].id = &id[i];
+		v[i].result = results[i];
+		pv[i] = &v[i];
+	}
+	ind.n_verdicts = n;
+	ind.verdicts = pv;
+	f.body_case = SEMQ__FRAME__BODY_ACK_INDICATION;
+	f.ack_indication = &ind;
+	push_frame(fx, conn, peer, &f);
+}
+
+static void push_relay_ack(struct fx *fx, uint64_t conn, const char *peer,
+			   int kind, const char *origin, const char *dest,
+			   const uint64_t *seqs, size_t n, const char *detail)
+{
+	Semq__MsgId id[MAX_JOB_MSGS], *pid[MAX_JOB_MSGS];
+	Semq__RelayAck ra = SEMQ__RELAY_ACK__INIT;
+	Semq__Frame f = SEMQ__FRAME__INIT;
+	size_t i;
+
+	assert_true(n > 0 && n <= MAX_JOB_MSGS);
+	for (i = 0; i < n; i++) {
+		semq__msg_id__init(&id[i]);
+		id[i].origin = (char *)origin;
+		id[i].dest = (char *)dest;
+		id[i].seq = seqs[i];
+		pid[i] = &id[i];
+	}
+	ra.n_ids = n;
+	ra.ids = pid;
+	ra.kind = kind;
+	ra.detail = (char *)detail;
+	f.body_case = SEMQ__FRAME__BODY_RELAY_ACK;
+	f.relay_ack = &ra;
+	push_frame(fx, conn, peer, &f);
+}
+
+/* A QueryReply: received[i] with results[i], or not received. */
+static void push_query_reply(struct fx *fx, uint64_t conn, const char *peer,
+			     const char *origin, const char *dest,
+			     const uint64_t *seqs, const int *received,
+			     const int *results, size_t n)
+{
+	Semq__MsgId id[MAX_JOB_MSGS];
+	Semq__QueryAnswer a[MAX_JOB_MSGS], *pa[MAX_JOB_MSGS];
+	Semq__QueryReply qr = SEMQ__QUERY_REPLY__INIT;
+	Semq__Frame f = SEMQ__FRAME__INIT;
+	size_t i;
+
+	assert_true(n > 0 && n <= MAX_JOB_MSGS);
+	for (i = 0; i < n; i++) {
+		semq__msg_id__init(&id[i]);
+		id[i].origin = (char *)origin;
+		id[i].dest = (char *)dest;
+		id[i].seq = seqs[i];
+		semq__query_answer__init(&a[i]);
+		a[i].id = &id[i];
+		a[i].received = received[i];
+		a[i].result = results[i];
+		pa[i] = &a[i];
+	}
+	qr.n_answers = n;
+	qr.answers = pa;
+	f.body_case = SEMQ__FRAME__BODY_QUERY_REPLY;
+	f.query_reply = &qr;
+	push_frame(fx, conn, peer, &f);
+}
+
+/* JOB_ROUTES with the given hops (copied into the job). */
+static void push_routes(struct fx *fx, const struct route_hop *hops, size_t n)
+{
+	struct routes r = {(struct route_hop *)hops, n};
+	struct job *j = job_new(JOB_ROUTES);
+
+	assert_non_null(j);
+	j->routes = routes_copy(&r);
+	assert_non_null(j->routes);
+	push(fx, j);
+}
+
+static void push_wake(struct fx *fx)
+{
+	push(fx, job_new(JOB_WAKE));
+}
+
+/* ---- the batch: what the worker does ----------------------------------------- */
+
+/*
+ * begin; proto_job for every queued job; proto_tick(now); commit. Then the
+ * outbox is decoded into fx->got (the previous batch's frames are dropped).
+ * Returns how many frames were emitted.
+ */
+static size_t batch(struct fx *fx, int64_t now)
+{
+	char err[SEMQ_ERRLEN] = "";
+	struct outbox ob;
+	struct job *j;
+	struct out *o;
+	size_t n = 0;
+
+	got_clear(fx);
+	outbox_init(&ob);
+	assert_int_equal(store_begin(fx->st), SEMQ_OK);
+	for (j = fx->jobs; j; j = j->next)
+		if (proto_job(fx->p, j, now, &ob) != SEMQ_OK)
+			fail_msg("proto_job (kind %d): %s", j->kind,
+				 store_errmsg(fx->st));
+	if (proto_tick(fx->p, now, &ob) != SEMQ_OK)
+		fail_msg("proto_tick: %s", store_errmsg(fx->st));
+	assert_int_equal(store_commit(fx->st), SEMQ_OK);
+	proto_committed(fx->p);
+	jobs_free(fx);
+
+	fx->got = calloc(ob.n ? ob.n : 1, sizeof *fx->got);
+	assert_non_null(fx->got);
+	for (o = ob.head; o; o = o->next) {
+		size_t len = 0;
+		Semq__Frame *f = NULL;
+
+		assert_true(o->len > CODEC_HDR);
+		assert_int_equal(codec_frame_len(o->bytes, fx->c.max_frame,
+						 &len, err, sizeof err),
+				 SEMQ_OK);
+		assert_int_equal(len + CODEC_HDR, o->len);
+		if (codec_decode_body(o->bytes + CODEC_HDR, len, &f, err,
+				      sizeof err) != SEMQ_OK)
+			fail_msg("outbox frame does not decode: %s", err);
+		fx->got[n].conn = o->conn_id;
+		fx->got[n].f = f;
+		fx->n_got = ++n;
+	}
+	assert_int_equal(n, ob.n);
+	outbox_clear(&ob);
+	return n;
+}
+
+/* Frames of body `body` sent to conn (0 = any connection). */
+static size_t count_frames(const struct fx *fx, uint64_t conn, int body)
+{
+	size_t i, n = 0;
+
+	for (i = 0; i < fx->n_got; i++)
+		if ((!conn || fx->got[i].conn == conn) &&
+		    (int)fx->got[i].f->body_case == body)
+			n++;
+	return n;
+}
+
+/* The k-th frame of body `body` to conn (0 = any), or fails. */
+static const Semq__Frame *frame_at(const struct fx *fx, uint64_t conn, int body,
+				   size_t k)
+{
+	size_t i;
+
+	for (i = 0; i < fx->n_got; i++)
+		if ((!conn || fx->got[i].conn == conn) &&
+		    (int)fx->got[i].f->body_case == body && k-- == 0)
+			return fx->got[i].f;
+	fail_msg("no frame %d of body %d to conn %" PRIu64, (int)k, body, conn);
+	return NULL;
+}
+
+/* Every verdict sent to conn, across its AckIndication frames, in order. */
+static size_t verdicts_to(const struct fx *fx, uint64_t conn, uint64_t *seqs,
+			  int *results, size_t cap)
+{
+	size_t i, k, n = 0;
+
+	for (i = 0; i < fx->n_got; i++) {
+		const Semq__Frame *f = fx->got[i].f;
+		if (fx->got[i].conn != conn ||
+		    f->body_case != SEMQ__FRAME__BODY_ACK_INDICATION)
+			continue;
+		for (k = 0; k < f->ack_indication->n_verdicts; k++) {
+			assert_true(n < cap);
+			seqs[n] = f->ack_indication->verdicts[k]->id->seq;
+			results[n] = f->ack_indication->verdicts[k]->result;
+			n++;
+		}
+	}
+	return n;
+}
+
+/* Every message sent in Data frames to conn, in order. */
+static size_t data_to(const struct fx *fx, uint64_t conn,
+		      const Semq__Message **msgs, size_t cap)
+{
+	size_t i, k, n = 0;
+
+	for (i = 0; i < fx->n_got; i++) {
+		const Semq__Frame *f = fx->got[i].f;
+		if (fx->got[i].conn != conn ||
+		    f->body_case != SEMQ__FRAME__BODY_DATA)
+			continue;
+		for (k = 0; k < f->data->n_messages; k++) {
+			assert_true(n < cap);
+			msgs[n++] = f->data->messages[k];
+		}
+	}
+	return n;
+}
+
+/* ---- reading the tables through the second connection -------------------- */
+
+static sqlite3_stmt *prep(struct fx *fx, const char *sql)
+{
+	sqlite3_stmt *s = NULL;
+
+	if (sqlite3_prepare_v2(fx->db, sql, -1, &s, NULL) != SQLITE_OK)
+		fail_msg("%s: %s", sql, sqlite3_errmsg(fx->db));
+	return s;
+}
+
+static void set_rule(struct fx *fx, const char *key, const char *outcome)
+{
+	sqlite3_stmt *s;
+
+	if (outcome) {
+		s = prep(fx, "INSERT OR REPLACE INTO flaky_rules(msg_key, "
+			     "outcome) VALUES (?1, ?2)");
+		sqlite3_bind_text(s, 2, outcome, -1, SQLITE_STATIC);
+	} else {
+		s = prep(fx, "DELETE FROM flaky_rules WHERE msg_key = ?1");
+	}
+	sqlite3_bind_text(s, 1, key, -1, SQLITE_STATIC);
+	assert_int_equal(sqlite3_step(s), SQLITE_DONE);
+	sqlite3_finalize(s);
+}
+
+/* The seqs flaky applied, in the order it applied them (and their tries). */
+static size_t done_seqs(struct fx *fx, uint64_t *seqs, int *tries, size_t cap)
+{
+	sqlite3_stmt *s = prep(fx, "SELECT seq, tries FROM flaky_done "
+				   "ORDER BY id");
+	size_t n = 0;
+
+	while (sqlite3_step(s) == SQLITE_ROW) {
+		assert_true(n < cap);
+		seqs[n] = (uint64_t)sqlite3_column_int64(s, 0);
+		if (tries)
+			tries[n] = sqlite3_column_int(s, 1);
+		n++;
+	}
+	sqlite3_finalize(s);
+	return n;
+}
+
+static size_t n_done(struct fx *fx)
+{
+	uint64_t seqs[64];
+
+	return done_seqs(fx, seqs, NULL, 64);
+}
+
+/* tb_0030.result of origin/<this node>/seq, or -1 when there is no row. */
+static int recv_result(struct fx *fx, const char *origin, uint64_t seq)
+{
+	sqlite3_stmt *s = prep(fx, "SELECT result FROM tb_0030 WHERE "
+				   "origin = ?1 AND dest = ?2 AND seq = ?3");
+	int r = -1;
+
+	sqlite3_bind_text(s, 1, origin, -1, SQLITE_STATIC);
+	sqlite3_bind_text(s, 2, fx->c.id, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(s, 3, (sqlite3_int64)seq);
+	if (sqlite3_step(s) == SQLITE_ROW)
+		r = sqlite3_column_int(s, 0);
+	sqlite3_finalize(s);
+	return r;
+}
+
+struct redo_view {
+	int found;
+	int64_t id;
+	int status, tries, level;
+	int64_t next_at;
+	char last_error[SEMQ_ERRLEN];
+};
+
+/* The tb_0033 entry of origin/<this node>/seq. */
+static struct redo_view redo_of(struct fx *fx, const char *origin, uint64_t seq)
+{
+	sqlite3_stmt *s = prep(fx, "SELECT id, status, tries, level, "
+				   "next_attempt_at, last_error FROM tb_0033 "
+				   "WHERE origin = ?1 AND dest = ?2 AND "
+				   "seq = ?3");
+	struct redo_view v;
+
+	memset(&v, 0, sizeof v);
+	sqlite3_bind_text(s, 1, origin, -1, SQLITE_STATIC);
+	sqlite3_bind_text(s, 2, fx->c.id, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(s, 3, (sqlite3_int64)seq);
+	if (sqlite3_step(s) == SQLITE_ROW) {
+		v.found = 1;
+		v.id = sqlite3_column_int64(s, 0);
+		v.status = sqlite3_column_int(s, 1);
+		v.tries = sqlite3_column_int(s, 2);
+		v.level = sqlite3_column_int(s, 3);
+		v.next_at = sqlite3_column_int64(s, 4);
+		if (sqlite3_column_text(s, 5))
+			snprintf(v.last_error, sizeof v.last_error, "%s",
+				 (const char *)sqlite3_column_text(s, 5));
+	}
+	sqlite3_finalize(s);
+	return v;
+}
+
+struct out_view {
+	int found;
+	int status, attempts, result; /* result -1 when NULL */
+	int64_t next_at, sent_at;
+	char last_error[SEMQ_ERRLEN];
+};
+
+static struct out_view out_of(struct fx *fx, const char *origin,
+			      const char *dest, uint64_t seq)
+{
+	sqlite3_stmt *s = prep(fx, "SELECT status, attempts, result, "
+				   "next_attempt_at, sent_at, last_error "
+				   "FROM tb_0031 WHERE origin = ?1 AND "
+				   "dest = ?2 AND seq = ?3");
+	struct out_view v;
+
+	memset(&v, 0, sizeof v);
+	sqlite3_bind_text(s, 1, origin, -1, SQLITE_STATIC);
+	sqlite3_bind_text(s, 2, dest, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(s, 3, (sqlite3_int64)seq);
+	if (sqlite3_step(s) == SQLITE_ROW) {
+		v.found = 1;
+		v.status = sqlite3_column_int(s, 0);
+		v.attempts = sqlite3_column_int(s, 1);
+		v.result = sqlite3_column_type(s, 2) == SQLITE_NULL
+				   ? -1
+				   : sqlite3_column_int(s, 2);
+		v.next_at = sqlite3_column_int64(s, 3);
+		v.sent_at = sqlite3_column_int64(s, 4);
+		if (sqlite3_column_text(s, 5))
+			snprintf(v.last_error, sizeof v.last_error, "%s",
+				 (const char *)sqlite3_column_text(s, 5));
+	}
+	sqlite3_finalize(s);
+	return v;
+}
+
+static int64_t count_rows(struct fx *fx, const char *sql)
+{
+	sqlite3_stmt *s = prep(fx, sql);
+	int64_t n = -1;
+
+	if (sqlite3_step(s) == SQLITE_ROW)
+		n = sqlite3_column_int64(s, 0);
+	sqlite3_finalize(s);
+	return n;
+}
+
+/* Queues n messages of this node to dest (outside any batch, as an
+ * application would); their seqs are 1..n of a fresh stream. */
+static void enqueue(struct fx *fx, const char *dest, size_t n)
+{
+	char err[SEMQ_ERRLEN] = "", pl[32];
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		struct msg m;
+		uint64_t seq = 0;
+
+		memset(&m, 0, sizeof m);
+		snprintf(m.id.dest, sizeof m.id.dest, "%s", dest);
+		m.type = 7;
+		m.payload_len =
+			(size_t)snprintf(pl, sizeof pl, "doc %zu", i + 1);
+		m.payload = (uint8_t *)pl;
+		m.created_at = T0;
+		if (store_enqueue(fx->st, &m, &seq, err, sizeof err) != SEMQ_OK)
+			fail_msg("store_enqueue: %s", err);
+		assert_int_equal(seq, i + 1);
+	}
+}
+
+/* ---- receiving ---------------------------------------------------------------- */
+
+/*
+ * Data for this node: AckIndication PROCESSED after the commit that recorded
+ * it; a duplicate gets DUPLICATE and no second effect; a message whose
+ * predecessor is missing gets no verdict until the predecessor arrives, then
+ * both verdicts go out in order. A rolled-back batch leaves nothing behind.
+ */
+static void test_receipt(void **state)
+{
+	struct fx *fx = *state;
+	const struct mspec m1 = {"R1", "S1", 1, "A", 0, 0};
+	const struct mspec m2 = {"R1", "S1", 2, "A", 1, 0};
+	const struct mspec m3 = {"R1", "S1", 3, "A", 2, 0};
+	const struct mspec m4 = {"R1", "S1", 4, NULL, 0, 0};
+	uint64_t seqs[16];
+	int res[16], tries[16];
+	struct outbox ob;
+	size_t n;
+
+	start(fx);
+
+	push_data(fx, 3, "R1", &m1, 1);
+	assert_int_equal(batch(fx, T0), 1);
+	assert_int_equal(fx->got[0].conn, 3);
+	n = verdicts_to(fx, 3, seqs, res, 16);
+	assert_int_equal(n, 1);
+	assert_int_equal(seqs[0], 1);
+	assert_int_equal(res[0], RES_PROCESSED);
+	assert_string_equal(frame_at(fx, 3, SEMQ__FRAME__BODY_ACK_INDICATION, 0)
+				    ->ack_indication->verdicts[0]
+				    ->id->origin,
+			    "R1");
+	/* The verdict is true in the committed database. */
+	assert_int_equal(recv_result(fx, "R1", 1), RES_PROCESSED);
+	assert_int_equal(done_seqs(fx, seqs, tries, 16), 1);
+	assert_int_equal(seqs[0], 1);
+	assert_int_equal(tries[0], 0);
+
+	/* A second copy: DUPLICATE, no plugin call. */
+	push_data(fx, 3, "R1", &m1, 1);
+	assert_int_equal(batch(fx, T0 + 1), 1);
+	n = verdicts_to(fx, 3, seqs, res, 16);
+	assert_int_equal(n, 1);
+	assert_int_equal(seqs[0], 1);
+	assert_int_equal(res[0], RES_DUPLICATE);
+	assert_int_equal(n_done(fx), 1);
+
+	/* seq 3 names prev_seq 2, not received: held, no verdict, nothing
+	 * recorded, on this batch and on the next tick. */
+	push_data(fx, 3, "R1", &m3, 1);
+	assert_int_equal(batch(fx, T0 + 2), 0);
+	assert_int_equal(recv_result(fx, "R1", 3), -1);
+	assert_int_equal(batch(fx, T0 + 3), 0);
+	assert_int_equal(recv_result(fx, "R1", 3), -1);
+	assert_int_equal(n_done(fx), 1);
+
+	/* The predecessor arrives: both recorded, verdicts 2 then 3. */
+	push_data(fx, 3, "R1", &m2, 1);
+	batch(fx, T0 + 4);
+	assert_int_equal(count_frames(fx, 0, SEMQ__FRAME__BODY_ACK_INDICATION),
+			 fx->n_got);
+	n = verdicts_to(fx, 3, seqs, res, 16);
+	assert_int_equal(n, 2);
+	assert_int_equal(seqs[0], 2);
+	assert_int_equal(res[0], RES_PROCESSED);
+	assert_int_equal(seqs[1], 3);
+	assert_int_equal(res[1], RES_PROCESSED);
+	assert_int_equal(recv_result(fx, "R1", 2), RES_PROCESSED);
+	assert_int_equal(recv_result(fx, "R1", 3), RES_PROCESSED);
+	assert_int_equal(done_seqs(fx, seqs, NULL, 16), 3);
+	assert_int_equal(seqs[1], 2);
+	assert_int_equal(seqs[2], 3);
+
+	/* A batch that is rolled back: its verdict was queued but never
+	 * leaves (the worker drops the outbox), and nothing of it is kept, so
+	 * the resent copy is processed, not called a duplicate. */
+	push_data(fx, 3, "R1", &m4, 1);
+	outbox_init(&ob);
+	assert_int_equal(store_begin(fx->st), SEMQ_OK);
+	assert_int_equal(proto_job(fx->p, fx->jobs, T0 + 5, &ob), SEMQ_OK);
+	assert_int_equal(ob.n, 1);
+	assert_int_equal(store_rollback(fx->st), SEMQ_OK);
+	proto_rolled_back(fx->p);
+	outbox_clear(&ob);
+	jobs_free(fx);
+	assert_int_equal(recv_result(fx, "R1", 4), -1);
+	assert_int_equal(n_done(fx), 3);
+	push_data(fx, 3, "R1", &m4, 1);
+	assert_int_equal(batch(fx, T0 + 6), 1);
+	n = verdicts_to(fx, 3, seqs, res, 16);
+	assert_int_equal(n, 1);
+	assert_int_equal(seqs[0], 4);
+	assert_int_equal(res[0], RES_PROCESSED);
+	assert_int_equal(n_done(fx), 4);
+}
+
+/* ---- redo levels ------------------------------------------------------------ */
+
+static void expect_redo(struct fx *fx, uint64_t seq, int status, int tries,
+			int64_t next_at)
+{
+	struct redo_view v = redo_of(fx, "R1", seq);
+
+	assert_true(v.found);
+	assert_int_equal(v.status, status);
+	assert_int_equal(v.tries, tries);
+	if (status == RS_PENDING)
+		assert_int_equal(v.next_at, next_at);
+}
+
+/*
+ * RETRY: tb_0033 pending at t0+5s; not run before its time; then the levels
+ * 30s and 1m; dead after max_tries (4) with the plugin's reason.
+ * proto_next_due names each deadline once the tick before it has run.
+ */
+static void test_redo_levels(void **state)
+{
+	struct fx *fx = *state;
+	const struct mspec m1 = {"R1", "S1", 1, "A", 0, 0};
+	uint64_t seqs[4];
+	int res[4];
+	struct redo_view v;
+
+	start(fx);
+	set_rule(fx, "A", "retry");
+
+	push_data(fx, 3, "R1", &m1, 1);
+	assert_int_equal(batch(fx, T0), 1);
+	assert_int_equal(verdicts_to(fx, 3, seqs, res, 4), 1);
+	assert_int_equal(res[0], RES_REDO);
+	assert_int_equal(recv_result(fx, "R1", 1), RES_REDO);
+	v = redo_of(fx, "R1", 1);
+	assert_true(v.found);
+	assert_int_equal(v.status, RS_PENDING);
+	assert_int_equal(v.tries, 1);
+	assert_int_equal(v.next_at, T0 + 5000);
+	assert_string_equal(v.last_error, "flaky: told to retry");
+	assert_int_equal(proto_next_due(fx->p), T0 + 5000);
+
+	/* Not before its time. */
+	batch(fx, T0 + 4900);
+	expect_redo(fx, 1, RS_PENDING, 1, T0 + 5000);
+	assert_int_equal(proto_next_due(fx->p), T0 + 5000);
+	batch(fx, T0 + 4999);
+	expect_redo(fx, 1, RS_PENDING, 1, T0 + 5000);
+	assert_int_equal(proto_next_due(fx->p), T0 + 5000);
+
+	/* At t0+5s: second try, next level 30 s. */
+	batch(fx, T0 + 5000);
+	expect_redo(fx, 1, RS_PENDING, 2, T0 + 35000);
+	batch(fx, T0 + 34999);
+	expect_redo(fx, 1, RS_PENDING, 2, T0 + 35000);
+	assert_int_equal(proto_next_due(fx->p), T0 + 35000);
+
+	/* At t0+35s: third try, next level 1 m. */
+	batch(fx, T0 + 35000);
+	expect_redo(fx, 1, RS_PENDING, 3, T0 + 95000);
+	batch(fx, T0 + 94999);
+	expect_redo(fx, 1, RS_PENDING, 3, T0 + 95000);
+	assert_int_equal(proto_next_due(fx->p), T0 + 95000);
+
+	/* At t0+95s: the fourth try is the last. */
+	batch(fx, T0 + 95000);
+	v = redo_of(fx, "R1", 1);
+	assert_int_equal(v.status, RS_DEAD);
+	assert_int_equal(v.tries, 4);
+	assert_string_equal(v.last_error, "flaky: told to retry");
+	batch(fx, T0 + 95001);
+	assert_int_equal(proto_next_due(fx->p), INT64_MAX);
+
+	/* Dead stays dead: no more tries, whatever the time. */
+	set_rule(fx, "A", NULL);
+	batch(fx, T0 + 2 * DAY_MS);
+	expect_redo(fx, 1, RS_DEAD, 4, 0);
+	assert_int_equal(n_done(fx), 0);
+	assert_int_equal(recv_result(fx, "R1", 1), RES_REDO);
+}
+
+/*
+ * The deadline of an entry a tick has just rescheduled is known in that very
+ * batch; proto_next_due (what the worker sleeps on) should name it then, not
+ * only after a later tick rescanned the table.
+ */
+static void test_next_due_right_after_run(void **state)
+{
+	struct fx *fx = *state;
+	const struct mspec m1 = {"R1", "S1", 1, "A", 0, 0};
+
+	start(fx);
+	set_rule(fx, "A", "retry");
+	push_data(fx, 3, "R1", &m1, 1);
+	batch(fx, T0);
+	assert_int_equal(proto_next_due(fx->p), T0 + 5000);
+	batch(fx, T0 + 5000);
+	expect_redo(fx, 1, RS_PENDING, 2, T0 + 35000);
+	assert_int_equal(proto_next_due(fx->p), T0 + 35000);
+}
+
+/*
+ * A head that finished releases its next waiting entry, pending at once; the
+ * worker must learn that work is due now (proto_next_due <= now, or
+ * proto_busy), else each successor of a key waits a poll interval.
+ */
+static void test_released_successor_due_at_once(void **state)
+{
+	struct fx *fx = *state;
+	const struct mspec ms[2] = {{"R1", "S1", 1, "K", 0, 0},
+				    {"R1", "S1", 2, "K", 1, 0}};
+
+	start(fx);
+	set_rule(fx, "K", "retry");
+	push_data(fx, 3, "R1", ms, 2);
+	batch(fx, T0);
+	expect_redo(fx, 2, RS_WAITING, 0, 0);
+	set_rule(fx, "K", NULL);
+	batch(fx, T0 + 5000);
+	expect_redo(fx, 1, RS_DONE, 2, 0);
+	expect_redo(fx, 2, RS_PENDING, 0, T0 + 5000);
+	assert_true(proto_busy(fx->p) || proto_next_due(fx->p) <= T0 + 5000);
+}
+
+/* PERMANENT: dead at once, never run again by later ticks. */
+static void test_permanent(void **state)
+{
+	struct fx *fx = *state;
+	const struct mspec m1 = {"R1", "S1", 1, "P", 0, 0};
+	uint64_t seqs[4];
+	int res[4];
+	struct redo_view v;
+
+	start(fx);
+	set_rule(fx, "P", "permanent");
+	push_data(fx, 3, "R1", &m1, 1);
+	assert_int_equal(batch(fx, T0), 1);
+	assert_int_equal(verdicts_to(fx, 3, seqs, res, 4), 1);
+	assert_int_equal(res[0], RES_REDO);
+	v = redo_of(fx, "R1", 1);
+	assert_true(v.found);
+	assert_int_equal(v.status, RS_DEAD);
+	assert_int_equal(v.tries, 1);
+	assert_string_equal(v.last_error, "flaky: told to fail permanently");
+	assert_int_equal(proto_next_due(fx->p), INT64_MAX);
+
+	/* Even with the cause gone, no tick runs it: only an operator can. */
+	set_rule(fx, "P", NULL);
+	batch(fx, T0 + 5000);
+	batch(fx, T0 + 60000);
+	batch(fx, T0 + DAY_MS);
+	expect_redo(fx, 1, RS_DEAD, 1, 0);
+	assert_int_equal(n_done(fx), 0);
+	assert_int_equal(proto_next_due(fx->p), INT64_MAX);
+}
+
+/* ---- key order ------------------------------------------------------------------ */
+
+/* Ticks at `now` until flaky applied `want` messages (at most max_ticks). */
+static void drain(struct fx *fx, int64_t now, size_t want, int max_ticks)
+{
+	int i;
+
+	for (i = 0; i < max_ticks && n_done(fx) < want; i++)
+		batch(fx, now);
+	assert_int_equal(n_done(fx), want);
+}
+
+/*
+ * The head of key K fails (RETRY) while three successors of K arrive: they
+ * are stored waiting and acknowledged REDO; key L goes through at once. When
+ * the head succeeds at its due time, it and its successors run in seq order.
+ */
+static void test_key_order_retry(void **state)
+{
+	struct fx *fx = *state;
+	const struct mspec first[2] = {{"R1", "S1", 1, "K", 0, 0},
+				       {"R1", "S1", 2, "L", 0, 0}};
+	const struct mspec more[4] = {{"R1", "S1", 3, "K", 1, 0},
+				      {"R1", "S1", 4, "L", 2, 0},
+				      {"R1", "S1", 5, "K", 3, 0},
+				      {"R1", "S1", 6, "K", 5, 0}};
+	const struct mspec late_l = {"R1", "S1", 7, "L", 4, 0};
+	const uint64_t want[7] = {2, 4, 7, 1, 3, 5, 6};
+	uint64_t seqs[16];
+	int res[16], tries[16];
+	size_t i, n;
+
+	start(fx);
+	set_rule(fx, "K", "retry");
+
+	push_data(fx, 3, "R1", first, 2);
+	batch(fx, T0);
+	n = verdicts_to(fx, 3, seqs, res, 16);
+	assert_int_equal(n, 2);
+	assert_int_equal(seqs[0], 1);
+	assert_int_equal(res[0], RES_REDO);
+	assert_int_equal(seqs[1], 2);
+	assert_int_equal(res[1], RES_PROCESSED);
+
+	push_data(fx, 3, "R1", more, 4);
+	batch(fx, T0 + 1000);
+	n = verdicts_to(fx, 3, seqs, res, 16);
+	assert_int_equal(n, 4);
+	for (i = 0; i < 4; i++) {
+		assert_int_equal(seqs[i], more[i].seq);
+		assert_int_equal(res[i], strcmp(more[i].key, "K") == 0
+						 ? RES_REDO
+						 : RES_PROCESSED);
+	}
+	expect_redo(fx, 1, RS_PENDING, 1, T0 + 5000);
+	expect_redo(fx, 3, RS_WAITING, 0, 0);
+	expect_redo(fx, 5, RS_WAITING, 0, 0);
+	expect_redo(fx, 6, RS_WAITING, 0, 0);
+	assert_false(redo_of(fx, "R1", 2).found);
+	assert_false(redo_of(fx, "R1", 4).found);
+	assert_int_equal(done_seqs(fx, seqs, NULL, 16), 2);
+	assert_int_equal(seqs[0], 2);
+	assert_int_equal(seqs[1], 4);
+
+	/* The cause is fixed; nothing of K moves before the head's time. */
+	set_rule(fx, "K", NULL);
+	batch(fx, T0 + 4999);
+	assert_int_equal(n_done(fx), 2);
+	expect_redo(fx, 3, RS_WAITING, 0, 0);
+
+	/* At the head's time: L is still processed at once, and K drains in
+	 * seq order over the following ticks. */
+	push_data(fx, 3, "R1", &late_l, 1);
+	batch(fx, T0 + 5000);
+	assert_int_equal(recv_result(fx, "R1", 7), RES_PROCESSED);
+	drain(fx, T0 + 5000, 7, 10);
+	n = done_seqs(fx, seqs, tries, 16);
+	assert_int_equal(n, 7);
+	for (i = 0; i < 7; i++)
+		assert_int_equal(seqs[i], want[i]);
+	assert_int_equal(tries[3], 1); /* the head's second attempt */
+	assert_int_equal(tries[4], 0); /* successors: first attempt */
+	expect_redo(fx, 1, RS_DONE, 2, 0);
+	expect_redo(fx, 3, RS_DONE, 1, 0);
+	expect_redo(fx, 5, RS_DONE, 1, 0);
+	expect_redo(fx, 6, RS_DONE, 1, 0);
+	assert_int_equal(proto_next_due(fx->p), INT64_MAX);
+}
+
+/*
+ * The head of K fails PERMANENT: its successors wait (acknowledged), ticks
+ * do not move them; an operator discards the head and wakes the node: the
+ * successors are released and run in seq order on the following ticks.
+ */
+static void test_key_order_permanent_discard(void **state)
+{
+	struct fx *fx = *state;
+	const struct mspec ms[5] = {{"R1", "S1", 1, "K", 0, 0},
+				    {"R1", "S1", 2, "L", 0, 0},
+				    {"R1", "S1", 3, "K", 1, 0},
+				    {"R1", "S1", 4, "K", 3, 0},
+				    {"R1", "S1", 5, "K", 4, 0}};
+	const uint64_t want[4] = {2, 3, 4, 5};
+	uint64_t seqs[16];
+	int res[16];
+	size_t i, n;
+	struct redo_view head;
+
+	start(fx);
+	set_rule(fx, "K", "permanent");
+	push_data(fx, 3, "R1", ms, 5);
+	batch(fx, T0);
+	n = verdicts_to(fx, 3, seqs, res, 16);
+	assert_int_equal(n, 5);
+	for (i = 0; i < 5; i++) {
+		assert_int_equal(seqs[i], ms[i].seq);
+		assert_int_equal(res[i], strcmp(ms[i].key, "K") == 0
+						 ? RES_REDO
+						 : RES_PROCESSED);
+	}
+	head = redo_of(fx, "R1", 1);
+	assert_int_equal(head.status, RS_DEAD);
+	expect_redo(fx, 3, RS_WAITING, 0, 0);
+	expect_redo(fx, 4, RS_WAITING, 0, 0);
+	expect_redo(fx, 5, RS_WAITING, 0, 0);
+
+	/* Nothing moves on its own, even with the cause gone. */
+	set_rule(fx, "K", NULL);
+	batch(fx, T0 + 60000);
+	batch(fx, T0 + DAY_MS);
+	assert_int_equal(n_done(fx), 1);
+	expect_redo(fx, 3, RS_WAITING, 0, 0);
+
+	/* Bad inputs of the operator's verb are refused and change nothing. */
+	assert_int_equal(store_redo_discard(fx->st, head.id, "", T0 + DAY_MS),
+			 SEMQ_ERR_INVALID);
+	assert_int_equal(
+		store_redo_discard(fx->st, head.id + 1000, "gone", T0 + DAY_MS),
+		SEMQ_ERR_NOT_FOUND);
+	expect_redo(fx, 1, RS_DEAD, 1, 0);
+
+	assert_int_equal(store_redo_discard(fx->st, head.id, "bad document",
+					    T0 + DAY_MS),
+			 SEMQ_OK);
+	expect_redo(fx, 1, RS_DISCARDED, 1, 0);
+	push_wake(fx);
+	drain(fx, T0 + DAY_MS, 4, 10);
+	n = done_seqs(fx, seqs, NULL, 16);
+	assert_int_equal(n, 4);
+	for (i = 0; i < 4; i++)
+		assert_int_equal(seqs[i], want[i]);
+	expect_redo(fx, 3, RS_DONE, 1, 0);
+	expect_redo(fx, 4, RS_DONE, 1, 0);
+	expect_redo(fx, 5, RS_DONE, 1, 0);
+	/* The discarded head never took effect. */
+	expect_redo(fx, 1, RS_DISCARDED, 1, 0);
+}
+
+/* ---- delayed messages --------------------------------------------------------- */
+
+/* deliver_at in the future: SCHEDULED, applied exactly at its time, once. */
+static void test_delayed(void **state)
+{
+	struct fx *fx = *state;
+	const struct mspec m1 = {"R1", "S1", 1, NULL, 0, T0 + 10000};
+	uint64_t seqs[4];
+	int res[4];
+
+	start(fx);
+	push_data(fx, 3, "R1", &m1, 1);
+	assert_int_equal(batch(fx, T0), 1);
+	assert_int_equal(verdicts_to(fx, 3, seqs, res, 4), 1);
+	assert_int_equal(res[0], RES_SCHEDULED);
+	assert_int_equal(recv_result(fx, "R1", 1), RES_SCHEDULED);
+	expect_redo(fx, 1, RS_PENDING, 0, T0 + 10000);
+	assert_int_equal(n_done(fx), 0);
+	assert_int_equal(proto_next_due(fx->p), T0 + 10000);
+
+	batch(fx, T0 + 9999);
+	assert_int_equal(n_done(fx), 0);
+	assert_int_equal(proto_next_due(fx->p), T0 + 10000);
+
+	batch(fx, T0 + 10000);
+	assert_int_equal(n_done(fx), 1);
+	expect_redo(fx, 1, RS_DONE, 1, 0);
+	batch(fx, T0 + 10000);
+	batch(fx, T0 + 20000);
+	assert_int_equal(n_done(fx), 1);
+
+	/* A restart after it ran does not run it again. */
+	stop(fx);
+	start(fx);
+	batch(fx, T0 + 10000);
+	batch(fx, T0 + 70000);
+	assert_int_equal(n_done(fx), 1);
+}
+
+/* The schedule is durable: a fresh proto after a restart runs a delayed
+ * message that came due, exactly once, and the next restart does not. */
+static void test_delayed_after_restart(void **state)
+{
+	struct fx *fx = *state;
+	const struct mspec m1 = {"R1", "S1", 1, NULL, 0, T0 + 10000};
+	uint64_t seqs[4];
+	int tries[4];
+
+	start(fx);
+	push_data(fx, 3, "R1", &m1, 1);
+	batch(fx, T0);
+	assert_int_equal(recv_result(fx, "R1", 1), RES_SCHEDULED);
+	assert_int_equal(n_done(fx), 0);
+
+	stop(fx);
+	start(fx);
+	assert_int_equal(proto_next_due(fx->p), INT64_MAX); /* nothing yet */
+	batch(fx, T0 + 10000);
+	assert_int_equal(done_seqs(fx, seqs, tries, 4), 1);
+	assert_int_equal(seqs[0], 1);
+	assert_int_equal(tries[0], 0);
+	expect_redo(fx, 1, RS_DONE, 1, 0);
+	batch(fx, T0 + 10000);
+	assert_int_equal(n_done(fx), 1);
+
+	stop(fx);
+	start(fx);
+	batch(fx, T0 + 10000);
+	batch(fx, T0 + 20000);
+	assert_int_equal(n_done(fx), 1);
+}
+
+/* ---- operator retry ----------------------------------------------------------- */
+
+/* A dead entry made pending by store_redo_retry runs on the next tick after
+ * the wake-up. */
+static void test_operator_retry(void **state)
+{
+	struct fx *fx = *state;
+	const struct mspec m1 = {"R1", "S1", 1, "X", 0, 0};
+	uint64_t seqs[4];
+	int tries[4];
+	struct redo_view v;
+
+	start(fx);
+	set_rule(fx, "X", "permanent");
+	push_data(fx, 3, "R1", &m1, 1);
+	batch(fx, T0);
+	v = redo_of(fx, "R1", 1);
+	assert_int_equal(v.status, RS_DEAD);
+
+	/* Only a dead entry can be retried; an unknown id is refused. */
+	assert_int_equal(store_redo_retry(fx->st, v.id + 1000, T0 + 1000),
+			 SEMQ_ERR_NOT_FOUND);
+	set_rule(fx, "X", NULL);
+	assert_int_equal(store_redo_retry(fx->st, v.id, T0 + 1000), SEMQ_OK);
+	expect_redo(fx, 1, RS_PENDING, 1, T0 + 1000);
+	assert_int_equal(store_redo_retry(fx->st, v.id, T0 + 1000),
+			 SEMQ_DECLINED);
+
+	push_wake(fx);
+	batch(fx, T0 + 1000);
+	assert_int_equal(done_seqs(fx, seqs, tries, 4), 1);
+	assert_int_equal(seqs[0], 1);
+	assert_int_equal(tries[0], 1);
+	expect_redo(fx, 1, RS_DONE, 2, 0);
+	batch(fx, T0 + 60000);
+	assert_int_equal(n_done(fx), 1);
+}
+
+/* ---- sender side -------------------------------------------------------------- */
+
+static void sender(struct fx *fx, unsigned window)
+{
+	snprintf(fx->c.id, sizeof fx->c.id, "R1");
+	fx->c.window = window;
+	start(fx);
+}
+
+/* Expects the Data messages to conn to be R1->dest seqs first..last. */
+static void expect_data(struct fx *fx, uint64_t conn, const char *dest,
+			uint64_t first, uint64_t last)
+{
+	const Semq__Message *msgs[16];
+	char pl[32];
+	size_t n = data_to(fx, conn, msgs, 16), i;
+
+	assert_int_equal(n, last - first + 1);
+	for (i = 0; i < n; i++) {
+		int k = snprintf(pl, sizeof pl, "doc %" PRIu64, first + i);
+		assert_string_equal(msgs[i]->origin, "R1");
+		assert_string_equal(msgs[i]->dest, dest);
+		assert_int_equal(msgs[i]->seq, first + i);
+		assert_int_equal(msgs[i]->type, 7);
+		assert_int_equal(msgs[i]->payload.len, (size_t)k);
+		assert_memory_equal(msgs[i]->payload.data, pl, (size_t)k);
+		assert_string_equal(msgs[i]->stored_by, "");
+	}
+}
+
+/*
+ * Enqueued rows go out when a route appears: one Data to that connection,
+ * in seq order, marked sent (4). An 810-Indication makes them 100 with the
+ * verdict and is answered with an 810-Response.
+ */
+static void test_sender_sends_and_confirms(void **state)
+{
+	struct fx *fx = *state;
+	const struct route_hop hop = {"S1", 7, 0};
+	const uint64_t ids[5] = {1, 2, 3, 4, 5};
+	const int verdicts[5] = {RES_PROCESSED, RES_PROCESSED, RES_REDO,
+				 RES_PROCESSED, RES_SCHEDULED};
+	const Semq__Frame *f;
+	struct out_view v;
+	size_t i;
+
+	sender(fx, 1000);
+	enqueue(fx, "S1", 5);
+
+	/* No route: nothing goes, nothing changes. */
+	assert_int_equal(batch(fx, T0), 0);
+	assert_int_equal(out_of(fx, "R1", "S1", 1).status, SS_UNSEND);
+
+	push_routes(fx, &hop, 1);
+	assert_int_equal(batch(fx, T0 + 10), 1);
+	assert_int_equal(count_frames(fx, 7, SEMQ__FRAME__BODY_DATA), 1);
+	expect_data(fx, 7, "S1", 1, 5);
+	for (i = 1; i <= 5; i++) {
+		v = out_of(fx, "R1", "S1", i);
+		assert_int_equal(v.status, SS_SEND);
+		assert_int_equal(v.attempts, 1);
+		assert_int_equal(v.sent_at, T0 + 10);
+		assert_int_equal(v.next_at, T0 + 10 + fx->c.query_after_ms);
+	}
+	/* Sent once: the next tick sends nothing. */
+	assert_int_equal(batch(fx, T0 + 20), 0);
+
+	push_indication(fx, 7, "S1", "R1", "S1", ids, verdicts, 5);
+	batch(fx, T0 + 30);
+	for (i = 1; i <= 5; i++) {
+		v = out_of(fx, "R1", "S1", i);
+		assert_int_equal(v.status, SS_ACK2);
+		assert_int_equal(v.result, verdicts[i - 1]);
+	}
+	assert_int_equal(fx->n_got, 1);
+	assert_int_equal(count_frames(fx, 7, SEMQ__FRAME__BODY_ACK_RESPONSE),
+			 1);
+	f = frame_at(fx, 7, SEMQ__FRAME__BODY_ACK_RESPONSE, 0);
+	assert_string_equal(f->ack_response->from, "R1");
+	assert_int_equal(f->ack_response->n_ids, 5);
+	for (i = 0; i < 5; i++) {
+		assert_string_equal(f->ack_response->ids[i]->origin, "R1");
+		assert_string_equal(f->ack_response->ids[i]->dest, "S1");
+		assert_int_equal(f->ack_response->ids[i]->seq, i + 1);
+	}
+	/* Confirmed rows are neither resent nor queried later. */
+	assert_int_equal(batch(fx, T0 + 10 + fx->c.query_after_ms), 0);
+}
+
+/* window = 2: two unconfirmed per stream; a confirmation lets two more go. */
+static void test_sender_window(void **state)
+{
+	struct fx *fx = *state;
+	const struct route_hop hop = {"S1", 7, 0};
+	const uint64_t ids[2] = {1, 2};
+	const int verdicts[2] = {RES_PROCESSED, RES_PROCESSED};
+
+	sender(fx, 2);
+	enqueue(fx, "S1", 5);
+	push_routes(fx, &hop, 1);
+	batch(fx, T0);
+	expect_data(fx, 7, "S1", 1, 2);
+	assert_int_equal(out_of(fx, "R1", "S1", 2).status, SS_SEND);
+	assert_int_equal(out_of(fx, "R1", "S1", 3).status, SS_UNSEND);
+	assert_int_equal(batch(fx, T0 + 1), 0); /* the window is full */
+
+	push_indication(fx, 7, "S1", "R1", "S1", ids, verdicts, 2);
+	batch(fx, T0 + 2);
+	assert_int_equal(count_frames(fx, 7, SEMQ__FRAME__BODY_ACK_RESPONSE),
+			 1);
+	expect_data(fx, 7, "S1", 3, 4);
+	assert_int_equal(out_of(fx, "R1", "S1", 1).status, SS_ACK2);
+	assert_int_equal(out_of(fx, "R1", "S1", 4).status, SS_SEND);
+	assert_int_equal(out_of(fx, "R1", "S1", 5).status, SS_UNSEND);
+}
+
+/*
+ * Through a relay: RelayAck FORWARDED -> 6; UNREACHABLE -> back to 0, sent
+ * again only after reconnect_min (the first backoff step), not at once.
+ */
+static void test_sender_relay_acks(void **state)
+{
+	struct fx *fx = *state;
+	const struct route_hop hop = {"P1", 5, 1};
+	const uint64_t one = 1, two = 2;
+	struct out_view v;
+
+	snprintf(fx->routes[0].dest, sizeof fx->routes[0].dest, "default");
+	snprintf(fx->routes[0].via, sizeof fx->routes[0].via, "P1");
+	fx->c.n_routes = 1;
+	sender(fx, 1000);
+	enqueue(fx, "S9", 2);
+	push_routes(fx, &hop, 1);
+	batch(fx, T0);
+	expect_data(fx, 5, "S9", 1, 2);
+
+	push_relay_ack(fx, 5, "P1", SEMQ__RELAY_ACK__KIND__FORWARDED, "R1",
+		       "S9", &one, 1, "");
+	push_relay_ack(fx, 5, "P1", SEMQ__RELAY_ACK__KIND__UNREACHABLE, "R1",
+		       "S9", &two, 1, "destination not connected");
+	assert_int_equal(batch(fx, T0 + 100), 0);
+	assert_int_equal(out_of(fx, "R1", "S9", 1).status, SS_ACK);
+	v = out_of(fx, "R1", "S9", 2);
+	assert_int_equal(v.status, SS_UNSEND);
+	assert_int_equal(v.next_at, T0 + 100 + fx->c.reconnect_min_ms);
+	assert_non_null(strstr(v.last_error, "unreachable"));
+
+	assert_int_equal(batch(fx, T0 + 100 + fx->c.reconnect_min_ms - 1), 0);
+	batch(fx, T0 + 100 + fx->c.reconnect_min_ms);
+	expect_data(fx, 5, "S9", 2, 2);
+	v = out_of(fx, "R1", "S9", 2);
+	assert_int_equal(v.status, SS_SEND);
+	assert_int_equal(v.attempts, 2);
+}
+
+/*
+ * In doubt: rows in 4 past query_after are queried (never resent blindly),
+ * then deferred so the next tick does not query them again. The reply
+ * settles them: received -> 100 + 810-Response; not received -> resent.
+ */
+static void test_sender_query(void **state)
+{
+	struct fx *fx = *state;
+	const struct route_hop hop = {"S1", 7, 0};
+	const uint64_t ids[3] = {1, 2, 3};
+	const int received[3] = {1, 0, 1};
+	const int results[3] = {RES_PROCESSED, 0, RES_REDO};
+	const int64_t qa = fx->c.query_after_ms;
+	const Semq__Frame *f;
+	size_t i;
+
+	sender(fx, 1000);
+	enqueue(fx, "S1", 3);
+	push_routes(fx, &hop, 1);
+	batch(fx, T0);
+	expect_data(fx, 7, "S1", 1, 3);
+
+	assert_int_equal(batch(fx, T0 + qa - 1), 0);
+	assert_int_equal(batch(fx, T0 + qa), 1);
+	f = frame_at(fx, 7, SEMQ__FRAME__BODY_QUERY, 0);
+	assert_int_equal(f->query->n_ids, 3);
+	for (i = 0; i < 3; i++) {
+		assert_string_equal(f->query->ids[i]->origin, "R1");
+		assert_int_equal(f->query->ids[i]->seq, i + 1);
+		assert_int_equal(out_of(fx, "R1", "S1", i + 1).status, SS_SEND);
+		assert_int_equal(out_of(fx, "R1", "S1", i + 1).next_at,
+				 T0 + 2 * qa);
+	}
+	/* Deferred: not queried again on the next ticks. */
+	assert_int_equal(batch(fx, T0 + qa + 1), 0);
+	assert_int_equal(batch(fx, T0 + 2 * qa - 1), 0);
+
+	push_query_reply(fx, 7, "S1", "R1", "S1", ids, received, results, 3);
+	batch(fx, T0 + qa + 2);
+	assert_int_equal(out_of(fx, "R1", "S1", 1).status, SS_ACK2);
+	assert_int_equal(out_of(fx, "R1", "S1", 1).result, RES_PROCESSED);
+	assert_int_equal(out_of(fx, "R1", "S1", 3).status, SS_ACK2);
+	assert_int_equal(out_of(fx, "R1", "S1", 3).result, RES_REDO);
+	f = frame_at(fx, 7, SEMQ__FRAME__BODY_ACK_RESPONSE, 0);
+	assert_int_equal(f->ack_response->n_ids, 2);
+	assert_int_equal(f->ack_response->ids[0]->seq, 1);
+	assert_int_equal(f->ack_response->ids[1]->seq, 3);
+	/* Not received: sent again, in this very batch. */
+	expect_data(fx, 7, "S1", 2, 2);
+	assert_int_equal(out_of(fx, "R1", "S1", 2).status, SS_SEND);
+	assert_int_equal(out_of(fx, "R1", "S1", 2).attempts, 2);
+}
+
+/* ---- relay -------------------------------------------------------------------- */
+
+static void relay(struct fx *fx)
+{
+	snprintf(fx->c.id, sizeof fx->c.id, "P1");
+	fx->c.relay = 1;
+	fx->c.store_and_forward = 1;
+	start(fx);
+}
+
+/* Data for an offline destination: a copy stored, RelayAck STORED; a resend
+ * refreshes nothing; when the destination connects the copy goes to it. */
+static void test_relay_stores(void **state)
+{
+	struct fx *fx = *state;
+	const struct mspec m1 = {"R1", "S1", 1, "a", 0, 0};
+	const struct route_hop hops[2] = {{"R1", 3, 0}, {"S1", 9, 0}};
+	const Semq__Message *msgs[4];
+	const Semq__Frame *f;
+	struct out_view v;
+
+	relay(fx);
+	push_data(fx, 3, "R1", &m1, 1);
+	assert_int_equal(batch(fx, T0), 1);
+	f = frame_at(fx, 3, SEMQ__FRAME__BODY_RELAY_ACK, 0);
+	assert_int_equal(f->relay_ack->kind, SEMQ__RELAY_ACK__KIND__STORED);
+	assert_int_equal(f->relay_ack->n_ids, 1);
+	assert_string_equal(f->relay_ack->ids[0]->origin, "R1");
+	assert_string_equal(f->relay_ack->ids[0]->dest, "S1");
+	assert_int_equal(f->relay_ack->ids[0]->seq, 1);
+	v = out_of(fx, "R1", "S1", 1);
+	assert_true(v.found);
+	assert_int_equal(v.status, SS_UNSEND);
+	/* A relay applies nothing and records no receipt. */
+	assert_int_equal(n_done(fx), 0);
+	assert_int_equal(count_rows(fx, "SELECT count(*) FROM tb_0030"), 0);
+
+	push_data(fx, 3, "R1", &m1, 1);
+	assert_int_equal(batch(fx, T0 + 1), 1);
+	f = frame_at(fx, 3, SEMQ__FRAME__BODY_RELAY_ACK, 0);
+	assert_int_equal(f->relay_ack->kind, SEMQ__RELAY_ACK__KIND__STORED);
+	assert_int_equal(count_rows(fx, "SELECT count(*) FROM tb_0031"), 1);
+
+	push_routes(fx, hops, 2);
+	batch(fx, T0 + 1000);
+	assert_int_equal(data_to(fx, 9, msgs, 4), 1);
+	assert_string_equal(msgs[0]->origin, "R1");
+	assert_string_equal(msgs[0]->dest, "S1");
+	assert_int_equal(msgs[0]->seq, 1);
+	assert_string_equal(msgs[0]->key, "a");
+	assert_string_equal(msgs[0]->stored_by, "P1");
+	assert_int_equal(count_frames(fx, 3, SEMQ__FRAME__BODY_DATA), 0);
+	assert_int_equal(out_of(fx, "R1", "S1", 1).status, SS_SEND);
+}
+
+/* With the destination connected: forwarded to its connection, RelayAck
+ * FORWARDED to the sender, no copy kept, nothing sent back to the sender. */
+static void test_relay_forwards(void **state)
+{
+	struct fx *fx = *state;
+	const struct mspec ms[2] = {{"R1", "S1", 1, "a", 0, 0},
+				    {"R1", "S1", 2, "a", 1, 0}};
+	const struct route_hop hops[2] = {{"R1", 3, 0}, {"S1", 9, 0}};
+	const Semq__Message *msgs[4];
+	const Semq__Frame *f;
+	size_t i;
+
+	relay(fx);
+	push_routes(fx, hops, 2);
+	push_data(fx, 3, "R1", ms, 2);
+	assert_int_equal(batch(fx, T0), 2);
+	assert_int_equal(data_to(fx, 9, msgs, 4), 2);
+	for (i = 0; i < 2; i++) {
+		assert_string_equal(msgs[i]->origin, "R1");
+		assert_int_equal(msgs[i]->seq, i + 1);
+		assert_string_equal(msgs[i]->stored_by, "");
+	}
+	assert_int_equal(count_frames(fx, 3, SEMQ__FRAME__BODY_RELAY_ACK), 1);
+	assert_int_equal(count_frames(fx, 3, SEMQ__FRAME__BODY_DATA), 0);
+	f = frame_at(fx, 3, SEMQ__FRAME__BODY_RELAY_ACK, 0);
+	assert_int_equal(f->relay_ack->kind, SEMQ__RELAY_ACK__KIND__FORWARDED);
+	assert_int_equal(f->relay_ack->n_ids, 2);
+	assert_int_equal(f->relay_ack->ids[0]->seq, 1);
+	assert_int_equal(f->relay_ack->ids[1]->seq, 2);
+	assert_int_equal(count_rows(fx, "SELECT count(*) FROM tb_0031"), 0);
+	assert_int_equal(count_rows(fx, "SELECT count(*) FROM tb_0030"), 0);
+}
+
+/*
+ * The only route to the destination leads back through the sender ([route]
+ * default = the sending peer): the relay must not send the message back on
+ * that connection — neither while handling the Data nor from the tick of
+ * the same batch, which would bounce the stored copy to where it came from.
+ */
+static void test_relay_never_back_to_sender(void **state)
+{
+	struct fx *fx = *state;
+	const struct mspec m1 = {"R1", "S1", 1, NULL, 0, 0};
+	const struct route_hop hop = {"R1", 3, 0};
+	const Semq__Frame *f;
+
+	snprintf(fx->routes[0].dest, sizeof fx->routes[0].dest, "default");
+	snprintf(fx->routes[0].via, sizeof fx->routes[0].via, "R1");
+	fx->c.n_routes = 1;
+	relay(fx);
+	push_routes(fx, &hop, 1);
+	push_data(fx, 3, "R1", &m1, 1);
+	batch(fx, T0);
+	f = frame_at(fx, 3, SEMQ__FRAME__BODY_RELAY_ACK, 0);
+	assert_int_equal(f->relay_ack->kind, SEMQ__RELAY_ACK__KIND__STORED);
+	assert_int_equal(count_frames(fx, 0, SEMQ__FRAME__BODY_DATA), 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_receipt, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_redo_levels, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_next_due_right_after_run,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_released_successor_due_at_once, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_permanent, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_key_order_retry, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(
+			test_key_order_permanent_discard, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_delayed, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_delayed_after_restart,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_operator_retry, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_sender_sends_and_confirms,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_sender_window, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_sender_relay_acks, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_sender_query, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_relay_stores, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_relay_forwards, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_relay_never_back_to_sender,
+						setup, teardown),
+	};
+
+	log_set_level(LOG_ERROR);
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
