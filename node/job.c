@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* Allocation helpers for jobs, route snapshots and outputs (job.h). */
+/* Allocation helpers for jobs, route snapshots, admin requests and outputs
+ * (job.h). */
 #include "job.h"
 
 #include <stdlib.h>
@@ -22,7 +23,19 @@ void job_free(struct job *j)
 		return;
 	codec_frame_free(j->frame);
 	routes_free(j->routes);
+	admin_req_free(j->admin);
 	free(j);
+}
+
+void admin_req_free(struct admin_req *q)
+{
+	if (!q)
+		return;
+	free(q->method);
+	free(q->path);
+	free(q->query);
+	free(q->body);
+	free(q);
 }
 
 void routes_free(struct routes *r)

@@ -19,7 +19,8 @@ enum job_kind {
 	JOB_FRAME,   /* a checked frame from an authenticated peer */
 	JOB_PEER_UP, /* a peer finished Hello: resynchronise with it */
 	JOB_ROUTES,  /* the set of reachable next hops changed */
-	JOB_WAKE     /* new outbound rows may be there: look now */
+	JOB_WAKE,    /* new outbound rows may be there: look now */
+	JOB_ADMIN    /* an admin HTTP request for the tables (report.c) */
 };
 
 /* A reachable next hop: a connected peer that finished Hello. */
@@ -39,6 +40,22 @@ struct routes {
 	size_t n_hops;
 };
 
+/*
+ * JOB_ADMIN: an admin HTTP request, copied out of libevent by admin.c. The
+ * answer comes back as a struct out with the same req_id; the request itself
+ * stays on the network thread, which may have answered it meanwhile (timeout,
+ * client gone) and then drops the late answer.
+ */
+struct admin_req {
+	uint64_t req_id; /* admin.c's id of the pending request, never 0 */
+	char *method;    /* "GET", "POST"... */
+	char *path;      /* "/redo/42/retry", without the query */
+	char *query;     /* "status=dead&limit=10", raw; NULL if none */
+	char *body;      /* NUL-terminated copy of the body; NULL if none */
+	size_t body_len;
+};
+void admin_req_free(struct admin_req *q); /* NULL ok */
+
 struct job {
 	struct job *next;
 	int kind;                   /* enum job_kind */
@@ -47,19 +64,24 @@ struct job {
 	int trusted_relay;          /* the peer is configured trusted_relay */
 	Semq__Frame *frame;         /* JOB_FRAME: owned by the job */
 	struct routes *routes;      /* JOB_ROUTES: owned by the job */
+	struct admin_req *admin;    /* JOB_ADMIN: owned by the job */
 	int64_t enqueued_at;        /* for latency metrics */
 };
 
-/* One encoded frame to write to a connection (bytes include the header). */
+/* One encoded frame to write to a connection (bytes include the header);
+ * or, when req_id is set, the answer to a JOB_ADMIN: an HTTP status and the
+ * body in bytes (conn_id unused). */
 struct out {
 	struct out *next;
 	uint64_t conn_id;
 	uint8_t *bytes;
 	size_t len;
+	uint64_t req_id; /* non-zero: an admin HTTP answer (admin.c) */
+	int http_status; /* with req_id: 200, 400, 404... */
 };
 
 struct job *job_new(int kind);      /* zeroed; NULL on ENOMEM */
-void job_free(struct job *j);       /* frees frame and routes; NULL ok */
+void job_free(struct job *j);       /* frees frame, routes, admin; NULL ok */
 void routes_free(struct routes *r); /* NULL ok */
 struct routes *routes_copy(const struct routes *r); /* NULL on ENOMEM */
 void out_free_list(struct out *o); /* frees a whole list; NULL ok */

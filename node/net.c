@@ -14,9 +14,12 @@
  *    closes; nothing of that frame is stored, other peers are unaffected.
  *  - The routing snapshot (which peers are READY on which connection, newest
  *    first) is sent to the store thread whenever it changes.
+ *  - The admin HTTP server (admin.c) runs on this loop; outputs that carry a
+ *    request id are its answers, the rest are frames for connections.
  */
 #include "net.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -30,6 +33,7 @@
 #include <event2/listener.h>
 #include <event2/util.h>
 
+#include "admin.h"
 #include "codec.h"
 #include "log.h"
 #include "peer.h"
@@ -44,6 +48,15 @@ struct dialer {
 	struct conn *conn;
 	struct event *timer;
 	unsigned attempts;
+	int64_t next_at; /* unix ms of the next dial; 0 when connected */
+};
+
+/* What /peers shows of a connection beyond peer.h: set with conn_set_user()
+ * when it is added, owned here, freed in on_close(). */
+struct conn_info {
+	char addr[INET6_ADDRSTRLEN + 8]; /* host:port */
+	int64_t since;                   /* unix ms: accepted / dial started */
+	int64_t ready_at;                /* unix ms: Hello done; 0 before */
 };
 
 struct net {
@@ -51,6 +64,7 @@ struct net {
 	struct event_base *base;
 	SSL_CTX *tls;
 	struct evconnlistener *listener;
+	struct admin *admin; /* NULL when [node] admin is not set */
 	int wake_fd;
 	struct event *ev_wake;
 	struct event *ev_out;
@@ -144,6 +158,25 @@ static int trusted(const struct net *n, const char *peer)
 	return p && p->trusted_relay;
 }
 
+/* "host:port", "[v6]:port" */
+static void addr_text(char *buf, size_t sz, const char *host, unsigned port)
+{
+	snprintf(buf, sz, strchr(host, ':') ? "[%s]:%u" : "%s:%u", host, port);
+}
+
+/* Remembers where c goes and since when, for /peers (without them when out
+ * of memory). */
+static void conn_info_set(struct conn *c, const char *addr)
+{
+	struct conn_info *ci = calloc(1, sizeof *ci);
+
+	if (!ci)
+		return;
+	snprintf(ci->addr, sizeof ci->addr, "%s", addr);
+	ci->since = clock_real_ms(NULL);
+	conn_set_user(c, ci);
+}
+
 /* ---- rights of a peer (SPEC §10) ------------------------------------------ */
 
 static int check_rights(struct net *n, const char *peer, const Semq__Frame *f,
@@ -232,6 +265,9 @@ static void on_ready(void *ctx, struct conn *c)
 	for (i = 0; i < n->n_dialers; i++)
 		if (n->dialers[i].conn == c)
 			n->dialers[i].attempts = 0;
+	if (conn_user(c))
+		((struct conn_info *)conn_user(c))->ready_at =
+			clock_real_ms(NULL);
 	send_routes(n);
 	j = job_new(JOB_PEER_UP);
 	if (j) {
@@ -278,6 +314,8 @@ static void on_close(void *ctx, struct conn *c, const char *why)
 	size_t i;
 
 	(void)why;
+	free(conn_user(c));
+	conn_set_user(c, NULL);
 	for (i = 0; i < n->n_conns; i++)
 		if (n->conns[i] == c) {
 			memmove(&n->conns[i], &n->conns[i + 1],
@@ -313,6 +351,7 @@ static void dial_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct dialer *d = arg;
 	struct net *n = d->n;
+	char addr[300];
 	struct conn *c;
 
 	(void)fd;
@@ -333,6 +372,10 @@ static void dial_cb(evutil_socket_t fd, short what, void *arg)
 		return;
 	}
 	d->conn = c;
+	d->next_at = 0;
+	addr_text(addr, sizeof addr, d->peer->connect.host,
+		  d->peer->connect.port);
+	conn_info_set(c, addr);
 	log_msg(LOG_DEBUG, "net", d->peer->name, NULL, "dialling %s:%u",
 		d->peer->connect.host, d->peer->connect.port);
 }
@@ -355,6 +398,7 @@ static void schedule_dial(struct dialer *d)
 			(int64_t)(rnd(n) % (uint64_t)(delay / 2 + 1));
 	tv.tv_sec = delay / 1000;
 	tv.tv_usec = (delay % 1000) * 1000;
+	d->next_at = clock_real_ms(NULL) + delay;
 	evtimer_add(d->timer, &tv);
 }
 
@@ -364,11 +408,22 @@ static void accept_cb(struct evconnlistener *l, evutil_socket_t fd,
 		      struct sockaddr *sa, int salen, void *arg)
 {
 	struct net *n = arg;
+	char host[INET6_ADDRSTRLEN] = "?", addr[INET6_ADDRSTRLEN + 8];
+	unsigned port = 0;
 	struct conn *c;
 
 	(void)l;
-	(void)sa;
 	(void)salen;
+	if (sa->sa_family == AF_INET) {
+		const struct sockaddr_in *in = (const void *)sa;
+		evutil_inet_ntop(AF_INET, &in->sin_addr, host, sizeof host);
+		port = ntohs(in->sin_port);
+	} else if (sa->sa_family == AF_INET6) {
+		const struct sockaddr_in6 *in6 = (const void *)sa;
+		evutil_inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof host);
+		port = ntohs(in6->sin6_port);
+	}
+	addr_text(addr, sizeof addr, host, port);
 	if (n->stopping || n->n_conns >= MAX_CONNS) {
 		evutil_closesocket(fd);
 		return;
@@ -378,6 +433,8 @@ static void accept_cb(struct evconnlistener *l, evutil_socket_t fd,
 		     &n->cbs, n);
 	if (c && add_conn(n, c) != SEMQ_OK)
 		conn_free(c);
+	else if (c)
+		conn_info_set(c, addr);
 }
 
 static void wake_cb(evutil_socket_t fd, short what, void *arg)
@@ -422,7 +479,13 @@ static void out_cb(evutil_socket_t fd, short what, void *arg)
 	n->out_head = n->out_tail = NULL;
 	pthread_mutex_unlock(&n->out_mu);
 	for (o = list; o; o = o->next) {
-		struct conn *c = find_conn(n, o->conn_id);
+		struct conn *c;
+		if (o->req_id) { /* an answer to an admin HTTP request */
+			if (n->admin)
+				admin_deliver(n->admin, o);
+			continue;
+		}
+		c = find_conn(n, o->conn_id);
 		if (c)
 			conn_send(c, o->bytes, o->len);
 	}
@@ -440,6 +503,8 @@ static void stop_cb(evutil_socket_t fd, short what, void *arg)
 	n->stopping = 1;
 	if (n->listener)
 		evconnlistener_disable(n->listener);
+	if (n->admin)
+		admin_stopping(n->admin);
 	event_base_loopexit(n->base, NULL);
 }
 
@@ -457,6 +522,61 @@ static void signal_cb(evutil_socket_t sig, short what, void *arg)
 void net_stop(struct net *n)
 {
 	event_active(n->ev_stop, EV_READ, 0);
+}
+
+/* admin_peers_fn: every connection, then the configured peers without
+ * one (with when they are dialled next). */
+static void list_peers(void *ctx, admin_peer_cb cb, void *cb_ctx)
+{
+	struct net *n = ctx;
+	char addr[300];
+	size_t i, k;
+
+	for (i = 0; i < n->n_conns; i++) {
+		struct conn *c = n->conns[i];
+		const struct conn_info *ci = conn_user(c);
+		struct admin_peer p = {0};
+
+		p.peer = conn_peer(c)[0] ? conn_peer(c) : NULL;
+		for (k = 0; !p.peer && k < n->n_dialers; k++)
+			if (n->dialers[k].conn == c)
+				p.peer = n->dialers[k].peer->name;
+		p.state = conn_state(c);
+		p.outbound = conn_outbound(c);
+		p.address = ci ? ci->addr : NULL;
+		p.conn_id = conn_id(c);
+		p.since = ci ? ci->since : 0;
+		p.ready_at = ci ? ci->ready_at : 0;
+		p.pending = conn_output_pending(c);
+		cb(cb_ctx, &p);
+	}
+	for (k = 0; k < n->c->n_peers; k++) {
+		const struct cfg_peer *cp = &n->c->peers[k];
+		const struct dialer *d = NULL;
+		struct admin_peer p = {0};
+
+		for (i = 0; i < n->n_conns; i++)
+			if (!strcmp(conn_peer(n->conns[i]), cp->name))
+				break;
+		if (i < n->n_conns)
+			continue;
+		for (i = 0; i < n->n_dialers; i++)
+			if (n->dialers[i].peer == cp)
+				d = &n->dialers[i];
+		if (d && d->conn)
+			continue; /* dialling: listed with the connections */
+		p.peer = cp->name;
+		p.state = -1;
+		p.outbound = cp->connect.set;
+		if (cp->connect.set) {
+			addr_text(addr, sizeof addr, cp->connect.host,
+				  cp->connect.port);
+			p.address = addr;
+		}
+		p.next_dial_at = d ? d->next_at : 0;
+		p.attempts = d ? d->attempts : 0;
+		cb(cb_ctx, &p);
+	}
 }
 
 static int bind_wake(struct net *n, char *err, size_t errsz)
@@ -581,6 +701,12 @@ int net_new(const struct config *c, struct net **out, char *err, size_t errsz)
 			goto out;
 		}
 	}
+	if (c->admin.set) {
+		r = admin_new(n->base, c, list_peers, n, &n->admin, err, errsz);
+		if (r != SEMQ_OK)
+			goto out;
+		r = SEMQ_ERR_NOMEM;
+	}
 	for (i = 0; i < c->n_peers; i++)
 		if (c->peers[i].connect.set)
 			n->n_dialers++;
@@ -612,6 +738,8 @@ out:
 void net_attach_worker(struct net *n, struct worker *w)
 {
 	n->w = w;
+	if (n->admin)
+		admin_attach_worker(n->admin, w);
 }
 
 int net_run(struct net *n)
@@ -633,6 +761,8 @@ void net_drain(struct net *n)
 	n->stopping = 1;
 	n->w = NULL; /* the worker is stopped: nothing more is submitted */
 	out_cb(-1, 0, n);
+	if (n->admin)
+		admin_drain(n->admin);
 	while (n->n_conns)
 		conn_close(n->conns[0], SEMQ__ERROR__CODE__SHUTDOWN,
 			   "node is stopping");
@@ -672,6 +802,7 @@ void net_free(struct net *n)
 		close(n->wake_fd);
 	if (n->listener)
 		evconnlistener_free(n->listener);
+	admin_free(n->admin);
 	if (n->tls)
 		SSL_CTX_free(n->tls);
 	if (n->base)

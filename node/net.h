@@ -19,9 +19,10 @@ struct net;
 struct worker;
 
 /*
- * Creates the loop, the TLS context, binds the listener and the wake socket
- * (so a port in use or a second semqd on the same database is reported at
- * start). `c` is borrowed for the life of the net. *out on success.
+ * Creates the loop, the TLS context, binds the listener, the admin HTTP
+ * (admin.c, when [node] admin is set) and the wake socket (so a port in use
+ * or a second semqd on the same database is reported at start). `c` is
+ * borrowed for the life of the net. *out on success.
  */
 int net_new(const struct config *c, struct net **out, char *err, size_t errsz);
 void net_attach_worker(struct net *n, struct worker *w);

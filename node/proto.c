@@ -15,6 +15,7 @@
 
 #include "codec.h"
 #include "log.h"
+#include "report.h"
 #include "wheel.h"
 
 #define HELD_MAX 10000     /* messages held for a missing predecessor */
@@ -55,6 +56,7 @@ struct proto {
 	int redo_dirty;       /* the schedule changed: scan again */
 	double drain_tokens;  /* drain_rate: messages we may send now */
 	int64_t drain_at;
+	struct proto_counts cnt; /* this batch so far, for metrics */
 };
 
 /* ---- outbox ------------------------------------------------------------- */
@@ -366,6 +368,29 @@ void proto_rolled_back(struct proto *p)
 {
 	/* What the batch marked sent is back at 0: look again. */
 	p->more_to_send = 1;
+	memset(&p->cnt, 0, sizeof p->cnt);
+}
+
+void proto_take_counts(struct proto *p, struct proto_counts *c)
+{
+	c->sent += p->cnt.sent;
+	c->confirmed += p->cnt.confirmed;
+	c->received += p->cnt.received;
+	c->duplicates += p->cnt.duplicates;
+	c->redo_created += p->cnt.redo_created;
+	memset(&p->cnt, 0, sizeof p->cnt);
+}
+
+/* Counts what store_receive() answered (rr) for metrics. */
+static void count_receipt(struct proto *p, int rr, int result)
+{
+	if (rr == SEMQ_DUPLICATE)
+		p->cnt.duplicates++;
+	if (rr != SEMQ_OK)
+		return;
+	p->cnt.received++;
+	if (result == RES_REDO || result == RES_SCHEDULED)
+		p->cnt.redo_created++;
 }
 
 /* ---- receiving ----------------------------------------------------------- */
@@ -434,6 +459,7 @@ static int receive_one(struct proto *p, const struct msg *m, const char *via,
 
 	r = store_receive(p->st, m, via, need, now, plughost_apply, p->ph,
 			  &result, err, sizeof err);
+	count_receipt(p, r, result);
 	switch (r) {
 	case SEMQ_OK:
 		*verdict = result;
@@ -727,6 +753,7 @@ static int retry_held(struct proto *p, int64_t now, struct outbox *ob)
 		rr = store_receive(p->st, &h->m, h->via[0] ? h->via : NULL,
 				   h->need, now, plughost_apply, p->ph, &result,
 				   err, sizeof err);
+		count_receipt(p, rr, result);
 		if (rr == SEMQ_AGAIN && now - h->since < p->c->query_after_ms) {
 			pp = &h->next;
 			continue;
@@ -790,6 +817,8 @@ static int on_indication(struct proto *p, const struct job *j, int64_t now,
 		}
 		rr = store_mark_confirmed(p->st, &id, ind->verdicts[i]->result,
 					  now);
+		if (rr == SEMQ_OK)
+			p->cnt.confirmed++;
 		if (rr != SEMQ_OK && rr != SEMQ_DECLINED &&
 		    rr != SEMQ_ERR_NOT_FOUND) {
 			r = rr;
@@ -940,6 +969,8 @@ static int on_query_reply(struct proto *p, const struct job *j, int64_t now,
 		}
 		if (a->received) {
 			rr = store_mark_confirmed(p->st, &id, a->result, now);
+			if (rr == SEMQ_OK)
+				p->cnt.confirmed++;
 			if (rr == SEMQ_OK || rr == SEMQ_DECLINED ||
 			    rr == SEMQ_ERR_NOT_FOUND)
 				r = idlist_add(&resp, &id, 0);
@@ -989,9 +1020,9 @@ static int on_relay_ack(struct proto *p, const struct job *j, int64_t now)
 		struct msg m;
 		char why[SEMQ_ERRLEN];
 
+		/* Our own rows, or a relay's copies sent on to a further
+		 * relay; ids we hold nothing for are declined below. */
 		codec_msgid_from_wire(ra->ids[i], &id);
-		if (strcmp(id.origin, p->c->id) != 0)
-			continue; /* a hop further down: not ours to record */
 		if (ra->kind != SEMQ__RELAY_ACK__KIND__UNREACHABLE) {
 			r = store_mark_relay_acked(p->st, &id, now,
 						   now + p->c->query_after_ms);
@@ -1007,6 +1038,10 @@ static int on_relay_ack(struct proto *p, const struct job *j, int64_t now)
 			int k;
 
 			r = store_outbound_get(p->st, &id, &m, &row);
+			if (r == SEMQ_ERR_NOT_FOUND) {
+				r = SEMQ_OK; /* nothing of ours */
+				continue;
+			}
 			if (r != SEMQ_OK)
 				break;
 			msg_clear(&m);
@@ -1165,6 +1200,10 @@ static int send_cb(void *ctx, const struct msg *m, const struct out_row *row)
 
 	(void)row;
 	x->fetched++;
+	/* A relay's copy never goes back towards the node it came from. */
+	if (conn && strcmp(m->id.origin, x->p->c->id) != 0 &&
+	    conn == hop_conn(x->p->routes, m->id.origin))
+		conn = 0;
 	if (!conn)
 		return 0;
 	if (x->n == x->cap) {
@@ -1338,6 +1377,8 @@ static int send_pending(struct proto *p, int64_t now, struct outbox *ob)
 		if (first)
 			r = emit_data(p, ob, conn, x.v + i, x.n - i);
 	}
+	if (r == SEMQ_OK)
+		p->cnt.sent += x.n;
 	if (p->c->drain_rate)
 		p->drain_tokens -= (double)x.n;
 	if (x.fetched >= limit && limit == p->c->batch_max)
@@ -1436,8 +1477,13 @@ static int run_due_redo(struct proto *p, int64_t now)
 		if (r == SEMQ_DECLINED) /* done, discarded or moved meanwhile */
 			r = SEMQ_OK;
 	}
-	if (x.n || x.more)
-		p->redo_dirty = 1; /* next levels, released successors */
+	if (r == SEMQ_OK && (x.n || x.more)) {
+		/* Next levels and released successors are in the table now
+		 * (this transaction): load them so the worker's sleep and
+		 * the next tick see them at once. */
+		p->redo_dirty = 1;
+		r = refill_wheel(p, now);
+	}
 	return r;
 }
 
@@ -1463,6 +1509,13 @@ int proto_job(struct proto *p, const struct job *j, int64_t now,
 		p->redo_dirty = 1;
 		return SEMQ_OK;
 	case JOB_PEER_UP: return on_peer_up(p, j, now, ob);
+	case JOB_ADMIN: {
+		int changed = 0,
+		    r = report_handle(p->st, p->c, j, now, ob, &changed);
+		if (changed) /* an operator retried or discarded: rescan */
+			p->redo_dirty = 1;
+		return r;
+	}
 	case JOB_FRAME: break;
 	default: return SEMQ_ERR_INTERNAL;
 	}

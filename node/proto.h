@@ -74,6 +74,19 @@ int64_t proto_next_due(const struct proto *p);
 void proto_committed(struct proto *p);
 void proto_rolled_back(struct proto *p);
 
+/* What a batch did, for metrics. Counted as it runs, forgotten when it rolls
+ * back; after its commit proto_take_counts() adds them to *c and starts
+ * counting from zero again. */
+struct proto_counts {
+	uint64_t sent;         /* tb_0031 rows put in Data frames (resends,
+				  tombstones, a relay's stored copies too) */
+	uint64_t confirmed;    /* tb_0031 rows confirmed by their destination */
+	uint64_t received;     /* messages recorded in tb_0030 */
+	uint64_t duplicates;   /* copies recognised as already received */
+	uint64_t redo_created; /* receipts that went to tb_0033 (redo, delay) */
+};
+void proto_take_counts(struct proto *p, struct proto_counts *c);
+
 /* Which connection reaches `dest` now: a direct hop, else the [route] for it,
  * else [route] default; 0 when none. */
 uint64_t route_lookup(const struct routes *r, const struct config *c,

@@ -22,6 +22,14 @@
 
 #define JOBS_PER_BATCH 512
 
+/* Upper bounds of the histograms' buckets (worker_stats); +Inf follows. */
+static const uint64_t jobs_bounds[] = {1, 2, 5, 10, 20, 50, 100, 200, 512};
+static const uint64_t msgs_bounds[] = {1,   2,   5,   10,   20,   50,
+				       100, 200, 500, 1000, 2000, 5000};
+static const uint64_t commit_us_bounds[] = {500,    1000,   2500,    5000,
+					    10000,  25000,  50000,   100000,
+					    250000, 500000, 1000000, 2500000};
+
 struct worker {
 	const struct config *c;
 	struct store *st;
@@ -52,6 +60,24 @@ int64_t clock_real_ms(void *ctx)
 	(void)ctx;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void hist_init(struct worker_hist *h, const uint64_t *bounds, size_t n)
+{
+	memset(h, 0, sizeof *h);
+	memcpy(h->bound, bounds, n * sizeof *bounds);
+	h->n = n + 1; /* and +Inf */
+}
+
+static void hist_observe(struct worker_hist *h, uint64_t v)
+{
+	size_t i = 0;
+
+	while (i + 1 < h->n && v > h->bound[i])
+		i++;
+	h->count[i]++;
+	h->sum += v;
+	h->total++;
 }
 
 static int64_t mono_us(void)
@@ -87,6 +113,12 @@ int worker_new(const struct config *c, worker_output_fn out, void *out_ctx,
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&w->cv, &ca);
 	pthread_condattr_destroy(&ca);
+	hist_init(&w->stats.batch_jobs, jobs_bounds,
+		  sizeof jobs_bounds / sizeof jobs_bounds[0]);
+	hist_init(&w->stats.batch_messages, msgs_bounds,
+		  sizeof msgs_bounds / sizeof msgs_bounds[0]);
+	hist_init(&w->stats.commit_us, commit_us_bounds,
+		  sizeof commit_us_bounds / sizeof commit_us_bounds[0]);
 
 	so.path = c->db;
 	so.node_id = c->id;
@@ -125,9 +157,11 @@ static void deliver(struct worker *w, struct outbox *ob)
 	outbox_init(ob);
 }
 
-/* Runs jobs [head, stop) and, if tick, proto_tick in one transaction. */
+/* Runs jobs [head, stop) and, if tick, proto_tick in one transaction; adds
+ * what it did to *cnt once it committed. */
 static int run_batch(struct worker *w, struct job *head, struct job *stop,
-		     int tick, int64_t now, struct outbox *ob)
+		     int tick, int64_t now, struct outbox *ob,
+		     struct proto_counts *cnt)
 {
 	struct job *j;
 	int r;
@@ -146,26 +180,29 @@ static int run_batch(struct worker *w, struct job *head, struct job *stop,
 		outbox_clear(ob);
 	} else {
 		proto_committed(w->p);
+		proto_take_counts(w->p, cnt);
 	}
 	return r;
 }
 
 static void batch(struct worker *w, struct job *jobs, size_t n, int64_t now)
 {
+	struct proto_counts cnt = {0};
 	struct outbox ob;
 	int64_t t0 = mono_us();
+	uint64_t us, msgs;
 	struct job *j;
 	int r;
 
 	outbox_init(&ob);
-	r = run_batch(w, jobs, NULL, 1, now, &ob);
+	r = run_batch(w, jobs, NULL, 1, now, &ob, &cnt);
 	if (r != SEMQ_OK) {
 		log_msg(LOG_WARN, "store", NULL, NULL,
 			"batch of %zu jobs failed (%s: %s); retrying them one "
 			"by one",
 			n, semq_strerror(r), store_errmsg(w->st));
 		for (j = jobs; j; j = j->next) {
-			r = run_batch(w, j, j->next, 0, now, &ob);
+			r = run_batch(w, j, j->next, 0, now, &ob, &cnt);
 			if (r != SEMQ_OK)
 				log_msg(LOG_ERROR, "store", j->peer, NULL,
 					"job dropped (%s: %s); the peer will "
@@ -177,10 +214,22 @@ static void batch(struct worker *w, struct job *jobs, size_t n, int64_t now)
 	} else {
 		deliver(w, &ob);
 	}
+	us = (uint64_t)(mono_us() - t0);
+	msgs = cnt.received + cnt.duplicates + cnt.sent;
 	pthread_mutex_lock(&w->mu);
 	w->stats.batches++;
 	w->stats.jobs += n;
-	w->stats.commit_us_total += (uint64_t)(mono_us() - t0);
+	w->stats.commit_us_total += us;
+	w->stats.received += cnt.received;
+	w->stats.duplicates += cnt.duplicates;
+	w->stats.sent += cnt.sent;
+	w->stats.confirmed += cnt.confirmed;
+	w->stats.redo_created += cnt.redo_created;
+	if (n || msgs || cnt.confirmed) {
+		hist_observe(&w->stats.batch_jobs, n);
+		hist_observe(&w->stats.batch_messages, msgs);
+		hist_observe(&w->stats.commit_us, us);
+	}
 	pthread_mutex_unlock(&w->mu);
 	while (jobs) {
 		j = jobs->next;

@@ -49,10 +49,31 @@ void worker_stop(struct worker *w);
 /* Stops if needed, then closes plugins and the store. NULL ok. */
 void worker_free(struct worker *w);
 
-/* Counters for logs and metrics (read from any thread). */
+/* A histogram for metrics: n buckets with ascending upper bounds, the last
+ * one unbounded (+Inf, its bound unused); count[i] is what fell in bucket i
+ * alone (not cumulative); sum and total of every observation. */
+#define WORKER_HIST_MAX 16
+struct worker_hist {
+	size_t n;
+	uint64_t bound[WORKER_HIST_MAX];
+	uint64_t count[WORKER_HIST_MAX];
+	uint64_t sum, total;
+};
+
+/*
+ * Counters for logs and metrics (read from any thread). They are updated once
+ * per batch under the worker's lock, so a snapshot is consistent: all of it
+ * describes the same committed batches. received .. redo_created are what
+ * committed batches did (see struct proto_counts). The histograms observe
+ * every batch that carried a job or a message.
+ */
 struct worker_stats {
 	uint64_t batches, jobs, commit_us_total;
 	uint64_t received, duplicates, sent, confirmed;
+	uint64_t redo_created;
+	struct worker_hist batch_jobs;     /* jobs per batch */
+	struct worker_hist batch_messages; /* received + duplicates + sent */
+	struct worker_hist commit_us;      /* BEGIN to last COMMIT, in µs */
 };
 void worker_get_stats(struct worker *w, struct worker_stats *s);
 

@@ -11,8 +11,9 @@
  * inspects and cancels the node's outbound messages, `redo
  * list|show|retry|discard` lists, inspects, retries and gives up on entries
  * of the redo queue, and `received list` shows the received record with the
- * inbound watermarks. Every listing is also available as JSON (--json) for
- * scripts.
+ * inbound watermarks; `peers` asks the running daemon, over its admin HTTP,
+ * for its live connections. Every listing is also available as JSON (--json)
+ * for scripts.
  *
  * DESIGN
  *  - One table of commands (name, handler, options, usage, help). main()
@@ -30,11 +31,14 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <netdb.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -95,6 +99,7 @@ static int cmd_redo_show(struct ctl *c);
 static int cmd_redo_retry(struct ctl *c);
 static int cmd_redo_discard(struct ctl *c);
 static int cmd_received_list(struct ctl *c);
+static int cmd_peers(struct ctl *c);
 
 /* ---- the table of commands ----------------------------------------------- */
 
@@ -128,6 +133,8 @@ static const struct ctl_opt redo_discard_opts[] = {{"--reason", "TEXT"},
 
 static const struct ctl_opt received_list_opts[] = {
 	{"--origin", "O"}, {"--limit", "N"}, {NULL, NULL}};
+
+static const struct ctl_opt peers_opts[] = {{NULL, NULL}};
 
 static const struct ctl_cmd ctl_cmds[] = {
 	{"status", cmd_status, status_opts, "",
@@ -292,6 +299,22 @@ static const struct ctl_cmd ctl_cmds[] = {
 	 "origin, dest, seq, rowid, type, key, prev_seq, received_at, via,\n"
 	 "result, result_name, ack_status, ack_name, confirm_need and\n"
 	 "confirm_got (bits: 1 origin, 2 relay).\n"},
+	{"peers", cmd_peers, peers_opts, "",
+	 "the running daemon's peer connections (over its admin HTTP)",
+	 "Asks the running semqd for its peer connections, over its admin\n"
+	 "HTTP ([node] admin in node.ini, GET /peers): one line per\n"
+	 "connection with PEER, STATE (tls, hello, ready, closing),\n"
+	 "DIRECTION (dialled or accepted), ADDRESS, SINCE (how long it has\n"
+	 "been open) and PENDING (bytes queued for the peer); then every\n"
+	 "configured peer without a connection, STATE disconnected, with\n"
+	 "NEXT_DIAL (when it is dialled next; - when it only dials in).\n"
+	 "\n"
+	 "Exit 1 when [node] admin is not set or the daemon does not answer.\n"
+	 "--json prints the daemon's answer: {\"node\", \"now\", \"peers\":\n"
+	 "[{\"peer\", \"state\", \"direction\", \"address\", \"conn_id\",\n"
+	 "\"since\", \"ready_at\", \"pending_bytes\"}...]}, a peer without a\n"
+	 "connection with \"next_dial_at\", \"next_dial_in_ms\" and\n"
+	 "\"attempts\" (times in unix ms, null when none).\n"},
 	{NULL, NULL, NULL, NULL, NULL, NULL}};
 
 /* ---- messages ------------------------------------------------------------ */
@@ -3141,6 +3164,251 @@ static int cmd_received_list(struct ctl *c)
 out:
 	recv_data_free(&d);
 	status_free(&s);
+	return r;
+}
+
+/* ---- peers (the daemon's admin HTTP) -------------------------------------- */
+
+#define ADMIN_TIMEOUT_S 5 /* the daemon answers at once or not at all */
+#define ADMIN_ANSWER_MAX (8 << 20) /* bytes of an answer */
+
+/* Writes all n bytes of p to fd; 0 or -1 (errno). */
+static int write_all(int fd, const char *p, size_t n)
+{
+	ssize_t k;
+
+	while (n) {
+		k = write(fd, p, n);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			return -1;
+		p += k;
+		n -= (size_t)k;
+	}
+	return 0;
+}
+
+/* Connects to the daemon's admin address `where` (host:port); the socket,
+ * or -1 after printing one line. */
+static int admin_connect(struct ctl *c, const char *where)
+{
+	const struct cfg_addr *a = &c->cfg->admin;
+	struct timeval tv = {ADMIN_TIMEOUT_S, 0};
+	struct addrinfo hints, *ai = NULL, *p;
+	char port[8];
+	int fd = -1, e = ECONNREFUSED, gai;
+
+	memset(&hints, 0, sizeof hints);
+	hints.ai_socktype = SOCK_STREAM;
+	hints.ai_flags = AI_NUMERICSERV;
+	snprintf(port, sizeof port, "%u", a->port);
+	gai = getaddrinfo(a->host, port, &hints, &ai);
+	if (gai) {
+		fail("%s: [node] admin %s: %s", c->config_path, where,
+		     gai_strerror(gai));
+		return -1;
+	}
+	for (p = ai; p; p = p->ai_next) {
+		fd = socket(p->ai_family, p->ai_socktype | SOCK_CLOEXEC,
+			    p->ai_protocol);
+		if (fd < 0) {
+			e = errno;
+			continue;
+		}
+		setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+		setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+		if (connect(fd, p->ai_addr, p->ai_addrlen) == 0)
+			break;
+		e = errno;
+		close(fd);
+		fd = -1;
+	}
+	freeaddrinfo(ai);
+	if (fd < 0)
+		fail("cannot reach semqd's admin HTTP at %s ([node] admin of "
+		     "%s): %s; is semqd running?",
+		     where, c->config_path, strerror(e));
+	return fd;
+}
+
+/*
+ * GET `path` from the running daemon's admin HTTP: HTTP/1.0, so the daemon
+ * closes after its answer. EXIT_OK with *status and *body (NUL-terminated,
+ * caller frees); otherwise one line was printed.
+ */
+static int admin_get(struct ctl *c, const char *path, int *status, char **body)
+{
+	const struct cfg_addr *a = &c->cfg->admin;
+	char where[300], req[600], *buf = NULL, *end;
+	size_t len = 0, cap = 0;
+	int fd, n, r = EXIT_FAIL;
+	ssize_t k;
+
+	snprintf(where, sizeof where,
+		 strchr(a->host, ':') ? "[%s]:%u" : "%s:%u", a->host, a->port);
+	fd = admin_connect(c, where);
+	if (fd < 0)
+		return EXIT_FAIL;
+	n = snprintf(req, sizeof req,
+		     "GET %s HTTP/1.0\r\nHost: %s\r\nAccept: "
+		     "application/json\r\nUser-Agent: semqctl\r\n\r\n",
+		     path, where);
+	if (write_all(fd, req, (size_t)n) != 0) {
+		fail("admin HTTP at %s: sending the request: %s", where,
+		     strerror(errno));
+		goto out;
+	}
+	for (;;) {
+		if (cap - len < 4096) {
+			char *v;
+			if (cap >= ADMIN_ANSWER_MAX) {
+				fail("admin HTTP at %s: the answer is over %d "
+				     "bytes",
+				     where, ADMIN_ANSWER_MAX);
+				goto out;
+			}
+			v = realloc(buf, cap ? cap * 2 : 16384);
+			if (!v) {
+				fail("out of memory");
+				goto out;
+			}
+			buf = v;
+			cap = cap ? cap * 2 : 16384;
+		}
+		k = read(fd, buf + len, cap - len - 1);
+		if (k == 0)
+			break;
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k < 0) {
+			fail("admin HTTP at %s: %s", where,
+			     errno == EAGAIN || errno == EWOULDBLOCK
+				     ? "no answer within 5 s"
+				     : strerror(errno));
+			goto out;
+		}
+		len += (size_t)k;
+	}
+	buf[len] = '\0';
+	end = strstr(buf, "\r\n\r\n");
+	if (sscanf(buf, "HTTP/%*d.%*d %d", status) != 1 || !end) {
+		fail("admin HTTP at %s: the answer is not HTTP", where);
+		goto out;
+	}
+	end += 4;
+	memmove(buf, end, len - (size_t)(end - buf) + 1);
+	*body = buf;
+	buf = NULL;
+	r = EXIT_OK;
+out:
+	close(fd);
+	free(buf);
+	return r;
+}
+
+/* The columns of `peers`. */
+enum {
+	PC_PEER,
+	PC_STATE,
+	PC_DIRECTION,
+	PC_ADDRESS,
+	PC_SINCE,
+	PC_PENDING,
+	PC_NEXT_DIAL,
+	PC_N
+};
+
+static const char *peer_str(const json_t *p, const char *key)
+{
+	return json_string_value(json_object_get(p, key));
+}
+
+static int64_t peer_int(const json_t *p, const char *key)
+{
+	return (int64_t)json_integer_value(json_object_get(p, key));
+}
+
+static const char *peer_cell(const void *ctx, size_t i, int col, int64_t now,
+			     char *buf, size_t sz)
+{
+	static const char *const head[PC_N] = {"PEER",     "STATE", "DIRECTION",
+					       "ADDRESS",  "SINCE", "PENDING",
+					       "NEXT_DIAL"};
+	const json_t *p;
+
+	if (i == TABLE_HEAD)
+		return head[col];
+	p = json_array_get((const json_t *)ctx, i);
+	switch (col) {
+	case PC_PEER: return cell(peer_str(p, "peer"), 0, buf, sz);
+	case PC_STATE: return cell(peer_str(p, "state"), 0, buf, sz);
+	case PC_DIRECTION: return cell(peer_str(p, "direction"), 0, buf, sz);
+	case PC_ADDRESS: return cell(peer_str(p, "address"), 0, buf, sz);
+	case PC_SINCE: return fmt_age(peer_int(p, "since"), now, buf, sz);
+	case PC_PENDING:
+		if (!json_is_integer(json_object_get(p, "pending_bytes")))
+			return "-";
+		snprintf(buf, sz, "%lld",
+			 (long long)peer_int(p, "pending_bytes"));
+		return buf;
+	default:
+		if (!peer_int(p, "next_dial_at"))
+			return "-";
+		return fmt_until(peer_int(p, "next_dial_at"), now, buf, sz);
+	}
+}
+
+static int cmd_peers(struct ctl *c)
+{
+	json_t *doc = NULL, *arr;
+	json_error_t e;
+	char *body = NULL;
+	int status = 0, r;
+
+	if (c->n_pos)
+		return usage_err(c, "unexpected argument '%s'", c->pos[0]);
+	r = ctl_load_config(c);
+	if (r)
+		return r;
+	if (!c->cfg->admin.set)
+		return fail("%s: [node] admin is not set; semqctl peers asks "
+			    "the running daemon over it",
+			    c->config_path);
+	r = admin_get(c, "/peers", &status, &body);
+	if (r)
+		return r;
+	r = EXIT_FAIL;
+	doc = json_loads(body, 0, &e);
+	if (status != 200) {
+		const char *why =
+			json_string_value(json_object_get(doc, "error"));
+		fail("semqd answered GET /peers with %d: %s", status,
+		     why ? why : "(no reason given)");
+		goto out;
+	}
+	arr = json_object_get(doc, "peers");
+	if (!json_is_array(arr)) {
+		fail("semqd's answer to GET /peers is not the expected "
+		     "JSON%s%s",
+		     doc ? "" : ": ", doc ? "" : e.text);
+		goto out;
+	}
+	if (c->json) {
+		r = print_json(doc);
+		doc = NULL;
+		goto out;
+	}
+	if (json_array_size(arr))
+		print_table(arr, json_array_size(arr), PC_N, peer_cell);
+	else
+		printf("no peers: node %s has no connection and no [peer] "
+		       "section\n",
+		       c->cfg->id);
+	r = EXIT_OK;
+out:
+	json_decref(doc);
+	free(body);
 	return r;
 }
 

@@ -1,0 +1,861 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The admin HTTP server on the network thread (see admin.h).
+ *
+ * DESIGN
+ *  - One table of routes (path pattern, method, who answers, whether it is
+ *    an action). A path that matches no route is 404; a path that matches
+ *    with another method is 405 with an Allow header. Exact patterns win over
+ *    patterns with a '*' segment, so /redo/retry-all-dead is never read as
+ *    an entry id.
+ *  - A request for the tables is copied into a JOB_ADMIN (method, path,
+ *    query, body) with a request id; the evhttp request stays here, in the
+ *    pending list, with a 10 s timer. The store thread's answer finds it by
+ *    id; an answer for an id that is no longer pending (timed out, or the
+ *    node is draining) is dropped. When the client went away meanwhile,
+ *    libevent has detached the request from its connection, and answering
+ *    it only frees it.
+ *  - Nothing here reads the database or the worker's state beyond
+ *    worker_get_stats(), which is made for any thread; the connections are
+ *    listed through net.c's callback.
+ *  - The bearer token is compared in constant time (for a given token
+ *    length), so response times do not reveal how much of a guess matched.
+ */
+#include "admin.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#include <event2/buffer.h>
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
+#include <event2/listener.h>
+#include <event2/util.h>
+#include <jansson.h>
+
+#include "log.h"
+#include "peer.h"
+#include "worker.h"
+
+#define REPLY_TIMEOUT_S 10   /* a request the store thread did not answer */
+#define MAX_PENDING 64       /* requests waiting for the store thread */
+#define MAX_BODY (64 * 1024) /* bytes of a request body */
+#define MAX_HEADERS (16 * 1024)
+#define IDLE_TIMEOUT_S 30 /* an HTTP connection that sends nothing */
+
+enum route_kind { RK_HEALTH, RK_PEERS, RK_STORE };
+
+struct route {
+	const char *pattern; /* a '*' segment matches one path segment */
+	enum evhttp_cmd_type method;
+	int kind;    /* enum route_kind */
+	int action;  /* changes the tables: needs authorisation */
+	int metrics; /* /metrics: the network's part is appended here */
+};
+
+static const struct route routes[] = {
+	{"/health", EVHTTP_REQ_GET, RK_HEALTH, 0, 0},
+	{"/peers", EVHTTP_REQ_GET, RK_PEERS, 0, 0},
+	{"/metrics", EVHTTP_REQ_GET, RK_STORE, 0, 1},
+	{"/streams", EVHTTP_REQ_GET, RK_STORE, 0, 0},
+	{"/redo", EVHTTP_REQ_GET, RK_STORE, 0, 0},
+	{"/redo/retry-all-dead", EVHTTP_REQ_POST, RK_STORE, 1, 0},
+	{"/redo/*", EVHTTP_REQ_GET, RK_STORE, 0, 0},
+	{"/redo/*/retry", EVHTTP_REQ_POST, RK_STORE, 1, 0},
+	{"/redo/*/discard", EVHTTP_REQ_POST, RK_STORE, 1, 0},
+};
+#define N_ROUTES (sizeof routes / sizeof routes[0])
+
+/* A request waiting for the store thread's answer. */
+struct pending {
+	struct pending *next;
+	struct admin *a;
+	uint64_t id;
+	struct evhttp_request *req; /* libevent's; ours to answer once */
+	struct event *timer;
+	int metrics;
+};
+
+struct admin {
+	const struct config *c;
+	struct event_base *base;
+	struct evhttp *http;
+	struct worker *w; /* NULL before attach and after drain */
+	admin_peers_fn peers;
+	void *peers_ctx;
+	struct pending *pending;
+	size_t n_pending;
+	uint64_t next_id;
+	int stopping;
+	int64_t started_at; /* unix ms */
+	struct timespec started_mono;
+};
+
+/* ---- answering ------------------------------------------------------------- */
+
+static const char *phrase(int status)
+{
+	switch (status) {
+	case 200: return "OK";
+	case 400: return "Bad Request";
+	case 401: return "Unauthorized";
+	case 404: return "Not Found";
+	case 405: return "Method Not Allowed";
+	case 409: return "Conflict";
+	case 413: return "Payload Too Large";
+	case 500: return "Internal Server Error";
+	case 503: return "Service Unavailable";
+	}
+	return "Unknown";
+}
+
+static const char *method_name(enum evhttp_cmd_type m)
+{
+	switch (m) {
+	case EVHTTP_REQ_GET: return "GET";
+	case EVHTTP_REQ_POST: return "POST";
+	case EVHTTP_REQ_HEAD: return "HEAD";
+	case EVHTTP_REQ_PUT: return "PUT";
+	case EVHTTP_REQ_DELETE: return "DELETE";
+	case EVHTTP_REQ_OPTIONS: return "OPTIONS";
+	case EVHTTP_REQ_TRACE: return "TRACE";
+	case EVHTTP_REQ_CONNECT: return "CONNECT";
+	case EVHTTP_REQ_PATCH: return "PATCH";
+	}
+	return "?";
+}
+
+/* Answers req (which is gone afterwards) with len bytes of body. */
+static void send_body(struct evhttp_request *req, int status, const char *ctype,
+		      const void *body, size_t len)
+{
+	struct evbuffer *b;
+
+	if (!evhttp_request_get_connection(req)) {
+		/* The client went away: libevent detached the request and
+		 * left it to us; there is no one to answer. */
+		evhttp_request_free(req);
+		return;
+	}
+	b = evbuffer_new();
+	if (!b || (len && evbuffer_add(b, body, len) != 0)) {
+		if (b)
+			evbuffer_free(b);
+		evhttp_send_error(req, 500, "out of memory");
+		return;
+	}
+	evhttp_add_header(evhttp_request_get_output_headers(req),
+			  "Content-Type", ctype);
+	evhttp_add_header(evhttp_request_get_output_headers(req),
+			  "Cache-Control", "no-store");
+	evhttp_send_reply(req, status, phrase(status), b);
+	evbuffer_free(b);
+}
+
+/* Answers with doc (stolen) as JSON. */
+static void send_json(struct evhttp_request *req, int status, json_t *doc)
+{
+	static const char nomem[] = "{\"error\": \"out of memory\"}\n";
+	char *text = doc ? json_dumps(doc, JSON_INDENT(2)) : NULL;
+	size_t n;
+
+	json_decref(doc);
+	if (!text) {
+		send_body(req, 500, "application/json", nomem,
+			  sizeof nomem - 1);
+		return;
+	}
+	n = strlen(text);
+	text[n] = '\n'; /* json_dumps leaves the NUL; the body is n + 1 */
+	send_body(req, status, "application/json", text, n + 1);
+	free(text);
+}
+
+static void send_error(struct evhttp_request *req, int status, const char *fmt,
+		       ...) __attribute__((format(printf, 3, 4)));
+
+/* {"error": "..."}: one line naming the culprit. */
+static void send_error(struct evhttp_request *req, int status, const char *fmt,
+		       ...)
+{
+	char text[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(text, sizeof text, fmt, ap);
+	va_end(ap);
+	send_json(req, status, json_pack("{s:s}", "error", text));
+}
+
+/* ---- routing ------------------------------------------------------------------ */
+
+static int pattern_match(const char *pat, const char *path)
+{
+	while (*pat) {
+		if (*pat == '*') {
+			size_t n = strcspn(path, "/");
+			if (n == 0)
+				return 0;
+			path += n;
+			pat++;
+			continue;
+		}
+		if (*pat != *path)
+			return 0;
+		pat++;
+		path++;
+	}
+	return *path == '\0';
+}
+
+/*
+ * The route for (path, method), or NULL: then *path_known says whether the
+ * path exists with other methods, listed in allow ("GET, POST").
+ */
+static const struct route *route_find(const char *path,
+				      enum evhttp_cmd_type method,
+				      int *path_known, char *allow,
+				      size_t allowsz)
+{
+	const struct route *found = NULL;
+	int pass, matched = 0;
+	size_t i;
+
+	allow[0] = '\0';
+	for (pass = 0; pass < 2 && !matched; pass++)
+		for (i = 0; i < N_ROUTES; i++) {
+			const struct route *r = &routes[i];
+			int wild = strchr(r->pattern, '*') != NULL;
+			if (wild != pass || !pattern_match(r->pattern, path))
+				continue;
+			matched = 1;
+			if (r->method == method)
+				found = r;
+			if (!strstr(allow, method_name(r->method)))
+				snprintf(allow + strlen(allow),
+					 allowsz - strlen(allow), "%s%s",
+					 allow[0] ? ", " : "",
+					 method_name(r->method));
+		}
+	*path_known = matched;
+	return found;
+}
+
+/* ---- authorisation -------------------------------------------------------------- */
+
+/* a (the client's, alen bytes) equals the configured token t, in a time
+ * that depends only on t's length. */
+static int token_equal(const char *a, size_t alen, const char *t)
+{
+	size_t tlen = strlen(t), i;
+	unsigned char d = alen != tlen;
+
+	for (i = 0; i < tlen; i++)
+		d |= (unsigned char)t[i] ^
+		     (unsigned char)(i < alen ? a[i] : t[i] ^ 1);
+	return d == 0;
+}
+
+static int loopback(const char *host)
+{
+	struct in6_addr a6;
+	struct in_addr a4;
+
+	if (inet_pton(AF_INET, host, &a4) == 1)
+		return (ntohl(a4.s_addr) >> 24) == 127;
+	if (inet_pton(AF_INET6, host, &a6) == 1) {
+		if (IN6_IS_ADDR_LOOPBACK(&a6))
+			return 1;
+		return IN6_IS_ADDR_V4MAPPED(&a6) && a6.s6_addr[12] == 127;
+	}
+	return 0;
+}
+
+/* May this request change the tables? Answers 401 and returns 0 if not. */
+static int authorised(struct admin *a, struct evhttp_request *req,
+		      const char *what)
+{
+	struct evhttp_connection *ec = evhttp_request_get_connection(req);
+	const char *h, *tok, *host;
+	char *peer = NULL;
+	ev_uint16_t port = 0;
+
+	if (ec)
+		evhttp_connection_get_peer(ec, &peer, &port);
+	host = peer ? peer : "?";
+	if (!a->c->admin_token) {
+		if (loopback(host))
+			return 1;
+		log_msg(LOG_WARN, "admin", NULL, NULL,
+			"%s from %s refused: not loopback, and no admin_token",
+			what, host);
+		send_error(req, 401,
+			   "%s from %s refused: [node] admin_token is not set, "
+			   "so actions are accepted only from loopback",
+			   what, host);
+		return 0;
+	}
+	h = evhttp_find_header(evhttp_request_get_input_headers(req),
+			       "Authorization");
+	if (!h) {
+		send_error(req, 401,
+			   "%s needs an 'Authorization: Bearer TOKEN' header "
+			   "([node] admin_token is set); the header is missing",
+			   what);
+		return 0;
+	}
+	if (evutil_ascii_strncasecmp(h, "Bearer ", 7) != 0) {
+		send_error(req, 401,
+			   "%s: the Authorization header must be 'Bearer "
+			   "TOKEN'",
+			   what);
+		return 0;
+	}
+	for (tok = h + 7; *tok == ' '; tok++)
+		;
+	if (!token_equal(tok, strlen(tok), a->c->admin_token)) {
+		log_msg(LOG_WARN, "admin", NULL, NULL,
+			"%s from %s refused: wrong bearer token", what, host);
+		send_error(req, 401,
+			   "%s: the bearer token does not match [node] "
+			   "admin_token",
+			   what);
+		return 0;
+	}
+	return 1;
+}
+
+/* ---- what the network thread answers ---------------------------------------------- */
+
+static int64_t uptime_ms(const struct admin *a)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)(ts.tv_sec - a->started_mono.tv_sec) * 1000 +
+	       (ts.tv_nsec - a->started_mono.tv_nsec) / 1000000;
+}
+
+static void health(struct admin *a, struct evhttp_request *req)
+{
+	const char *status = a->stopping ? "stopping"
+			     : a->w      ? "ready"
+					 : "starting";
+
+	send_json(req, a->w && !a->stopping ? 200 : 503,
+		  json_pack("{s:s, s:s, s:I}", "status", status, "node",
+			    a->c->id, "uptime_s",
+			    (json_int_t)(uptime_ms(a) / 1000)));
+}
+
+struct peers_ctx {
+	json_t *arr;
+	int64_t now;
+	int failed;
+};
+
+static json_t *int_or_null(int64_t v)
+{
+	return v ? json_integer(v) : json_null();
+}
+
+static void peer_json_cb(void *ctx, const struct admin_peer *p)
+{
+	struct peers_ctx *x = ctx;
+	json_t *o;
+
+	if (x->failed)
+		return;
+	o = json_pack("{s:s?, s:s, s:s, s:s?, s:o, s:o, s:o, s:I}", "peer",
+		      p->peer, "state",
+		      p->state < 0 ? "disconnected" : conn_state_text(p->state),
+		      "direction", p->outbound ? "dialled" : "accepted",
+		      "address", p->address, "conn_id",
+		      int_or_null((int64_t)p->conn_id), "since",
+		      int_or_null(p->since), "ready_at",
+		      int_or_null(p->ready_at), "pending_bytes",
+		      (json_int_t)p->pending);
+	if (o && p->state < 0)
+		if (json_object_set_new(o, "next_dial_at",
+					int_or_null(p->next_dial_at)) ||
+		    json_object_set_new(
+			    o, "next_dial_in_ms",
+			    p->next_dial_at
+				    ? json_integer(p->next_dial_at > x->now
+							   ? p->next_dial_at -
+								     x->now
+							   : 0)
+				    : json_null()) ||
+		    json_object_set_new(o, "attempts",
+					json_integer(p->attempts))) {
+			json_decref(o);
+			o = NULL;
+		}
+	if (!o || json_array_append_new(x->arr, o))
+		x->failed = 1;
+}
+
+static void peers(struct admin *a, struct evhttp_request *req)
+{
+	struct peers_ctx x = {json_array(), clock_real_ms(NULL), 0};
+
+	if (!x.arr) {
+		send_error(req, 500, "out of memory");
+		return;
+	}
+	a->peers(a->peers_ctx, peer_json_cb, &x);
+	if (x.failed) {
+		json_decref(x.arr);
+		send_error(req, 500, "out of memory");
+		return;
+	}
+	send_json(req, 200,
+		  json_pack("{s:s, s:I, s:o}", "node", a->c->id, "now",
+			    (json_int_t)x.now, "peers", x.arr));
+}
+
+/* ---- /metrics: the network's and the worker's part ---------------------------- */
+
+#define N_STATES (CONN_CLOSING + 1)
+
+struct conn_count {
+	const struct config *c;
+	uint64_t state[N_STATES];
+	unsigned char *ready; /* per configured peer */
+};
+
+static void count_cb(void *ctx, const struct admin_peer *p)
+{
+	struct conn_count *x = ctx;
+	size_t i;
+
+	if (p->state < 0 || p->state >= N_STATES)
+		return;
+	x->state[p->state]++;
+	if (p->state != CONN_READY || !p->peer || !x->ready)
+		return;
+	for (i = 0; i < x->c->n_peers; i++)
+		if (!strcmp(x->c->peers[i].name, p->peer))
+			x->ready[i] = 1;
+}
+
+static void counter(struct evbuffer *b, const char *name, const char *help,
+		    uint64_t v)
+{
+	evbuffer_add_printf(b,
+			    "# HELP %s %s\n# TYPE %s counter\n%s %" PRIu64 "\n",
+			    name, help, name, name, v);
+}
+
+/* A histogram; bounds and sum are scaled by `scale` (1e-6: µs -> s). */
+static void histogram(struct evbuffer *b, const char *name, const char *help,
+		      const struct worker_hist *h, double scale)
+{
+	uint64_t cum = 0;
+	size_t i;
+
+	evbuffer_add_printf(b, "# HELP %s %s\n# TYPE %s histogram\n", name,
+			    help, name);
+	for (i = 0; i < h->n; i++) {
+		cum += h->count[i];
+		if (i + 1 < h->n)
+			evbuffer_add_printf(
+				b, "%s_bucket{le=\"%.6g\"} %" PRIu64 "\n", name,
+				(double)h->bound[i] * scale, cum);
+		else
+			evbuffer_add_printf(
+				b, "%s_bucket{le=\"+Inf\"} %" PRIu64 "\n", name,
+				cum);
+	}
+	if (scale == 1.0)
+		evbuffer_add_printf(b, "%s_sum %" PRIu64 "\n", name, h->sum);
+	else
+		evbuffer_add_printf(b, "%s_sum %.6f\n", name,
+				    (double)h->sum * scale);
+	evbuffer_add_printf(b, "%s_count %" PRIu64 "\n", name, h->total);
+}
+
+static void network_metrics(struct admin *a, struct evbuffer *b)
+{
+	struct conn_count x = {a->c, {0}, NULL};
+	struct worker_stats s;
+	size_t i;
+
+	if (a->w) {
+		worker_get_stats(a->w, &s);
+		counter(b, "semq_messages_sent_total",
+			"Outbound messages (tb_0031 rows) put in Data frames: "
+			"resends, tombstones and a relay's stored copies "
+			"included.",
+			s.sent);
+		counter(b, "semq_messages_confirmed_total",
+			"Outbound messages confirmed by their destination "
+			"(tb_0031 status 100).",
+			s.confirmed);
+		counter(b, "semq_messages_received_total",
+			"Messages recorded as received in tb_0030 (exactly "
+			"once each).",
+			s.received);
+		counter(b, "semq_messages_duplicate_total",
+			"Copies of messages received before: recognised, not "
+			"applied again.",
+			s.duplicates);
+		counter(b, "semq_redo_created_total",
+			"Received messages queued in tb_0033: plugin failures, "
+			"messages behind an unfinished key, delayed messages.",
+			s.redo_created);
+		counter(b, "semq_commit_batches_total",
+			"Transactions of the store thread (one per batch of "
+			"jobs and periodic work).",
+			s.batches);
+		histogram(b, "semq_commit_batch_jobs",
+			  "Jobs per batch that carried work.", &s.batch_jobs,
+			  1.0);
+		histogram(b, "semq_commit_batch_messages",
+			  "Messages per batch that carried work: received, "
+			  "duplicates and sent.",
+			  &s.batch_messages, 1.0);
+		histogram(b, "semq_commit_duration_seconds",
+			  "Time of a batch that carried work, from BEGIN to "
+			  "its last COMMIT.",
+			  &s.commit_us, 1e-6);
+	}
+	if (a->c->n_peers)
+		x.ready = calloc(a->c->n_peers, 1);
+	a->peers(a->peers_ctx, count_cb, &x);
+	evbuffer_add_printf(b, "# HELP semq_connections Peer connections by "
+			       "state.\n# TYPE semq_connections gauge\n");
+	for (i = 0; i < N_STATES; i++)
+		evbuffer_add_printf(
+			b, "semq_connections{state=\"%s\"} %" PRIu64 "\n",
+			conn_state_text((int)i), x.state[i]);
+	if (x.ready) {
+		evbuffer_add_printf(
+			b, "# HELP semq_peer_ready 1 when a configured peer "
+			   "has a connection in state ready.\n"
+			   "# TYPE semq_peer_ready gauge\n");
+		for (i = 0; i < a->c->n_peers; i++)
+			evbuffer_add_printf(b,
+					    "semq_peer_ready{peer=\"%s\"} %d\n",
+					    a->c->peers[i].name, x.ready[i]);
+	}
+	free(x.ready);
+	evbuffer_add_printf(b,
+			    "# HELP semq_start_time_seconds When semqd "
+			    "started, unix seconds.\n"
+			    "# TYPE semq_start_time_seconds gauge\n"
+			    "semq_start_time_seconds %" PRId64 ".%03d\n",
+			    a->started_at / 1000, (int)(a->started_at % 1000));
+}
+
+/* ---- requests for the store thread ----------------------------------------------- */
+
+static void pending_unlink(struct admin *a, struct pending *p)
+{
+	struct pending **pp;
+
+	for (pp = &a->pending; *pp; pp = &(*pp)->next)
+		if (*pp == p) {
+			*pp = p->next;
+			a->n_pending--;
+			break;
+		}
+	if (p->timer)
+		event_free(p->timer);
+	free(p);
+}
+
+static void timeout_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct pending *p = arg;
+
+	(void)fd;
+	(void)what;
+	log_msg(LOG_WARN, "admin", NULL, NULL,
+		"request %" PRIu64 ": no answer from the store thread within "
+		"%d s",
+		p->id, REPLY_TIMEOUT_S);
+	send_error(p->req, 503,
+		   "the store thread did not answer within %d s; try again",
+		   REPLY_TIMEOUT_S);
+	pending_unlink(p->a, p);
+}
+
+static char *dup_or_null(const char *s)
+{
+	return s ? strdup(s) : NULL;
+}
+
+/* Copies req into a new admin_req (NULL when out of memory). */
+static struct admin_req *copy_request(struct evhttp_request *req, uint64_t id,
+				      const char *method, const char *path,
+				      const char *query)
+{
+	struct evbuffer *in = evhttp_request_get_input_buffer(req);
+	size_t n = in ? evbuffer_get_length(in) : 0;
+	struct admin_req *q = calloc(1, sizeof *q);
+
+	if (!q)
+		return NULL;
+	q->req_id = id;
+	q->method = strdup(method);
+	q->path = strdup(path);
+	q->query = dup_or_null(query);
+	if (n) {
+		q->body = malloc(n + 1);
+		if (q->body) {
+			evbuffer_copyout(in, q->body, n);
+			q->body[n] = '\0';
+			q->body_len = n;
+		}
+	}
+	if (!q->method || !q->path || (query && !q->query) || (n && !q->body)) {
+		admin_req_free(q);
+		return NULL;
+	}
+	return q;
+}
+
+static void to_store(struct admin *a, struct evhttp_request *req,
+		     const struct route *rt, const char *method,
+		     const char *path, const char *query)
+{
+	struct timeval tv = {REPLY_TIMEOUT_S, 0};
+	struct pending *p = NULL;
+	struct job *j = NULL;
+
+	if (a->stopping || !a->w) {
+		send_error(req, 503, "the node is %s",
+			   a->stopping ? "stopping" : "starting");
+		return;
+	}
+	if (a->n_pending >= MAX_PENDING) {
+		send_error(req, 503,
+			   "busy: %d requests wait for the store thread",
+			   MAX_PENDING);
+		return;
+	}
+	p = calloc(1, sizeof *p);
+	j = job_new(JOB_ADMIN);
+	if (!p || !j)
+		goto nomem;
+	p->a = a;
+	p->id = ++a->next_id;
+	p->req = req;
+	p->metrics = rt->metrics;
+	p->timer = evtimer_new(a->base, timeout_cb, p);
+	j->admin = copy_request(req, p->id, method, path, query);
+	if (!p->timer || !j->admin)
+		goto nomem;
+	evtimer_add(p->timer, &tv);
+	p->next = a->pending;
+	a->pending = p;
+	a->n_pending++;
+	worker_submit(a->w, j);
+	return;
+nomem:
+	if (p && p->timer)
+		event_free(p->timer);
+	free(p);
+	job_free(j);
+	send_error(req, 500, "out of memory");
+}
+
+void admin_deliver(struct admin *a, struct out *o)
+{
+	struct pending *p;
+	struct evbuffer *b;
+	size_t n;
+	char *body;
+
+	for (p = a->pending; p; p = p->next)
+		if (p->id == o->req_id)
+			break;
+	if (!p) {
+		log_msg(LOG_DEBUG, "admin", NULL, NULL,
+			"request %" PRIu64 ": answered already; late answer "
+			"dropped",
+			o->req_id);
+		return;
+	}
+	if (!p->metrics || o->http_status != 200) {
+		send_body(p->req, o->http_status, "application/json", o->bytes,
+			  o->len);
+		pending_unlink(a, p);
+		return;
+	}
+	b = evbuffer_new();
+	if (!b || evbuffer_add(b, o->bytes, o->len) != 0) {
+		if (b)
+			evbuffer_free(b);
+		send_error(p->req, 500, "out of memory");
+		pending_unlink(a, p);
+		return;
+	}
+	network_metrics(a, b);
+	n = evbuffer_get_length(b);
+	body = (char *)evbuffer_pullup(b, -1);
+	if (body)
+		send_body(p->req, 200,
+			  "text/plain; version=0.0.4; charset=utf-8", body, n);
+	else
+		send_error(p->req, 500, "out of memory");
+	evbuffer_free(b);
+	pending_unlink(a, p);
+}
+
+/* ---- the server ------------------------------------------------------------------- */
+
+static void on_request(struct evhttp_request *req, void *arg)
+{
+	struct admin *a = arg;
+	enum evhttp_cmd_type m = evhttp_request_get_command(req);
+	const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
+	const struct route *rt;
+	const char *path, *query;
+	char allow[64], what[300];
+	int known;
+
+	path = uri ? evhttp_uri_get_path(uri) : NULL;
+	query = uri ? evhttp_uri_get_query(uri) : NULL;
+	if (!path || !path[0])
+		path = "/";
+	rt = route_find(path, m, &known, allow, sizeof allow);
+	if (!rt && !known) {
+		send_error(req, 404,
+			   "no such resource '%.200s'; there are /health, "
+			   "/peers, /metrics, /streams, /redo and /redo/ID",
+			   path);
+		return;
+	}
+	if (!rt) {
+		evhttp_add_header(evhttp_request_get_output_headers(req),
+				  "Allow", allow);
+		send_error(req, 405, "%s is not allowed on %.200s; allowed: %s",
+			   method_name(m), path, allow);
+		return;
+	}
+	snprintf(what, sizeof what, "%s %.200s", method_name(m), path);
+	if (rt->action && !authorised(a, req, what))
+		return;
+	switch (rt->kind) {
+	case RK_HEALTH: health(a, req); break;
+	case RK_PEERS: peers(a, req); break;
+	default: to_store(a, req, rt, method_name(m), path, query); break;
+	}
+}
+
+int admin_new(struct event_base *base, const struct config *c,
+	      admin_peers_fn peers_fn, void *peers_ctx, struct admin **out,
+	      char *err, size_t errsz)
+{
+	struct evconnlistener *l = NULL;
+	struct sockaddr_storage ss;
+	int sslen = sizeof ss;
+	struct admin *a;
+	char hp[300];
+	int r = SEMQ_ERR_NOMEM;
+
+	*out = NULL;
+	a = calloc(1, sizeof *a);
+	if (!a) {
+		snprintf(err, errsz, "out of memory");
+		return SEMQ_ERR_NOMEM;
+	}
+	a->c = c;
+	a->base = base;
+	a->peers = peers_fn;
+	a->peers_ctx = peers_ctx;
+	a->started_at = clock_real_ms(NULL);
+	clock_gettime(CLOCK_MONOTONIC, &a->started_mono);
+	snprintf(hp, sizeof hp,
+		 strchr(c->admin.host, ':') ? "[%s]:%u" : "%s:%u",
+		 c->admin.host, c->admin.port);
+	if (evutil_parse_sockaddr_port(hp, (struct sockaddr *)&ss, &sslen) !=
+	    0) {
+		snprintf(err, errsz,
+			 "[node] admin: '%s' is not a numeric address", hp);
+		r = SEMQ_ERR_CONFIG;
+		goto out;
+	}
+	a->http = evhttp_new(base);
+	if (!a->http) {
+		snprintf(err, errsz, "[node] admin: out of memory");
+		goto out;
+	}
+	l = evconnlistener_new_bind(base, NULL, NULL,
+				    LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE |
+					    LEV_OPT_CLOSE_ON_EXEC,
+				    64, (struct sockaddr *)&ss, sslen);
+	if (!l) {
+		snprintf(err, errsz, "[node] admin %s: %s", hp,
+			 strerror(errno));
+		r = SEMQ_ERR_IO;
+		goto out;
+	}
+	if (!evhttp_bind_listener(a->http, l)) { /* owns l from here */
+		evconnlistener_free(l);
+		snprintf(err, errsz, "[node] admin %s: out of memory", hp);
+		goto out;
+	}
+	evhttp_set_gencb(a->http, on_request, a);
+	evhttp_set_allowed_methods(
+		a->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_HEAD |
+				 EVHTTP_REQ_PUT | EVHTTP_REQ_DELETE |
+				 EVHTTP_REQ_OPTIONS | EVHTTP_REQ_PATCH);
+	evhttp_set_max_body_size(a->http, MAX_BODY);
+	evhttp_set_max_headers_size(a->http, MAX_HEADERS);
+	evhttp_set_timeout(a->http, IDLE_TIMEOUT_S);
+	if (!loopback(c->admin.host) && !c->admin_token)
+		log_msg(LOG_WARN, "admin", NULL, NULL,
+			"[node] admin %s is not a loopback address: anyone who "
+			"can reach it reads the node's state (actions stay "
+			"loopback-only without admin_token)",
+			hp);
+	*out = a;
+	a = NULL;
+	r = SEMQ_OK;
+out:
+	admin_free(a);
+	return r;
+}
+
+void admin_attach_worker(struct admin *a, struct worker *w)
+{
+	a->w = w;
+}
+
+void admin_stopping(struct admin *a)
+{
+	a->stopping = 1;
+}
+
+void admin_drain(struct admin *a)
+{
+	a->stopping = 1;
+	while (a->pending) {
+		send_error(a->pending->req, 503, "the node is stopping");
+		pending_unlink(a, a->pending);
+	}
+	a->w = NULL;
+}
+
+void admin_free(struct admin *a)
+{
+	if (!a)
+		return;
+	/* Requests still pending belong to connections evhttp_free() frees:
+	 * answer them first, so no pointer to them survives. */
+	admin_drain(a);
+	if (a->http)
+		evhttp_free(a->http);
+	free(a);
+}

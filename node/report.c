@@ -1,0 +1,1140 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The store thread's side of the admin HTTP (see report.h): reads the tables
+ * through store.h and writes JSON (jansson) or Prometheus text for one
+ * request at a time.
+ *
+ * DESIGN
+ *  - Runs inside the worker's open batch: reads see the batch's own writes,
+ *    and an action (retry, discard) is answered in the outbox, which leaves
+ *    only after the commit. A failed action returns its error so that the
+ *    batch rolls back; a failed read answers 500 and lets the batch go on.
+ *  - Every answer is one struct out carrying the request id, never a pointer
+ *    to the request: admin.c may have answered it meanwhile.
+ *  - Strings from the tables (keys, errors, reasons) may hold any bytes;
+ *    JSON gets them as UTF-8 with every other byte replaced by '?'.
+ */
+#include "report.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <sys/queue.h>
+
+#include <event2/buffer.h>
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
+#include <jansson.h>
+
+#include "log.h"
+
+#define REDO_LIMIT_DEFAULT 100
+#define REDO_LIMIT_MAX 10000
+#define REASON_MAX 1000 /* bytes of a discard reason, as semqctl */
+
+enum {
+	HS_OK = 200,
+	HS_BAD_REQUEST = 400,
+	HS_NOT_FOUND = 404,
+	HS_NOT_ALLOWED = 405,
+	HS_CONFLICT = 409,
+	HS_INTERNAL = 500
+};
+
+/* ---- statuses ------------------------------------------------------------- */
+
+static const int out_statuses[] = {SS_UNSEND, SS_SEND, SS_ACK, SS_ACK2,
+				   SS_CANCELLED};
+static const int in_statuses[] = {AS_INIT, AS_OK};
+static const int redo_statuses[] = {RS_PENDING, RS_WAITING, RS_DONE, RS_DEAD,
+				    RS_DISCARDED};
+#define N_OUT (sizeof out_statuses / sizeof out_statuses[0])
+#define N_IN (sizeof in_statuses / sizeof in_statuses[0])
+#define N_REDO (sizeof redo_statuses / sizeof redo_statuses[0])
+
+/* The names semqctl uses for the statuses of each table. */
+static const char *status_name(const char *table, int status)
+{
+	if (!strcmp(table, "tb_0031")) {
+		switch (status) {
+		case SS_UNSEND: return "unsent";
+		case SS_SEND: return "sent";
+		case SS_ACK: return "relay-acked";
+		case SS_ACK2: return "confirmed";
+		case SS_CANCELLED: return "cancelled";
+		}
+	} else if (!strcmp(table, "tb_0030")) {
+		switch (status) {
+		case AS_INIT: return "unacked";
+		case AS_OK: return "acked";
+		}
+	} else if (!strcmp(table, "tb_0033")) {
+		switch (status) {
+		case RS_PENDING: return "pending";
+		case RS_WAITING: return "waiting";
+		case RS_DONE: return "done";
+		case RS_DEAD: return "dead";
+		case RS_DISCARDED: return "discarded";
+		}
+	}
+	return "unknown";
+}
+
+/* Index of status in v[n], or -1. */
+static int status_index(const int *v, size_t n, int status)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (v[i] == status)
+			return (int)i;
+	return -1;
+}
+
+/* ---- answers ---------------------------------------------------------------- */
+
+/* Queues the answer for req_id; body (ownership transferred, may be NULL
+ * for an empty body) is freed on failure too. */
+static int reply(struct outbox *ob, uint64_t req_id, int status, char *body,
+		 size_t len)
+{
+	struct out *o = calloc(1, sizeof *o);
+
+	if (!o) {
+		free(body);
+		return SEMQ_ERR_NOMEM;
+	}
+	o->req_id = req_id;
+	o->http_status = status;
+	o->bytes = (uint8_t *)body;
+	o->len = body ? len : 0;
+	if (ob->tail)
+		ob->tail->next = o;
+	else
+		ob->head = o;
+	ob->tail = o;
+	ob->n++;
+	return SEMQ_OK;
+}
+
+/* Queues doc (stolen) as the JSON answer. */
+static int reply_json(struct outbox *ob, uint64_t req_id, int status,
+		      json_t *doc)
+{
+	char *text = doc ? json_dumps(doc, JSON_INDENT(2)) : NULL;
+	char *body;
+	size_t n;
+
+	json_decref(doc);
+	if (!text)
+		return SEMQ_ERR_NOMEM;
+	n = strlen(text);
+	body = realloc(text, n + 2);
+	if (!body) {
+		free(text);
+		return SEMQ_ERR_NOMEM;
+	}
+	body[n++] = '\n';
+	body[n] = '\0';
+	return reply(ob, req_id, status, body, n);
+}
+
+static int reply_error(struct outbox *ob, uint64_t req_id, int status,
+		       const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+/* {"error": "..."}: one line naming the culprit. */
+static int reply_error(struct outbox *ob, uint64_t req_id, int status,
+		       const char *fmt, ...)
+{
+	char text[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(text, sizeof text, fmt, ap);
+	va_end(ap);
+	return reply_json(ob, req_id, status,
+			  json_pack("{s:s}", "error", text));
+}
+
+/* ---- JSON of rows ------------------------------------------------------------ */
+
+/* Length of the UTF-8 character at p (1..4), 0 when it is not one. */
+static size_t utf8_char(const uint8_t *p, size_t n)
+{
+	size_t k, i;
+	uint32_t c;
+
+	if (p[0] < 0x80)
+		return 1;
+	if (p[0] >= 0xc2 && p[0] <= 0xdf)
+		k = 2, c = p[0] & 0x1f;
+	else if (p[0] >= 0xe0 && p[0] <= 0xef)
+		k = 3, c = p[0] & 0x0f;
+	else if (p[0] >= 0xf0 && p[0] <= 0xf4)
+		k = 4, c = p[0] & 0x07;
+	else
+		return 0;
+	if (n < k)
+		return 0;
+	for (i = 1; i < k; i++) {
+		if ((p[i] & 0xc0) != 0x80)
+			return 0;
+		c = c << 6 | (p[i] & 0x3f);
+	}
+	if ((k == 3 && (c < 0x800 || (c >= 0xd800 && c <= 0xdfff))) ||
+	    (k == 4 && (c < 0x10000 || c > 0x10ffff)))
+		return 0;
+	return k;
+}
+
+static int utf8_valid(const uint8_t *p, size_t n)
+{
+	size_t k;
+
+	while (n) {
+		k = utf8_char(p, n);
+		if (!k)
+			return 0;
+		p += k;
+		n -= k;
+	}
+	return 1;
+}
+
+/* A JSON string of s (new reference): null for NULL, bytes that are not
+ * UTF-8 as '?'. NULL when out of memory. */
+static json_t *json_text(const char *s)
+{
+	const uint8_t *p = (const uint8_t *)s;
+	size_t n, k, o = 0;
+	json_t *j;
+	char *c;
+
+	if (!s)
+		return json_null();
+	n = strlen(s);
+	if (utf8_valid(p, n))
+		return json_string(s);
+	c = malloc(n + 1);
+	if (!c)
+		return NULL;
+	while (n) {
+		k = utf8_char(p, n);
+		if (!k) {
+			c[o++] = '?';
+			k = 1;
+		} else {
+			memcpy(c + o, p, k);
+			o += k;
+		}
+		p += k;
+		n -= k;
+	}
+	c[o] = '\0';
+	j = json_string(c);
+	free(c);
+	return j;
+}
+
+/* Sets key: v in o (v stolen, also when o is NULL; a NULL o or v means out
+ * of memory: *failed = 1). */
+static void jset(json_t *o, const char *key, json_t *v, int *failed)
+{
+	if (!o) {
+		json_decref(v);
+		*failed = 1;
+	} else if (!v || json_object_set_new(o, key, v)) {
+		*failed = 1;
+	}
+}
+
+/* Standard base64 with padding (new string, caller frees; NULL: ENOMEM). */
+static char *base64(const uint8_t *p, size_t n)
+{
+	static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+				  "abcdefghijklmnopqrstuvwxyz0123456789+/";
+	char *s = malloc((n + 2) / 3 * 4 + 1), *o = s;
+	uint32_t v;
+	size_t i;
+
+	if (!s)
+		return NULL;
+	for (i = 0; i + 2 < n; i += 3) {
+		v = (uint32_t)p[i] << 16 | (uint32_t)p[i + 1] << 8 | p[i + 2];
+		*o++ = tab[v >> 18];
+		*o++ = tab[(v >> 12) & 63];
+		*o++ = tab[(v >> 6) & 63];
+		*o++ = tab[v & 63];
+	}
+	if (i < n) {
+		v = (uint32_t)p[i] << 16;
+		if (i + 1 < n)
+			v |= (uint32_t)p[i + 1] << 8;
+		*o++ = tab[v >> 18];
+		*o++ = tab[(v >> 12) & 63];
+		*o++ = i + 1 < n ? tab[(v >> 6) & 63] : '=';
+		*o++ = '=';
+	}
+	*o = '\0';
+	return s;
+}
+
+/* One tb_0033 entry with the fields of `semqctl redo list --json` (new
+ * reference; NULL when out of memory); the payload only by its length. */
+static json_t *redo_json(const struct msg *m, const struct redo_row *row)
+{
+	json_t *o = json_object();
+	char idb[MSGID_STRLEN];
+	int failed = !o;
+
+	jset(o, "id", json_integer(row->id), &failed);
+	jset(o, "message", json_string(msgid_str(&m->id, idb, sizeof idb)),
+	     &failed);
+	jset(o, "origin", json_string(m->id.origin), &failed);
+	jset(o, "dest", json_string(m->id.dest), &failed);
+	jset(o, "seq", json_integer((json_int_t)m->id.seq), &failed);
+	jset(o, "type", json_integer(m->type), &failed);
+	jset(o, "key", json_text(m->has_key ? m->key : NULL), &failed);
+	jset(o, "prev_seq", json_integer((json_int_t)m->prev_seq), &failed);
+	jset(o, "deliver_at", json_integer(m->deliver_at), &failed);
+	jset(o, "msg_created_at", json_integer(m->created_at), &failed);
+	jset(o, "status", json_integer(row->status), &failed);
+	jset(o, "status_name", json_string(status_name("tb_0033", row->status)),
+	     &failed);
+	jset(o, "tries", json_integer(row->tries), &failed);
+	jset(o, "level", json_integer(row->level), &failed);
+	jset(o, "next_attempt_at", json_integer(row->next_attempt_at), &failed);
+	jset(o, "created_at", json_integer(row->created_at), &failed);
+	jset(o, "updated_at", json_integer(row->updated_at), &failed);
+	jset(o, "last_error", json_text(row->last_error), &failed);
+	jset(o, "discard_reason", json_text(row->discard_reason), &failed);
+	jset(o, "payload_len", json_integer((json_int_t)m->payload_len),
+	     &failed);
+	if (failed) {
+		json_decref(o);
+		return NULL;
+	}
+	return o;
+}
+
+/* ---- the request ------------------------------------------------------------- */
+
+/* s[0..n) as a number 1..INT64_MAX in *out (digits only); 0 when it is
+ * not one. */
+static int parse_positive(const char *s, size_t n, int64_t *out)
+{
+	uint64_t v = 0;
+	size_t i;
+
+	if (n == 0 || n > 19)
+		return 0;
+	for (i = 0; i < n; i++) {
+		if (s[i] < '0' || s[i] > '9')
+			return 0;
+		v = v * 10 + (uint64_t)(s[i] - '0');
+	}
+	if (v == 0 || v > INT64_MAX)
+		return 0;
+	*out = (int64_t)v;
+	return 1;
+}
+
+/* Splits the query into q (decoded). Every key must be one of `allowed`
+ * (NULL-terminated) and given once; otherwise 400 is queued and *answered
+ * set. */
+static int parse_query(const struct admin_req *rq, const char *const *allowed,
+		       struct evkeyvalq *q, struct outbox *ob, int *answered)
+{
+	struct evkeyval *kv, *kv2;
+	size_t i;
+
+	TAILQ_INIT(q);
+	*answered = 1;
+	if (!rq->query || !rq->query[0]) {
+		*answered = 0;
+		return SEMQ_OK;
+	}
+	if (evhttp_parse_query_str(rq->query, q) != 0)
+		return reply_error(ob, rq->req_id, HS_BAD_REQUEST,
+				   "query '%s' is malformed", rq->query);
+	TAILQ_FOREACH(kv, q, next)
+	{
+		for (i = 0; allowed[i]; i++)
+			if (!strcmp(kv->key, allowed[i]))
+				break;
+		if (!allowed[i])
+			return reply_error(ob, rq->req_id, HS_BAD_REQUEST,
+					   "query: unknown parameter '%s'",
+					   kv->key);
+		for (kv2 = TAILQ_NEXT(kv, next); kv2;
+		     kv2 = TAILQ_NEXT(kv2, next))
+			if (!strcmp(kv->key, kv2->key))
+				return reply_error(
+					ob, rq->req_id, HS_BAD_REQUEST,
+					"query: parameter '%s' is given twice",
+					kv->key);
+	}
+	*answered = 0;
+	return SEMQ_OK;
+}
+
+/* ---- GET /redo, GET /redo/ID ------------------------------------------------- */
+
+struct list_ctx {
+	json_t *arr;
+	int failed;
+};
+
+static int list_cb(void *ctx, const struct msg *m, const struct redo_row *row)
+{
+	struct list_ctx *x = ctx;
+	json_t *o = redo_json(m, row);
+
+	if (!o || json_array_append_new(x->arr, o)) {
+		x->failed = 1;
+		return 1;
+	}
+	return 0;
+}
+
+static int redo_list(struct store *st, const struct admin_req *rq,
+		     struct outbox *ob)
+{
+	static const char *const allowed[] = {"status", "limit", NULL};
+	struct list_ctx x = {NULL, 0};
+	struct evkeyvalq q;
+	const char *sv, *lv;
+	int status = -100, answered = 0, r;
+	int64_t limit = REDO_LIMIT_DEFAULT;
+	json_t *doc = NULL;
+	size_t i;
+
+	r = parse_query(rq, allowed, &q, ob, &answered);
+	if (r != SEMQ_OK || answered)
+		goto out;
+	sv = evhttp_find_header(&q, "status");
+	lv = evhttp_find_header(&q, "limit");
+	if (sv && strcmp(sv, "all")) {
+		for (i = 0; i < N_REDO; i++)
+			if (!strcmp(sv,
+				    status_name("tb_0033", redo_statuses[i])))
+				break;
+		if (i == N_REDO) {
+			r = reply_error(ob, rq->req_id, HS_BAD_REQUEST,
+					"query: status '%s' is not one of "
+					"pending, waiting, dead, done, "
+					"discarded, all",
+					sv);
+			goto out;
+		}
+		status = redo_statuses[i];
+	}
+	if (lv && (!parse_positive(lv, strlen(lv), &limit) ||
+		   limit > REDO_LIMIT_MAX)) {
+		r = reply_error(ob, rq->req_id, HS_BAD_REQUEST,
+				"query: limit '%s' is not a number 1..%d", lv,
+				REDO_LIMIT_MAX);
+		goto out;
+	}
+	x.arr = json_array();
+	if (!x.arr) {
+		r = SEMQ_ERR_NOMEM;
+		goto out;
+	}
+	r = store_redo_list(st, status, (unsigned)limit, list_cb, &x);
+	if (r != SEMQ_OK) {
+		r = reply_error(ob, rq->req_id, HS_INTERNAL,
+				"reading tb_0033: %s", store_errmsg(st));
+		goto out;
+	}
+	if (x.failed) {
+		r = SEMQ_ERR_NOMEM;
+		goto out;
+	}
+	doc = json_pack("{s:s, s:I, s:I, s:O}", "status",
+			status == -100 ? "all" : status_name("tb_0033", status),
+			"limit", (json_int_t)limit, "count",
+			(json_int_t)json_array_size(x.arr), "entries", x.arr);
+	r = doc ? reply_json(ob, rq->req_id, HS_OK, doc) : SEMQ_ERR_NOMEM;
+out:
+	json_decref(x.arr);
+	evhttp_clear_headers(&q);
+	return r;
+}
+
+/* Reads entry id into m/row; on SEMQ_ERR_NOT_FOUND queues 404, on another
+ * error 500 (read_only) or returns it; *answered says whether it did. */
+static int redo_read(struct store *st, const struct admin_req *rq, int64_t id,
+		     struct msg *m, struct redo_row *row, int read_only,
+		     struct outbox *ob, int *answered)
+{
+	int r;
+
+	*answered = 0;
+	memset(m, 0, sizeof *m);
+	r = store_redo_get(st, id, m, row);
+	if (r == SEMQ_OK)
+		return SEMQ_OK;
+	*answered = 1;
+	if (r == SEMQ_ERR_NOT_FOUND)
+		return reply_error(ob, rq->req_id, HS_NOT_FOUND,
+				   "no redo entry %" PRId64, id);
+	if (!read_only) {
+		log_msg(LOG_ERROR, "admin", NULL, NULL,
+			"reading redo entry %" PRId64 ": %s", id,
+			store_errmsg(st));
+		return r;
+	}
+	return reply_error(ob, rq->req_id, HS_INTERNAL,
+			   "reading redo entry %" PRId64 ": %s", id,
+			   store_errmsg(st));
+}
+
+static int redo_show(struct store *st, const struct admin_req *rq, int64_t id,
+		     struct outbox *ob)
+{
+	struct redo_row row;
+	struct msg m;
+	json_t *o = NULL;
+	char *b64 = NULL;
+	int answered, failed = 0, r;
+
+	r = redo_read(st, rq, id, &m, &row, 1, ob, &answered);
+	if (r != SEMQ_OK || answered)
+		goto out;
+	o = redo_json(&m, &row);
+	b64 = base64(m.payload, m.payload_len);
+	failed = !o;
+	jset(o, "payload", b64 ? json_string(b64) : NULL, &failed);
+	if (utf8_valid(m.payload, m.payload_len))
+		jset(o, "payload_text",
+		     m.payload_len ? json_stringn((const char *)m.payload,
+						  m.payload_len)
+				   : json_string(""),
+		     &failed);
+	if (failed) {
+		r = SEMQ_ERR_NOMEM;
+		goto out;
+	}
+	r = reply_json(ob, rq->req_id, HS_OK, o);
+	o = NULL;
+out:
+	json_decref(o);
+	free(b64);
+	msg_clear(&m);
+	return r;
+}
+
+/* ---- POST /redo/ID/retry, /redo/ID/discard, /redo/retry-all-dead -------------- */
+
+/* The entry after an action: {"id", "message", ACTION: true, "status",
+ * "status_name", "next_attempt_at", "discard_reason"}. */
+static int action_done(struct store *st, const struct admin_req *rq, int64_t id,
+		       const char *action, struct outbox *ob)
+{
+	struct redo_row row;
+	struct msg m;
+	char idb[MSGID_STRLEN];
+	int answered, failed = 0, r;
+	json_t *o;
+
+	r = redo_read(st, rq, id, &m, &row, 0, ob, &answered);
+	if (r != SEMQ_OK || answered)
+		return r;
+	o = json_object();
+	failed = !o;
+	jset(o, "id", json_integer(id), &failed);
+	jset(o, "message", json_string(msgid_str(&m.id, idb, sizeof idb)),
+	     &failed);
+	jset(o, action, json_true(), &failed);
+	jset(o, "status", json_integer(row.status), &failed);
+	jset(o, "status_name", json_string(status_name("tb_0033", row.status)),
+	     &failed);
+	jset(o, "next_attempt_at", json_integer(row.next_attempt_at), &failed);
+	jset(o, "discard_reason", json_text(row.discard_reason), &failed);
+	msg_clear(&m);
+	if (failed) {
+		json_decref(o);
+		return SEMQ_ERR_NOMEM;
+	}
+	return reply_json(ob, rq->req_id, HS_OK, o);
+}
+
+/* 409: the entry is not in a status the action applies to. */
+static int refuse_status(const struct admin_req *rq, int64_t id,
+			 const struct msg *m, int status, const char *why,
+			 struct outbox *ob)
+{
+	char idb[MSGID_STRLEN];
+	char text[256];
+
+	snprintf(text, sizeof text, "redo entry %" PRId64 " is %s; %s", id,
+		 status_name("tb_0033", status), why);
+	return reply_json(ob, rq->req_id, HS_CONFLICT,
+			  json_pack("{s:s, s:I, s:s, s:i, s:s}", "error", text,
+				    "id", (json_int_t)id, "message",
+				    msgid_str(&m->id, idb, sizeof idb),
+				    "status", status, "status_name",
+				    status_name("tb_0033", status)));
+}
+
+static int redo_retry(struct store *st, const struct admin_req *rq, int64_t id,
+		      int64_t now, struct outbox *ob, int *changed)
+{
+	struct redo_row row;
+	struct msg m;
+	int answered, r;
+
+	r = redo_read(st, rq, id, &m, &row, 0, ob, &answered);
+	if (r != SEMQ_OK || answered)
+		return r;
+	if (row.status != RS_DEAD) {
+		r = refuse_status(rq, id, &m, row.status,
+				  "only a dead entry can be retried", ob);
+		msg_clear(&m);
+		return r;
+	}
+	r = store_redo_retry(st, id, now);
+	if (r == SEMQ_OK) {
+		*changed = 1;
+		log_msg(LOG_INFO, "admin", NULL, &m.id,
+			"redo entry %" PRId64 " retried by an operator", id);
+		r = action_done(st, rq, id, "retried", ob);
+	} else if (r == SEMQ_DECLINED) {
+		r = refuse_status(rq, id, &m, row.status,
+				  "only a dead entry can be retried", ob);
+	} else {
+		log_msg(LOG_ERROR, "admin", NULL, &m.id,
+			"retrying redo entry %" PRId64 ": %s", id,
+			store_errmsg(st));
+	}
+	msg_clear(&m);
+	return r;
+}
+
+/* The discard body: {"reason": "..."}, nothing else. The reason goes to
+ * *reason (owned by *doc, which the caller frees) or 400 is queued. */
+static int discard_body(const struct admin_req *rq, json_t **doc,
+			const char **reason, struct outbox *ob, int *answered)
+{
+	const char *need = "body: {\"reason\": \"...\"} is required";
+	json_error_t e;
+	const char *key;
+	json_t *v;
+
+	*answered = 1;
+	*doc = NULL;
+	if (!rq->body || !rq->body_len)
+		return reply_error(ob, rq->req_id, HS_BAD_REQUEST, "%s", need);
+	*doc = json_loadb(rq->body, rq->body_len, JSON_REJECT_DUPLICATES, &e);
+	if (!*doc)
+		return reply_error(ob, rq->req_id, HS_BAD_REQUEST,
+				   "body: not JSON (line %d, column %d: %s)",
+				   e.line, e.column, e.text);
+	if (!json_is_object(*doc))
+		return reply_error(ob, rq->req_id, HS_BAD_REQUEST,
+				   "body: not a JSON object; %s", need);
+	json_object_foreach(*doc, key, v)
+	{
+		if (strcmp(key, "reason"))
+			return reply_error(ob, rq->req_id, HS_BAD_REQUEST,
+					   "body: unknown key '%s'; %s", key,
+					   need);
+	}
+	v = json_object_get(*doc, "reason");
+	if (!v)
+		return reply_error(ob, rq->req_id, HS_BAD_REQUEST,
+				   "body: \"reason\" is missing; %s", need);
+	if (!json_is_string(v))
+		return reply_error(ob, rq->req_id, HS_BAD_REQUEST,
+				   "body: \"reason\" is not a string");
+	if (json_string_length(v) == 0 || json_string_length(v) > REASON_MAX)
+		return reply_error(ob, rq->req_id, HS_BAD_REQUEST,
+				   "body: \"reason\" must be 1..%d bytes",
+				   REASON_MAX);
+	if (strlen(json_string_value(v)) != json_string_length(v))
+		return reply_error(ob, rq->req_id, HS_BAD_REQUEST,
+				   "body: \"reason\" contains a NUL character");
+	*reason = json_string_value(v);
+	*answered = 0;
+	return SEMQ_OK;
+}
+
+static int redo_discard(struct store *st, const struct admin_req *rq,
+			int64_t id, int64_t now, struct outbox *ob,
+			int *changed)
+{
+	const char *reason = NULL;
+	struct redo_row row;
+	struct msg m;
+	json_t *doc = NULL;
+	int answered, r;
+
+	memset(&m, 0, sizeof m);
+	r = discard_body(rq, &doc, &reason, ob, &answered);
+	if (r != SEMQ_OK || answered)
+		goto out;
+	r = redo_read(st, rq, id, &m, &row, 0, ob, &answered);
+	if (r != SEMQ_OK || answered)
+		goto out;
+	if (row.status == RS_DONE || row.status == RS_DISCARDED) {
+		r = refuse_status(rq, id, &m, row.status,
+				  "only a pending, waiting or dead entry can "
+				  "be discarded",
+				  ob);
+		goto out;
+	}
+	r = store_redo_discard(st, id, reason, now);
+	if (r == SEMQ_OK) {
+		*changed = 1;
+		log_msg(LOG_INFO, "admin", NULL, &m.id,
+			"redo entry %" PRId64 " discarded by an operator: %s",
+			id, reason);
+		r = action_done(st, rq, id, "discarded", ob);
+	} else if (r == SEMQ_DECLINED) {
+		r = refuse_status(rq, id, &m, row.status,
+				  "only a pending, waiting or dead entry can "
+				  "be discarded",
+				  ob);
+	} else {
+		log_msg(LOG_ERROR, "admin", NULL, &m.id,
+			"discarding redo entry %" PRId64 ": %s", id,
+			store_errmsg(st));
+	}
+out:
+	msg_clear(&m);
+	json_decref(doc);
+	return r;
+}
+
+static int retry_all_dead(struct store *st, const struct admin_req *rq,
+			  int64_t now, struct outbox *ob, int *changed)
+{
+	unsigned n = 0;
+	int r;
+
+	r = store_redo_retry_all_dead(st, now, &n);
+	if (r != SEMQ_OK) {
+		log_msg(LOG_ERROR, "admin", NULL, NULL,
+			"retrying every dead redo entry: %s", store_errmsg(st));
+		return r;
+	}
+	if (n) {
+		*changed = 1;
+		log_msg(LOG_INFO, "admin", NULL, NULL,
+			"%u dead redo entries retried by an operator", n);
+	}
+	return reply_json(ob, rq->req_id, HS_OK,
+			  json_pack("{s:I}", "retried", (json_int_t)n));
+}
+
+/* ---- streams: GET /streams and the tables' metrics ---------------------------- */
+
+/* One stream as the tables know it. Outbound: tb_0031 rows per status.
+ * Inbound: tb_0030 rows per ack status, tb_0033 entries per status and the
+ * watermark. */
+struct stream {
+	char origin[SEMQ_ID_MAX + 1];
+	char dest[SEMQ_ID_MAX + 1];
+	int out;
+	int64_t n[N_OUT];     /* by out_statuses, or in_statuses (inbound) */
+	int64_t redo[N_REDO]; /* inbound: by redo_statuses */
+	int64_t other;        /* rows in a status this build does not know */
+	int64_t depth;        /* unconfirmed: 0/4/6 out, unacked in */
+	int64_t oldest;       /* created_at / received_at of the oldest
+				 unconfirmed row; 0 when none */
+	int has_wm;
+	uint64_t wm; /* confirmed_through */
+};
+
+struct streams {
+	struct stream *v;
+	size_t n, cap;
+	int failed;
+};
+
+static struct stream *stream_get(struct streams *s, int out, const char *origin,
+				 const char *dest)
+{
+	struct stream *x;
+	size_t i;
+
+	for (i = 0; i < s->n; i++)
+		if (s->v[i].out == out && !strcmp(s->v[i].origin, origin) &&
+		    !strcmp(s->v[i].dest, dest))
+			return &s->v[i];
+	if (s->n == s->cap) {
+		size_t cap = s->cap ? s->cap * 2 : 16;
+		void *v = realloc(s->v, cap * sizeof *s->v);
+		if (!v) {
+			s->failed = 1;
+			return NULL;
+		}
+		s->v = v;
+		s->cap = cap;
+	}
+	x = &s->v[s->n++];
+	memset(x, 0, sizeof *x);
+	snprintf(x->origin, sizeof x->origin, "%s", origin);
+	snprintf(x->dest, sizeof x->dest, "%s", dest);
+	x->out = out;
+	return x;
+}
+
+static void oldest_of(struct stream *x, int64_t at)
+{
+	if (at > 0 && (!x->oldest || at < x->oldest))
+		x->oldest = at;
+}
+
+static int stat_cb(void *ctx, const struct stat_row *r)
+{
+	struct streams *s = ctx;
+	int out = !strcmp(r->table, "tb_0031");
+	struct stream *x = stream_get(s, out, r->origin, r->dest);
+	int k;
+
+	if (!x)
+		return 1;
+	if (out) {
+		k = status_index(out_statuses, N_OUT, r->status);
+		if (r->status == SS_UNSEND || r->status == SS_SEND ||
+		    r->status == SS_ACK) {
+			x->depth += r->count;
+			oldest_of(x, r->oldest);
+		}
+	} else if (!strcmp(r->table, "tb_0030")) {
+		k = status_index(in_statuses, N_IN, r->status);
+		if (r->status == AS_INIT) {
+			x->depth += r->count;
+			oldest_of(x, r->oldest);
+		}
+	} else {
+		k = status_index(redo_statuses, N_REDO, r->status);
+		if (k >= 0)
+			x->redo[k] += r->count;
+		else
+			x->other += r->count;
+		return 0;
+	}
+	if (k >= 0)
+		x->n[k] += r->count;
+	else
+		x->other += r->count;
+	return 0;
+}
+
+static int wm_cb(void *ctx, const char *origin, const char *dest,
+		 uint64_t confirmed_through)
+{
+	struct streams *s = ctx;
+	struct stream *x = stream_get(s, 0, origin, dest);
+
+	if (!x)
+		return 1;
+	x->has_wm = 1;
+	x->wm = confirmed_through;
+	return 0;
+}
+
+/* Reads every stream; on a failed read 500 is queued (*answered). */
+static int streams_read(struct store *st, const struct admin_req *rq,
+			struct streams *s, struct outbox *ob, int *answered)
+{
+	int r;
+
+	*answered = 0;
+	r = store_stats(st, stat_cb, s);
+	if (r == SEMQ_OK && !s->failed)
+		r = store_streams_in(st, wm_cb, s);
+	if (s->failed)
+		return SEMQ_ERR_NOMEM;
+	if (r != SEMQ_OK) {
+		*answered = 1;
+		return reply_error(ob, rq->req_id, HS_INTERNAL,
+				   "reading the tables: %s", store_errmsg(st));
+	}
+	return SEMQ_OK;
+}
+
+static json_t *counts_json(const char *table, const int *statuses, size_t n,
+			   const int64_t *v, int *failed)
+{
+	json_t *o = json_object();
+	size_t i;
+
+	if (!o)
+		*failed = 1;
+	for (i = 0; i < n && o; i++)
+		jset(o, status_name(table, statuses[i]), json_integer(v[i]),
+		     failed);
+	return o;
+}
+
+static json_t *stream_json(const struct stream *x, int64_t now, int *failed)
+{
+	json_t *o = json_object();
+
+	if (!o) {
+		*failed = 1;
+		return NULL;
+	}
+	jset(o, "origin", json_string(x->origin), failed);
+	jset(o, "dest", json_string(x->dest), failed);
+	if (x->out) {
+		jset(o, "counts",
+		     counts_json("tb_0031", out_statuses, N_OUT, x->n, failed),
+		     failed);
+	} else {
+		jset(o, "counts",
+		     counts_json("tb_0030", in_statuses, N_IN, x->n, failed),
+		     failed);
+		jset(o, "redo",
+		     counts_json("tb_0033", redo_statuses, N_REDO, x->redo,
+				 failed),
+		     failed);
+		jset(o, "confirmed_through",
+		     x->has_wm ? json_integer((json_int_t)x->wm) : json_null(),
+		     failed);
+	}
+	if (x->other)
+		jset(o, "other_status", json_integer(x->other), failed);
+	jset(o, "depth", json_integer(x->depth), failed);
+	jset(o, "oldest_unconfirmed_at",
+	     x->oldest ? json_integer(x->oldest) : json_null(), failed);
+	jset(o, "oldest_unconfirmed_age_ms",
+	     x->oldest ? json_integer(now > x->oldest ? now - x->oldest : 0)
+		       : json_null(),
+	     failed);
+	return o;
+}
+
+static int streams_get(struct store *st, const struct config *c,
+		       const struct admin_req *rq, int64_t now,
+		       struct outbox *ob)
+{
+	struct streams s = {0};
+	json_t *doc = NULL, *outv = NULL, *inv = NULL;
+	int answered, failed = 0, r;
+	size_t i;
+
+	r = streams_read(st, rq, &s, ob, &answered);
+	if (r != SEMQ_OK || answered)
+		goto out;
+	outv = json_array();
+	inv = json_array();
+	failed = !outv || !inv;
+	for (i = 0; i < s.n && !failed; i++) {
+		json_t *o = stream_json(&s.v[i], now, &failed);
+		if (o && json_array_append_new(s.v[i].out ? outv : inv, o))
+			failed = 1;
+	}
+	doc = json_object();
+	jset(doc, "node", json_string(c->id), &failed);
+	jset(doc, "now", json_integer(now), &failed);
+	jset(doc, "outbound", outv, &failed);
+	outv = NULL;
+	jset(doc, "inbound", inv, &failed);
+	inv = NULL;
+	if (failed) {
+		r = SEMQ_ERR_NOMEM;
+		goto out;
+	}
+	r = reply_json(ob, rq->req_id, HS_OK, doc);
+	doc = NULL;
+out:
+	json_decref(doc);
+	json_decref(outv);
+	json_decref(inv);
+	free(s.v);
+	return r;
+}
+
+/* Label values are node ids ([A-Za-z0-9._-]) today; escaped anyway as the
+ * text format wants: backslash, double quote and newline. */
+static void label(struct evbuffer *b, const char *name, const char *v)
+{
+	evbuffer_add_printf(b, "%s=\"", name);
+	for (; *v; v++) {
+		if (*v == '\\' || *v == '"')
+			evbuffer_add_printf(b, "\\%c", *v);
+		else if (*v == '\n')
+			evbuffer_add(b, "\\n", 2);
+		else
+			evbuffer_add(b, v, 1);
+	}
+	evbuffer_add(b, "\"", 1);
+}
+
+static void depth_line(struct evbuffer *b, const char *table,
+		       const struct stream *x, int status, int64_t n)
+{
+	evbuffer_add_printf(b, "semq_queue_depth{table=\"%s\",", table);
+	label(b, "origin", x->origin);
+	evbuffer_add(b, ",", 1);
+	label(b, "dest", x->dest);
+	evbuffer_add_printf(b, ",status=\"%s\"} %" PRId64 "\n",
+			    status_name(table, status), n);
+}
+
+static void metrics_text(struct evbuffer *b, const struct streams *s,
+			 int64_t now)
+{
+	int64_t redo[N_REDO] = {0};
+	size_t i, k;
+
+	evbuffer_add_printf(
+		b, "# HELP semq_queue_depth Rows of a table per stream and "
+		   "status: tb_0031 (outbound) by status, tb_0030 (received) "
+		   "by ack status, tb_0033 (redo) by status.\n"
+		   "# TYPE semq_queue_depth gauge\n");
+	for (i = 0; i < s->n; i++) {
+		const struct stream *x = &s->v[i];
+		if (x->out) {
+			for (k = 0; k < N_OUT; k++)
+				depth_line(b, "tb_0031", x, out_statuses[k],
+					   x->n[k]);
+			continue;
+		}
+		for (k = 0; k < N_IN; k++)
+			depth_line(b, "tb_0030", x, in_statuses[k], x->n[k]);
+		for (k = 0; k < N_REDO; k++) {
+			depth_line(b, "tb_0033", x, redo_statuses[k],
+				   x->redo[k]);
+			redo[k] += x->redo[k];
+		}
+	}
+	evbuffer_add_printf(b, "# HELP semq_redo_entries Entries of the redo "
+			       "queue tb_0033 by status, every stream.\n"
+			       "# TYPE semq_redo_entries gauge\n");
+	for (k = 0; k < N_REDO; k++)
+		evbuffer_add_printf(
+			b, "semq_redo_entries{status=\"%s\"} %" PRId64 "\n",
+			status_name("tb_0033", redo_statuses[k]), redo[k]);
+	evbuffer_add_printf(
+		b, "# HELP semq_stream_unconfirmed Messages of a stream not "
+		   "confirmed yet: outbound rows in status 0, 4 or 6; inbound "
+		   "rows waiting for an 810-Response.\n"
+		   "# TYPE semq_stream_unconfirmed gauge\n");
+	for (i = 0; i < s->n; i++) {
+		evbuffer_add_printf(b,
+				    "semq_stream_unconfirmed{direction=\"%s\",",
+				    s->v[i].out ? "out" : "in");
+		label(b, "origin", s->v[i].origin);
+		evbuffer_add(b, ",", 1);
+		label(b, "dest", s->v[i].dest);
+		evbuffer_add_printf(b, "} %" PRId64 "\n", s->v[i].depth);
+	}
+	evbuffer_add_printf(
+		b, "# HELP semq_oldest_unconfirmed_age_seconds Age of the "
+		   "oldest unconfirmed message of a stream (0 when none).\n"
+		   "# TYPE semq_oldest_unconfirmed_age_seconds gauge\n");
+	for (i = 0; i < s->n; i++) {
+		int64_t age = s->v[i].oldest && now > s->v[i].oldest
+				      ? now - s->v[i].oldest
+				      : 0;
+		evbuffer_add_printf(b,
+				    "semq_oldest_unconfirmed_age_seconds{"
+				    "direction=\"%s\",",
+				    s->v[i].out ? "out" : "in");
+		label(b, "origin", s->v[i].origin);
+		evbuffer_add(b, ",", 1);
+		label(b, "dest", s->v[i].dest);
+		evbuffer_add_printf(b, "} %" PRId64 ".%03d\n", age / 1000,
+				    (int)(age % 1000));
+	}
+	evbuffer_add_printf(
+		b, "# HELP semq_confirmed_through Watermark of an inbound "
+		   "stream: every seq at or below it is confirmed.\n"
+		   "# TYPE semq_confirmed_through gauge\n");
+	for (i = 0; i < s->n; i++) {
+		if (s->v[i].out || !s->v[i].has_wm)
+			continue;
+		evbuffer_add_printf(b, "semq_confirmed_through{");
+		label(b, "origin", s->v[i].origin);
+		evbuffer_add(b, ",", 1);
+		label(b, "dest", s->v[i].dest);
+		evbuffer_add_printf(b, "} %" PRIu64 "\n", s->v[i].wm);
+	}
+}
+
+static int metrics_get(struct store *st, const struct admin_req *rq,
+		       int64_t now, struct outbox *ob)
+{
+	struct streams s = {0};
+	struct evbuffer *b = NULL;
+	char *body = NULL;
+	size_t n;
+	int answered, r;
+
+	r = streams_read(st, rq, &s, ob, &answered);
+	if (r != SEMQ_OK || answered)
+		goto out;
+	r = SEMQ_ERR_NOMEM;
+	b = evbuffer_new();
+	if (!b)
+		goto out;
+	metrics_text(b, &s, now);
+	n = evbuffer_get_length(b);
+	body = malloc(n + 1);
+	if (!body || evbuffer_remove(b, body, n) != (int)n)
+		goto out;
+	body[n] = '\0';
+	r = reply(ob, rq->req_id, HS_OK, body, n);
+	body = NULL;
+out:
+	free(body);
+	if (b)
+		evbuffer_free(b);
+	free(s.v);
+	return r;
+}
+
+/* ---- dispatch ----------------------------------------------------------------- */
+
+int report_handle(struct store *st, const struct config *c, const struct job *j,
+		  int64_t now, struct outbox *ob, int *changed)
+{
+	const struct admin_req *rq = j->admin;
+	const char *path, *rest;
+	int get, post;
+	int64_t id;
+	size_t n;
+
+	*changed = 0;
+	if (!rq || !rq->req_id || !rq->method || !rq->path)
+		return SEMQ_ERR_INTERNAL;
+	path = rq->path;
+	get = !strcmp(rq->method, "GET");
+	post = !strcmp(rq->method, "POST");
+	if (!strcmp(path, "/streams") && get)
+		return streams_get(st, c, rq, now, ob);
+	if (!strcmp(path, "/metrics") && get)
+		return metrics_get(st, rq, now, ob);
+	if (!strcmp(path, "/redo") && get)
+		return redo_list(st, rq, ob);
+	if (!strcmp(path, "/redo/retry-all-dead") && post)
+		return retry_all_dead(st, rq, now, ob, changed);
+	if (strncmp(path, "/redo/", 6) != 0)
+		return reply_error(ob, rq->req_id, HS_NOT_FOUND,
+				   "no such resource '%s'", path);
+	path += 6;
+	rest = strchr(path, '/');
+	n = rest ? (size_t)(rest - path) : strlen(path);
+	if (!parse_positive(path, n, &id))
+		return reply_error(ob, rq->req_id, HS_BAD_REQUEST,
+				   "redo id '%.*s' is not a number 1..%" PRId64,
+				   (int)(n > 64 ? 64 : n), path, INT64_MAX);
+	if (!rest && get)
+		return redo_show(st, rq, id, ob);
+	if (rest && !strcmp(rest, "/retry") && post)
+		return redo_retry(st, rq, id, now, ob, changed);
+	if (rest && !strcmp(rest, "/discard") && post)
+		return redo_discard(st, rq, id, now, ob, changed);
+	return reply_error(ob, rq->req_id, HS_NOT_ALLOWED,
+			   "%s %s is not served here", rq->method, rq->path);
+}
