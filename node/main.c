@@ -42,6 +42,8 @@ int main(int argc, char **argv)
 		{"check", no_argument, NULL, 't'},
 		{"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, 'V'},
+		/* Not in usage(): the node.ini reference, for docs/CONFIG.md. */
+		{"config-reference", no_argument, NULL, 'R'},
 		{NULL, 0, NULL, 0}};
 	const char *path = NULL;
 	char err[1024] = "", *errs = NULL;
@@ -57,6 +59,7 @@ int main(int argc, char **argv)
 		case 't': check = 1; break;
 		case 'h': usage(stdout); return 0;
 		case 'V': printf("semqd %s\n", SEMQD_VERSION); return 0;
+		case 'R': config_describe(stdout); return 0;
 		case ':':
 			fprintf(stderr, "semqd: %s needs an argument\n",
 				argv[optind - 1]);
