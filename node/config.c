@@ -162,7 +162,7 @@ static const struct key keys[] = {
 	 NODE(outbound_retention_ms), 0, 0, 3650 * DAY, NULL, 0,
 	 "How long a confirmed outbound row is kept before it is deleted."},
 	{S_NODE, "ping_interval", T_DURATION, "10s", NODE(ping_interval_ms), 0,
-	 1, DAY, NULL, 0, "Ping a quiet connection this often."},
+	 1, DAY, NULL, 0, "Send a Ping on every ready connection this often."},
 	{S_NODE, "idle_timeout", T_DURATION, "60s", NODE(idle_timeout_ms), 0, 1,
 	 DAY, NULL, 0,
 	 "Close a connection silent for this long; more than "
@@ -178,10 +178,11 @@ static const struct key keys[] = {
 	 "Unconfirmed messages in flight per stream, at most."},
 	{S_NODE, "drain_rate", T_UINT, "0", NODE(drain_rate), 0, 0, 1000000000,
 	 NULL, 0,
-	 "After a reconnect, send a backlog no faster than this many "
-	 "messages per second; 0 = unlimited."},
+	 "Send queued messages (a backlog after a reconnect, a relay's "
+	 "stored copies) no faster than this many a second; 0 = "
+	 "unlimited."},
 	{S_NODE, "batch_max", T_UINT, "1000", NODE(batch_max), 0, 1, 1000000,
-	 NULL, 0, "Messages per database commit, at most (group commit)."},
+	 NULL, 0, "Outbound messages read for sending per batch, at most."},
 	{S_NODE, "max_payload", T_SIZE, "16MiB", NODE(max_payload), 0, 1, GIB,
 	 NULL, 0, "Largest message payload, from applications and from peers."},
 	{S_NODE, "max_frame", T_SIZE, NULL, NODE(max_frame), 0, 1, UINT32_MAX,

@@ -2,9 +2,10 @@
 /*
  * The hashed timing wheel of wheel.h: the in-memory near horizon of the
  * durable schedule (SPEC §7). The store's indexed scan of next_attempt_at
- * feeds it the deadlines due soon; the network thread's timer asks
- * wheel_next() when to wake and wheel_advance() what is due. It never reads
- * a clock: every time comes in as an argument, so tests drive a fake one.
+ * feeds it the deadlines due soon; the store thread (proto.c) asks
+ * wheel_next() how long it may sleep and wheel_advance() what is due. It
+ * never reads a clock: every time comes in as an argument, so tests drive a
+ * fake one.
  *
  * DESIGN: time is cut into ticks of tick_ms; tick(t) = floor(t / tick_ms),
  * absolute (not relative to the start), so any int64 time works. Tick T lives
