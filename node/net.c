@@ -240,6 +240,16 @@ static int check_rights(struct net *n, const char *peer, const Semq__Frame *f,
 				return -1;
 			}
 		return 0;
+	case SEMQ__FRAME__BODY_RELAY_ACK:
+		/* "Not delivered" from anyone only delays a resend; a claim
+		 * of custody (forwarded, stored) only from a trusted relay. */
+		if (f->relay_ack->kind == SEMQ__RELAY_ACK__KIND__UNREACHABLE)
+			return 0;
+		snprintf(why, whysz,
+			 "RelayAck (custody) from '%s', which is not a "
+			 "trusted_relay",
+			 peer);
+		return -1;
 	case SEMQ__FRAME__BODY_QUERY:
 		for (i = 0; i < f->query->n_ids; i++)
 			if (strcmp(f->query->ids[i]->origin, peer)) {
@@ -649,11 +659,15 @@ int net_new(const struct config *c, struct net **out, char *err, size_t errsz)
 		snprintf(err, errsz, "cannot create the event loop");
 		goto out;
 	}
-	n->tls = tls_ctx_new(c->tls_cert, c->tls_key, c->tls_ca, c->id, err,
-			     errsz);
-	if (!n->tls) {
-		r = SEMQ_ERR_CONFIG;
-		goto out;
+	/* A node with neither a listener nor peers (plugins only, fed by
+	 * local applications) needs no TLS at all. */
+	if (c->listen.set || c->n_peers) {
+		n->tls = tls_ctx_new(c->tls_cert, c->tls_key, c->tls_ca, c->id,
+				     err, errsz);
+		if (!n->tls) {
+			r = SEMQ_ERR_CONFIG;
+			goto out;
+		}
 	}
 	r = bind_wake(n, err, errsz);
 	if (r != SEMQ_OK)

@@ -466,8 +466,10 @@ static int receive_one(struct proto *p, const struct msg *m, const char *via,
 		if (result == RES_REDO || result == RES_SCHEDULED)
 			p->redo_dirty = 1;
 		if (result == RES_REDO)
-			log_msg(LOG_INFO, "proto", via, &m->id,
-				"queued for redo: %s", err[0] ? err : "");
+			log_msg(LOG_INFO, "proto", via, &m->id, "%s",
+				err[0] ? err
+				       : "waiting in the redo queue behind an "
+					 "earlier message of its key");
 		return SEMQ_OK;
 	case SEMQ_DUPLICATE:
 		*verdict = RES_DUPLICATE;
@@ -659,13 +661,20 @@ out:
 static int relay_one(struct proto *p, const struct job *j, Semq__Message *w,
 		     const struct msg *m, int64_t now, struct fwd *fw,
 		     struct idlist *forwarded, struct idlist *stored,
-		     struct idlist *unreachable)
+		     struct idlist *unreachable, struct idlist *too_big)
 {
 	uint64_t conn;
 	int r;
 
 	if (!p->c->relay)
 		return idlist_add(unreachable, &m->id, 0);
+	if (m->payload_len > p->c->max_payload) {
+		log_msg(LOG_WARN, "proto", j->peer, &m->id,
+			"refused: a payload of %zu bytes is over this relay's "
+			"max_payload (%zu)",
+			m->payload_len, p->c->max_payload);
+		return idlist_add(too_big, &m->id, 0);
+	}
 	conn = next_hop(p, m->id.dest, j->conn_id);
 	if (conn) {
 		r = fwd_add(fw, conn, w);
@@ -688,7 +697,7 @@ static int on_data(struct proto *p, const struct job *j, int64_t now,
 {
 	const Semq__Data *d = j->frame->data;
 	struct idlist verdicts = {0}, fwd_ids = {0}, stored = {0},
-		      unreachable = {0};
+		      unreachable = {0}, too_big = {0};
 	struct fwd fw = {0};
 	size_t i;
 	int r = SEMQ_OK;
@@ -702,7 +711,8 @@ static int on_data(struct proto *p, const struct job *j, int64_t now,
 		codec_msg_from_wire(d->messages[i], &m);
 		if (strcmp(m.id.dest, p->c->id) != 0) {
 			r = relay_one(p, j, d->messages[i], &m, now, &fw,
-				      &fwd_ids, &stored, &unreachable);
+				      &fwd_ids, &stored, &unreachable,
+				      &too_big);
 			continue;
 		}
 		via = strcmp(j->peer, m.id.origin) ? j->peer : NULL;
@@ -730,7 +740,12 @@ static int on_data(struct proto *p, const struct job *j, int64_t now,
 				   &unreachable,
 				   p->c->relay ? "destination not connected"
 					       : "this node does not relay");
+	if (r == SEMQ_OK)
+		r = emit_relay_ack(p, ob, j->conn_id,
+				   SEMQ__RELAY_ACK__KIND__UNREACHABLE, &too_big,
+				   "payload over the relay's max_payload");
 	fwd_free(&fw);
+	idlist_free(&too_big);
 	idlist_free(&verdicts);
 	idlist_free(&fwd_ids);
 	idlist_free(&stored);

@@ -131,8 +131,12 @@ int worker_new(const struct config *c, worker_output_fn out, void *out_ctx,
 	if (r != SEMQ_OK)
 		goto out;
 	r = plughost_new(c, store_plugin_tx(w->st), &w->ph, err, errsz);
-	if (r != SEMQ_OK)
+	if (r != SEMQ_OK) {
+		/* missing file or symbol, wrong ABI, refused options: all
+		 * fixed in node.ini or by rebuilding the plugin */
+		r = SEMQ_ERR_PLUGIN;
 		goto out;
+	}
 	w->p = proto_new(w->st, w->ph, c);
 	if (!w->p) {
 		snprintf(err, errsz, "out of memory");
@@ -204,10 +208,16 @@ static void batch(struct worker *w, struct job *jobs, size_t n, int64_t now)
 		for (j = jobs; j; j = j->next) {
 			r = run_batch(w, j, j->next, 0, now, &ob, &cnt);
 			if (r != SEMQ_OK)
-				log_msg(LOG_ERROR, "store", j->peer, NULL,
-					"job dropped (%s: %s); the peer will "
-					"resend or query",
-					semq_strerror(r), store_errmsg(w->st));
+				log_msg(LOG_ERROR, "store",
+					j->peer[0] ? j->peer : NULL, NULL,
+					"%s dropped (%s: %s)%s",
+					j->kind == JOB_ADMIN ? "admin request"
+							     : "job",
+					semq_strerror(r), store_errmsg(w->st),
+					j->kind == JOB_ADMIN
+						? ""
+						: "; the peer will resend or "
+						  "query");
 			else
 				deliver(w, &ob);
 		}
