@@ -43,6 +43,7 @@
 
 #include "log.h"
 #include "peer.h"
+#include "webui.h"
 #include "worker.h"
 
 #define REPLY_TIMEOUT_S 10   /* a request the store thread did not answer */
@@ -277,6 +278,79 @@ static int loopback(const char *host)
 		return IN6_IS_ADDR_V4MAPPED(&a6) && a6.s6_addr[12] == 127;
 	}
 	return 0;
+}
+
+/*
+ * Is this request meant for us? A browser always sends Host: one naming
+ * another name (DNS rebinding) is refused, for reads too. Clients that send
+ * no Host (HTTP/1.0 tools) are not browsers and pass.
+ */
+static int host_ok(struct admin *a, struct evhttp_request *req)
+{
+	const char *h = evhttp_find_header(
+		evhttp_request_get_input_headers(req), "Host");
+	const char *colon;
+	char name[300];
+	size_t n;
+	long port;
+
+	if (!h)
+		return 1;
+	colon = strrchr(h, ':');
+	if (colon && strchr(colon, ']'))
+		colon = NULL; /* "[::1]" without a port */
+	n = colon ? (size_t)(colon - h) : strlen(h);
+	if (n >= sizeof name)
+		goto refuse;
+	memcpy(name, h, n);
+	name[n] = '\0';
+	port = colon ? strtol(colon + 1, NULL, 10) : 80;
+	if (port != a->c->admin.port)
+		goto refuse;
+	if (name[0] == '[' && n > 2 && name[n - 1] == ']') {
+		memmove(name, name + 1, n - 2);
+		name[n - 2] = '\0';
+	}
+	if (strcmp(name, a->c->admin.host) == 0 ||
+	    strcmp(name, "localhost") == 0 || loopback(name))
+		return 1;
+refuse:
+	send_error(req, 403,
+		   "Host '%.200s' is not this node's admin address; use "
+		   "http://%s:%u/",
+		   h, a->c->admin.host, a->c->admin.port);
+	return 0;
+}
+
+/*
+ * Actions come from our own page or from tools, never from another site: they
+ * must carry Content-Type application/json (which a cross-site form or
+ * no-preflight fetch cannot send) and, when a browser names an Origin, it
+ * must be this node's own.
+ */
+static int action_safe(struct evhttp_request *req, const char *what)
+{
+	struct evkeyvalq *in = evhttp_request_get_input_headers(req);
+	const char *ct = evhttp_find_header(in, "Content-Type");
+	const char *origin = evhttp_find_header(in, "Origin");
+	const char *host = evhttp_find_header(in, "Host");
+
+	if (!ct || evutil_ascii_strncasecmp(ct, "application/json", 16) != 0) {
+		send_error(req, 415,
+			   "%s needs 'Content-Type: application/json' (also "
+			   "with an empty body)",
+			   what);
+		return 0;
+	}
+	if (origin && !(host && strncmp(origin, "http://", 7) == 0 &&
+			strcmp(origin + 7, host) == 0)) {
+		send_error(req, 403,
+			   "%s from the web origin '%.200s' refused: actions "
+			   "are taken only from this node's own page",
+			   what, origin);
+		return 0;
+	}
+	return 1;
 }
 
 /* May this request change the tables? Answers 401 and returns 0 if not. */
@@ -714,11 +788,32 @@ void admin_deliver(struct admin *a, struct out *o)
 
 /* ---- the server ------------------------------------------------------------------- */
 
+/* A file of the dashboard (webui.h), GET only. The page may load nothing
+ * but its own origin's files and API, and may not be framed. */
+static void serve_file(struct evhttp_request *req, enum evhttp_cmd_type m,
+		       const char *path, const struct webui_file *f)
+{
+	struct evkeyvalq *h = evhttp_request_get_output_headers(req);
+
+	if (m != EVHTTP_REQ_GET) {
+		evhttp_add_header(h, "Allow", "GET");
+		send_error(req, 405,
+			   "%s is not allowed on %.200s; allowed: GET",
+			   method_name(m), path);
+		return;
+	}
+	evhttp_add_header(h, "Content-Security-Policy",
+			  "default-src 'self'; frame-ancestors 'none'");
+	evhttp_add_header(h, "X-Content-Type-Options", "nosniff");
+	send_body(req, 200, f->content_type, f->bytes, f->len);
+}
+
 static void on_request(struct evhttp_request *req, void *arg)
 {
 	struct admin *a = arg;
 	enum evhttp_cmd_type m = evhttp_request_get_command(req);
 	const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
+	const struct webui_file *f;
 	const struct route *rt;
 	const char *path, *query;
 	char allow[64], what[300];
@@ -728,6 +823,13 @@ static void on_request(struct evhttp_request *req, void *arg)
 	query = uri ? evhttp_uri_get_query(uri) : NULL;
 	if (!path || !path[0])
 		path = "/";
+	if (!host_ok(a, req))
+		return;
+	f = webui_find(path);
+	if (f) {
+		serve_file(req, m, path, f);
+		return;
+	}
 	rt = route_find(path, m, &known, allow, sizeof allow);
 	if (!rt && !known) {
 		send_error(req, 404,
@@ -744,7 +846,8 @@ static void on_request(struct evhttp_request *req, void *arg)
 		return;
 	}
 	snprintf(what, sizeof what, "%s %.200s", method_name(m), path);
-	if (rt->action && !authorised(a, req, what))
+	if (rt->action &&
+	    (!action_safe(req, what) || !authorised(a, req, what)))
 		return;
 	switch (rt->kind) {
 	case RK_HEALTH: health(a, req); break;

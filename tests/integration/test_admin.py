@@ -108,7 +108,7 @@ def get(node, path, expect=200, **kw):
 
 
 def post(node, path, expect, token=None, scheme="Bearer", body=None):
-    headers = {}
+    headers = {"Content-Type": "application/json"}
     if token is not None:
         headers["Authorization"] = f"{scheme} {token}"
     return http_json(node, "POST", path, expect, headers=headers, body=body)
@@ -635,6 +635,34 @@ def redo_endpoints(t):
         assert status == 405 and hdrs.get("allow") == allow, \
             (method, p, status, hdrs, text)
         error_of(json.loads(text), method, p)
+
+    # Another site cannot act through a local browser: a cross-site
+    # request has no JSON content type (or names a foreign Origin), and a
+    # DNS-rebound one names another Host; reads are refused on Host too.
+    dead_before = redo_rows(s)
+    rid = dead_before[0]["id"]
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    status, _, text = call(s, "POST", f"/redo/{rid}/retry",
+                           headers=dict(auth, **{"Content-Type":
+                                                 "text/plain"}))
+    assert status == 415, (status, text)
+    error_of(json.loads(text), "application/json")
+    status, _, text = call(s, "POST", f"/redo/{rid}/retry", headers=auth)
+    assert status == 415, (status, text)
+    status, _, text = call(s, "POST", f"/redo/{rid}/retry",
+                           headers=dict(auth, **{
+                               "Content-Type": "application/json",
+                               "Origin": "http://evil.example"}))
+    assert status == 403, (status, text)
+    error_of(json.loads(text), "evil.example")
+    for path in ("/streams", "/redo", "/"):
+        status, _, text = call(s, "GET", path,
+                               headers={"Host": "evil.example:80"})
+        assert status == 403, (path, status, text)
+    status, _, text = call(s, "GET", "/streams", headers={
+        "Host": f"localhost:{s.admin.rsplit(':', 1)[1]}"})
+    assert status == 200, (status, text)
+    assert redo_rows(s) == dead_before, "a refused action changed tb_0033"
 
     # Actions: refused without the token, with a wrong one, with another
     # scheme; nothing changes.

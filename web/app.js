@@ -1,0 +1,502 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The semqd dashboard's script (see index.html): every 2 s it reads the
+ * admin endpoints (/health, /peers, /streams, /redo?status=...) and redraws
+ * the header and the three tables; its buttons post the redo actions
+ * (/redo/ID/retry, /redo/ID/discard, /redo/retry-all-dead).
+ *
+ * DESIGN
+ *  - Every value from the node reaches the page through textContent or an
+ *    attribute set with setAttribute/dataset: never through innerHTML, so a
+ *    key or an error text holding markup is shown as text.
+ *  - One refresh at a time: a refresh asked for while one runs is done
+ *    once more after it, and the 2 s timer is armed only after a refresh
+ *    ends, so a slow node is never sent a pile of requests.
+ *  - An action that gets 401 asks for the admin token with prompt() and
+ *    tries once more; a token that worked is kept in sessionStorage (this
+ *    tab only), one that was refused is forgotten.
+ *  - A redraw keeps the keyboard focus: the focused button is found again
+ *    by its data-focus-key after its table was rebuilt.
+ */
+'use strict';
+
+(function () {
+	const REFRESH_MS = 2000;
+	const TOKEN_KEY = 'semq.admin_token';
+
+	let timer = null;
+	let refreshing = false;
+	let refreshAgain = false;
+	let busy = false; /* an action is in flight */
+	let clockOffset = 0; /* node's clock minus ours, ms */
+
+	function $(id) {
+		return document.getElementById(id);
+	}
+
+	/* ---- formatting --------------------------------------------------- */
+
+	function nodeNow() {
+		return Date.now() + clockOffset;
+	}
+
+	function duration(ms) {
+		if (typeof ms !== 'number' || !isFinite(ms))
+			return '—';
+		let s = Math.max(0, Math.floor(ms / 1000));
+		if (s < 60)
+			return s + ' s';
+		let m = Math.floor(s / 60);
+		s %= 60;
+		if (m < 60)
+			return m + ' min ' + s + ' s';
+		let h = Math.floor(m / 60);
+		m %= 60;
+		if (h < 24)
+			return h + ' h ' + m + ' min';
+		const d = Math.floor(h / 24);
+		h %= 24;
+		return d + ' d ' + h + ' h';
+	}
+
+	function two(n) {
+		return (n < 10 ? '0' : '') + n;
+	}
+
+	/* A unix ms time as local "YYYY-MM-DD HH:MM:SS". */
+	function timestamp(ms) {
+		const d = new Date(ms);
+		return d.getFullYear() + '-' + two(d.getMonth() + 1) + '-' +
+			two(d.getDate()) + ' ' + two(d.getHours()) + ':' +
+			two(d.getMinutes()) + ':' + two(d.getSeconds());
+	}
+
+	/* ---- building the page (text only) -------------------------------- */
+
+	function cell(tr, value, cls) {
+		const td = document.createElement('td');
+		if (value === null || value === undefined || value === '') {
+			td.textContent = '—';
+			td.classList.add('muted');
+		} else {
+			td.textContent = String(value);
+		}
+		if (cls)
+			td.classList.add(cls);
+		tr.appendChild(td);
+		return td;
+	}
+
+	function badge(td, text, kind) {
+		const span = document.createElement('span');
+		span.className = 'badge badge-' + kind;
+		span.textContent = text;
+		td.textContent = '';
+		td.classList.remove('muted');
+		td.appendChild(span);
+	}
+
+	function emptyRow(tbody, columns, text) {
+		const tr = document.createElement('tr');
+		const td = cell(tr, text, 'empty');
+		td.colSpan = columns;
+		tbody.appendChild(tr);
+	}
+
+	/* Replaces tbody's rows with those fill() appends, keeping the focus
+	 * on the button of the same data-focus-key. */
+	function redraw(tbody, fill) {
+		const active = document.activeElement;
+		const key = active && tbody.contains(active) ?
+			active.getAttribute('data-focus-key') : null;
+		const fresh = document.createElement('tbody');
+		fresh.id = tbody.id;
+		fill(fresh);
+		tbody.replaceWith(fresh);
+		if (key === null)
+			return;
+		for (const b of fresh.querySelectorAll('[data-focus-key]')) {
+			if (b.getAttribute('data-focus-key') === key) {
+				b.focus();
+				break;
+			}
+		}
+	}
+
+	/* ---- messages ------------------------------------------------------ */
+
+	function say(text, kind) {
+		const m = $('message');
+		m.textContent = text;
+		m.className = 'message message-' + kind;
+		m.setAttribute('role', kind === 'error' ? 'alert' : 'status');
+		m.hidden = false;
+	}
+
+	function refreshProblem(text) {
+		const m = $('refresh-error');
+		m.textContent = text || '';
+		m.hidden = !text;
+	}
+
+	/* ---- the API ------------------------------------------------------- */
+
+	class ApiError extends Error {
+		constructor(status, text) {
+			super(text);
+			this.status = status;
+		}
+	}
+
+	/* method path -> {status, doc}; throws ApiError with the node's
+	 * {"error"} text. okStatuses: statuses whose JSON is an answer. */
+	async function api(method, path, body, token, okStatuses) {
+		const headers = {Accept: 'application/json'};
+		const init = {method, headers, cache: 'no-store',
+			      credentials: 'omit'};
+		let res;
+		let doc = null;
+
+		/* The node takes actions only with this content type (a
+		 * cross-site page cannot send it without a preflight). */
+		if (method !== 'GET')
+			headers['Content-Type'] = 'application/json';
+		if (body !== undefined)
+			init.body = JSON.stringify(body);
+		if (token)
+			headers.Authorization = 'Bearer ' + token;
+		try {
+			res = await fetch(path, init);
+		} catch (e) {
+			throw new ApiError(0, method + ' ' + path +
+				': cannot reach the node (' + e.message + ')');
+		}
+		try {
+			doc = await res.json();
+		} catch (e) {
+			doc = null;
+		}
+		if (!res.ok && !(okStatuses && okStatuses.includes(res.status))) {
+			const why = doc && typeof doc.error === 'string' ?
+				doc.error : 'HTTP ' + res.status;
+			throw new ApiError(res.status, why);
+		}
+		if (doc === null || typeof doc !== 'object')
+			throw new ApiError(res.status, method + ' ' + path +
+				': the answer is not JSON');
+		return {status: res.status, doc};
+	}
+
+	/* A POST that needs the admin token when the node has one. */
+	async function action(path, body) {
+		let token = sessionStorage.getItem(TOKEN_KEY);
+
+		for (let attempt = 0; ; attempt++) {
+			try {
+				const r = await api('POST', path, body, token);
+				if (token)
+					sessionStorage.setItem(TOKEN_KEY, token);
+				return r.doc;
+			} catch (e) {
+				if (!(e instanceof ApiError) || e.status !== 401)
+					throw e;
+				sessionStorage.removeItem(TOKEN_KEY);
+				if (attempt > 0)
+					throw e;
+				token = window.prompt(
+					'The node refused the action:\n' +
+					e.message + '\n\nAdmin token ([node] ' +
+					'admin_token of this node):', '');
+				if (token === null || token.trim() === '')
+					throw new ApiError(401, 'no admin ' +
+						'token given: ' + e.message);
+				token = token.trim();
+			}
+		}
+	}
+
+	/* ---- rendering ----------------------------------------------------- */
+
+	function showHealth(r) {
+		const d = r.doc;
+		const h = $('health');
+		const status = typeof d.status === 'string' ? d.status : '?';
+		$('node-id').textContent = d.node || '?';
+		h.textContent = status;
+		h.className = 'badge badge-' +
+			(status === 'ready' ? 'ok' : 'warn');
+		$('uptime').textContent = duration((d.uptime_s || 0) * 1000);
+		document.title = 'semqd ' + (d.node || '') + ' — ' + status;
+	}
+
+	function showUnreachable() {
+		const h = $('health');
+		h.textContent = 'unreachable';
+		h.className = 'badge badge-bad';
+		$('uptime').textContent = '—';
+	}
+
+	function showPeers(doc) {
+		if (typeof doc.now === 'number')
+			clockOffset = doc.now - Date.now();
+		const peers = Array.isArray(doc.peers) ? doc.peers : [];
+		redraw($('peers-body'), (tb) => {
+			if (!peers.length)
+				emptyRow(tb, 5, 'No peers configured or connected.');
+			for (const p of peers) {
+				const tr = document.createElement('tr');
+				let state = p.state;
+				cell(tr, p.peer === null ? '(not yet known)' : p.peer);
+				if (p.state === 'disconnected' &&
+				    typeof p.next_dial_in_ms === 'number')
+					state += ' · next dial in ' +
+						duration(p.next_dial_in_ms);
+				badge(cell(tr, ''), state,
+				      p.state === 'ready' ? 'ok' :
+				      p.state === 'disconnected' ? 'bad' : 'warn');
+				cell(tr, p.direction);
+				cell(tr, p.address);
+				const since = cell(tr, typeof p.since === 'number' ?
+					duration(doc.now - p.since) + ' ago' : null);
+				if (typeof p.since === 'number')
+					since.title = timestamp(p.since);
+				tb.appendChild(tr);
+			}
+		});
+	}
+
+	function showStreams(doc) {
+		if (typeof doc.now === 'number')
+			clockOffset = doc.now - Date.now();
+		const rows = [];
+		let dead = 0;
+		for (const s of doc.outbound || [])
+			rows.push(['out', s]);
+		for (const s of doc.inbound || []) {
+			rows.push(['in', s]);
+			if (s.redo && typeof s.redo.dead === 'number')
+				dead += s.redo.dead;
+		}
+		redraw($('streams-body'), (tb) => {
+			if (!rows.length)
+				emptyRow(tb, 6, 'No messages yet.');
+			for (const [dir, s] of rows) {
+				const tr = document.createElement('tr');
+				tr.dataset.direction = dir;
+				cell(tr, dir === 'out' ? 'outbound' : 'inbound');
+				cell(tr, s.origin);
+				cell(tr, s.dest);
+				cell(tr, s.depth, 'num');
+				const age = cell(tr, typeof s.oldest_unconfirmed_age_ms ===
+					'number' ? duration(s.oldest_unconfirmed_age_ms) :
+					null);
+				if (typeof s.oldest_unconfirmed_at === 'number')
+					age.title = timestamp(s.oldest_unconfirmed_at);
+				cell(tr, dir === 'in' ? s.confirmed_through : null,
+				     'num');
+				tb.appendChild(tr);
+			}
+		});
+		const all = $('retry-all-dead');
+		all.textContent = 'Retry all dead (' + dead + ')';
+		all.disabled = busy || dead === 0;
+		all.dataset.dead = String(dead);
+	}
+
+	function actionButton(td, label, kind, e) {
+		const b = document.createElement('button');
+		b.type = 'button';
+		b.textContent = label;
+		b.className = 'btn-' + kind;
+		b.dataset.action = kind;
+		b.dataset.id = String(e.id);
+		b.setAttribute('data-focus-key', kind + '-' + e.id);
+		b.setAttribute('aria-label', label + ' redo entry ' + e.id +
+			       ' (' + e.message + ')');
+		b.disabled = busy;
+		b.addEventListener('click', () => {
+			if (kind === 'retry')
+				retry(e);
+			else
+				discard(e);
+		});
+		td.appendChild(b);
+	}
+
+	const STATUS_KIND = {pending: 'warn', waiting: 'warn', done: 'ok',
+			     dead: 'bad', discarded: 'muted'};
+
+	function showRedo(doc) {
+		const entries = Array.isArray(doc.entries) ? doc.entries : [];
+		const now = nodeNow();
+		redraw($('redo-body'), (tb) => {
+			if (!entries.length)
+				emptyRow(tb, 8, doc.status === 'all' ?
+					'The redo queue is empty.' :
+					'No ' + doc.status + ' entries.');
+			for (const e of entries) {
+				const tr = document.createElement('tr');
+				tr.dataset.id = String(e.id);
+				tr.dataset.status = e.status_name;
+				cell(tr, e.id, 'num');
+				cell(tr, e.message, 'mono');
+				cell(tr, e.key, 'mono');
+				badge(cell(tr, ''), e.status_name,
+				      STATUS_KIND[e.status_name] || 'warn');
+				cell(tr, e.tries, 'num');
+				let next = null;
+				if (e.status_name === 'pending' ||
+				    e.status_name === 'waiting')
+					next = e.next_attempt_at <= now ? 'due' :
+						'in ' + duration(e.next_attempt_at - now);
+				const n = cell(tr, next);
+				if (next !== null)
+					n.title = timestamp(e.next_attempt_at);
+				const err = cell(tr, e.status_name === 'discarded' &&
+					e.discard_reason ? 'discarded: ' +
+					e.discard_reason : e.last_error, 'error-text');
+				if (e.last_error)
+					err.title = e.last_error;
+				const acts = cell(tr, '', 'actions');
+				acts.classList.remove('muted');
+				acts.textContent = '';
+				if (e.status_name === 'dead') {
+					actionButton(acts, 'Retry', 'retry', e);
+					actionButton(acts, 'Discard', 'discard', e);
+				}
+				tb.appendChild(tr);
+			}
+		});
+		$('redo-count').textContent = entries.length === doc.limit ?
+			'the first ' + entries.length + ' entries' :
+			entries.length + (entries.length === 1 ? ' entry' :
+					  ' entries');
+	}
+
+	/* ---- refreshing ---------------------------------------------------- */
+
+	async function refreshOnce() {
+		const status = $('redo-status').value;
+		const [health, peers, streams, redo] = await Promise.allSettled([
+			api('GET', '/health', undefined, null, [503]),
+			api('GET', '/peers'),
+			api('GET', '/streams'),
+			api('GET', '/redo?status=' + encodeURIComponent(status)),
+		]);
+		const problems = [];
+
+		if (health.status === 'fulfilled') {
+			showHealth(health.value);
+		} else {
+			showUnreachable();
+			problems.push('/health: ' + health.reason.message);
+		}
+		if (peers.status === 'fulfilled')
+			showPeers(peers.value.doc);
+		else
+			problems.push('/peers: ' + peers.reason.message);
+		if (streams.status === 'fulfilled')
+			showStreams(streams.value.doc);
+		else
+			problems.push('/streams: ' + streams.reason.message);
+		if (redo.status === 'fulfilled')
+			showRedo(redo.value.doc);
+		else
+			problems.push('/redo: ' + redo.reason.message);
+		refreshProblem(problems.length ? 'Refreshing failed — ' +
+			problems.join('; ') : '');
+		$('updated').textContent = timestamp(Date.now()).slice(11);
+	}
+
+	async function refresh() {
+		if (refreshing) {
+			refreshAgain = true;
+			return;
+		}
+		refreshing = true;
+		clearTimeout(timer);
+		try {
+			do {
+				refreshAgain = false;
+				await refreshOnce();
+			} while (refreshAgain);
+		} catch (e) {
+			refreshProblem('Refreshing failed — ' + e.message);
+		} finally {
+			refreshing = false;
+			timer = setTimeout(refresh, REFRESH_MS);
+		}
+	}
+
+	/* ---- actions ------------------------------------------------------- */
+
+	function setBusy(on) {
+		busy = on;
+		for (const b of document.querySelectorAll('#redo-body button'))
+			b.disabled = on;
+		const all = $('retry-all-dead');
+		all.disabled = on || all.dataset.dead === '0';
+	}
+
+	async function run(what, fn) {
+		if (busy)
+			return;
+		setBusy(true);
+		try {
+			say(await fn(), 'ok');
+		} catch (e) {
+			say(what + ' failed: ' + e.message, 'error');
+		} finally {
+			setBusy(false);
+			refresh();
+		}
+	}
+
+	function retry(e) {
+		run('Retry of redo entry ' + e.id, async () => {
+			await action('/redo/' + encodeURIComponent(e.id) +
+				     '/retry');
+			return 'Redo entry ' + e.id + ' (' + e.message +
+				') retried: it runs again now.';
+		});
+	}
+
+	function discard(e) {
+		const reason = window.prompt('Discard redo entry ' + e.id +
+			' (' + e.message + ', key ' + (e.key === null ? 'none' :
+			e.key) + ')?\nThe message will not be processed. ' +
+			'Reason (recorded with the entry):', '');
+		if (reason === null) {
+			say('Discard of redo entry ' + e.id + ' cancelled.', 'ok');
+			return;
+		}
+		if (reason.trim() === '') {
+			say('Discard of redo entry ' + e.id + ' needs a reason; ' +
+			    'nothing was changed.', 'error');
+			return;
+		}
+		run('Discard of redo entry ' + e.id, async () => {
+			await action('/redo/' + encodeURIComponent(e.id) +
+				     '/discard', {reason: reason.trim()});
+			return 'Redo entry ' + e.id + ' (' + e.message +
+				') discarded: ' + reason.trim();
+		});
+	}
+
+	function retryAllDead() {
+		const n = $('retry-all-dead').dataset.dead;
+		if (!window.confirm('Retry every dead redo entry (' + n + ')?'))
+			return;
+		run('Retry of every dead entry', async () => {
+			const d = await action('/redo/retry-all-dead');
+			return d.retried + ' dead ' + (d.retried === 1 ?
+				'entry' : 'entries') + ' retried.';
+		});
+	}
+
+	document.addEventListener('DOMContentLoaded', () => {
+		$('redo-status').addEventListener('change', refresh);
+		$('retry-all-dead').addEventListener('click', retryAllDead);
+		refresh();
+	});
+})();
