@@ -405,6 +405,14 @@ static int check_nul(const ProtobufCMessageDescriptor *d, const uint8_t *p,
 			goto bad;
 		p += k;
 		n -= k;
+		/* protobuf-c keeps a field numbered 0 as an unknown field and
+		 * writes it back out, where the next hop refuses it: it is
+		 * malformed protobuf, refused here, at the edge. */
+		if (tag >> 3 == 0)
+			return fail(err, errsz, SEMQ_ERR_PROTO,
+				    "%s: a field numbered 0 is not valid "
+				    "protobuf",
+				    path);
 		switch (tag & 7) {
 		case 0:
 			if (!(k = rd_varint(p, n, &v)))

@@ -366,8 +366,13 @@ void proto_committed(struct proto *p)
 
 void proto_rolled_back(struct proto *p)
 {
-	/* What the batch marked sent is back at 0: look again. */
+	/* What the batch marked sent is back at 0: look again. The wheel may
+	 * hold entries loaded inside the rolled-back transaction (their ids
+	 * can be reused): rebuild it from the table. */
 	p->more_to_send = 1;
+	wheel_free(p->wheel);
+	p->wheel = NULL;
+	p->redo_dirty = 1;
 	memset(&p->cnt, 0, sizeof p->cnt);
 }
 

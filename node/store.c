@@ -2718,6 +2718,14 @@ int store_redo_run(struct store *st, int64_t id, int64_t now,
 			   redo_status_name(row.status));
 		goto out;
 	}
+	/* The table, not the caller's memory, says when an entry is due: a
+	 * delayed message never runs before its deliver_at. */
+	if (row.next_attempt_at > now) {
+		r = seterr(st, SEMQ_DECLINED,
+			   "redo %" PRId64 ": not due until %" PRId64, id,
+			   row.next_attempt_at);
+		goto out;
+	}
 	msgid_str(&m.id, idb, sizeof idb);
 	r = apply_sp(st, &m, (unsigned)row.tries, apply, ctx, perr, sizeof perr,
 		     &v, idb);

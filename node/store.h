@@ -282,7 +282,8 @@ int store_redo_next_due(struct store *st, int64_t *at);
  * Runs entry `id` (pending) once: apply() in a SAVEPOINT; OK -> done, and the
  * next waiting entry of its key becomes pending at `now`; RETRY -> next level,
  * or dead after max_tries; PERMANENT -> dead. *status_out gets the new status.
- * SEMQ_DECLINED when the entry is not pending.
+ * SEMQ_DECLINED when the entry is not pending, or not due yet
+ * (next_attempt_at > now).
  */
 int store_redo_run(struct store *st, int64_t id, int64_t now,
 		   store_apply_fn apply, void *ctx, int *status_out);

@@ -805,6 +805,40 @@ static void test_unknown_body(void **state)
 	codec_reader_free(r);
 }
 
+/* A field numbered 0 is malformed protobuf: protobuf-c would keep it as an
+ * unknown field and write it back out (a relay forwarding it would make the
+ * next hop close the link), so it is refused at the edge, at any depth. */
+static void test_field_number_zero(void **state)
+{
+	/* Frame { error (10) { code = 5, <field 0 as the overlong varint tag
+	 * 0x80 0x00, value 0>, <again, fixed32> } }: protobuf-c accepts the
+	 * overlong tag (found by fuzz_frame) */
+	static const uint8_t overlong[] = {0x52, 0x08, 0x08, 0x05, 0x80,
+					   0x00, 0x00, 0x80, 0x00, 0x00};
+	/* the plain forms, nested and at the top: protobuf-c refuses them */
+	static const uint8_t nested[] = {0x42, 0x05, 0x05, 1, 2, 3, 4};
+	static const uint8_t top[] = {0x05, 1, 2, 3, 4, 0x42, 0x00};
+	char err[SEMQ_ERRLEN] = "";
+	Semq__Frame *o = (Semq__Frame *)1;
+
+	(void)state;
+	assert_int_equal(codec_decode_body(overlong, sizeof overlong, &o, err,
+					   sizeof err),
+			 SEMQ_ERR_PROTO);
+	assert_null(o);
+	assert_non_null(strstr(err, "field numbered 0"));
+	o = (Semq__Frame *)1;
+	assert_int_equal(
+		codec_decode_body(nested, sizeof nested, &o, err, sizeof err),
+		SEMQ_ERR_PROTO);
+	assert_null(o);
+	o = (Semq__Frame *)1;
+	assert_int_equal(
+		codec_decode_body(top, sizeof top, &o, err, sizeof err),
+		SEMQ_ERR_PROTO);
+	assert_null(o);
+}
+
 /* ---- field rules ------------------------------------------------------------ */
 
 static void test_invalid_ids(void **state)
@@ -1563,6 +1597,7 @@ int main(void)
 		cmocka_unit_test(test_garbage),
 		cmocka_unit_test(test_no_body),
 		cmocka_unit_test(test_unknown_body),
+		cmocka_unit_test(test_field_number_zero),
 		cmocka_unit_test(test_invalid_ids),
 		cmocka_unit_test(test_seq_zero),
 		cmocka_unit_test(test_prev_seq),

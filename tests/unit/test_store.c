@@ -1054,6 +1054,20 @@ static void test_scheduled_behind_failed_head(void **state)
 	assert_int_equal(status, RS_DONE);
 	redo_expect(st, redo_id_of(st, 2), RS_PENDING, 0, 0, NOW + 100000,
 		    NULL);
+	/* Released, but not due: it does not run a millisecond early, whoever
+	 * asks (the table, not the caller's memory, decides). */
+	a.calls = 0;
+	assert_int_equal(store_redo_run(st, redo_id_of(st, 2), NOW + 99999,
+					apply_cb, &a, &status),
+			 SEMQ_DECLINED);
+	assert_non_null(strstr(store_errmsg(st), "not due"));
+	assert_int_equal(a.calls, 0);
+	redo_expect(st, redo_id_of(st, 2), RS_PENDING, 0, 0, NOW + 100000,
+		    NULL);
+	assert_int_equal(store_redo_run(st, redo_id_of(st, 2), NOW + 100000,
+					apply_cb, &a, &status),
+			 SEMQ_OK);
+	assert_int_equal(a.calls, 1);
 }
 
 static void test_key_waiting_and_release_order(void **state)
