@@ -72,6 +72,8 @@ free_port() {
 	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
 }
 p1_port=$(free_port)
+declare -A admin_port
+for id in "${ids[@]}"; do admin_port[$id]=$(free_port); done
 
 node_ini() { # ID EXTRA-NODE-KEYS PEERS-AND-PLUGINS
 	mkdir -p "$demo/$1"
@@ -80,6 +82,7 @@ node_ini() { # ID EXTRA-NODE-KEYS PEERS-AND-PLUGINS
 [node]
 id = $1
 db = $1.db
+admin = 127.0.0.1:${admin_port[$1]}
 poll_interval = 20ms
 query_after = 3s
 reconnect_min = 200ms
@@ -201,6 +204,10 @@ ctl S1 redo list --status dead | sed 's/^/    /'
 dead=$(sqlite3 "$demo/S1/S1.db" "SELECT count(*) FROM tb_0033 WHERE status = -1")
 [ "$dead" = 1 ] || die "expected the malformed bill dead in S1's redo queue, found $dead dead entries"
 
+health=$(python3 -c 'import sys,urllib.request; print(urllib.request.urlopen(sys.argv[1], timeout=5).read().decode())' \
+	"http://127.0.0.1:${admin_port[S1]}/health") || die "S1's admin endpoint does not answer"
+echo "    S1 /health: $health"
+
 say "7/7 the queues of every node"
 for id in "${ids[@]}"; do
 	echo "    -- $id"
@@ -211,12 +218,19 @@ cat <<EOF
 
 SEMQ quickstart: done. The three nodes are still running.
 
+Dashboards (peers, streams, the redo queue with retry and discard):
+  S1  http://127.0.0.1:${admin_port[S1]}/
+  P1  http://127.0.0.1:${admin_port[P1]}/
+  R1  http://127.0.0.1:${admin_port[R1]}/
+Metrics: http://127.0.0.1:${admin_port[S1]}/metrics (Prometheus text)
+
 Look further:
   cd $demo/S1 && $semqctl -c node.ini redo list          # the redo queue
   cd $demo/S1 && $semqctl -c node.ini redo show ID       # why it failed, and the document
   cd $demo/S1 && $semqctl -c node.ini redo discard ID --reason "bad document"
   cd $demo/R1 && $semqctl -c node.ini send --to S1 --type 2800 --key B-7 --file bill.json
   cd $demo/R1 && $semqctl -c node.ini status --json
+  cd $demo/P1 && $semqctl -c node.ini peers
   tail -f $demo/*/semqd.log
 
 Stop the nodes:  tools/quickstart.sh --stop
