@@ -425,12 +425,20 @@ static void event_cb(struct bufferevent *bev, short what, void *arg)
 	} else if (what & BEV_EVENT_EOF) {
 		snprintf(why, sizeof why, "closed by peer");
 	} else {
+		SSL *ssl = bufferevent_openssl_get_ssl(bev);
+		long v = ssl ? SSL_get_verify_result(ssl) : X509_V_OK;
 		char tls[400];
+
 		tls_error_text(bev, tls, sizeof tls);
-		snprintf(why, sizeof why, "%s%s",
+		/* "certificate verify failed" alone does not tell an expired
+		 * certificate from one of another CA: say which. */
+		snprintf(why, sizeof why, "%s%s%s%s%s",
 			 c->state == CONN_TLS ? "TLS handshake failed: "
 					      : "connection error: ",
-			 tls[0] ? tls : "unknown");
+			 tls[0] ? tls : "unknown",
+			 v != X509_V_OK ? " (certificate: " : "",
+			 v != X509_V_OK ? X509_verify_cert_error_string(v) : "",
+			 v != X509_V_OK ? ")" : "");
 	}
 	log_msg(c->state == CONN_READY ? LOG_INFO : LOG_WARN, "peer", who(c),
 		NULL, "%s: %s", conn_state_text(c->state), why);
