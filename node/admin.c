@@ -16,8 +16,8 @@
  *    libevent has detached the request from its connection, and answering
  *    it only frees it.
  *  - Nothing here reads the database or the worker's state beyond
- *    worker_get_stats(), which is made for any thread; the connections are
- *    listed through net.c's callback.
+ *    worker_get_stats() and worker_disk_full(), which are made for any
+ *    thread; the connections are listed through net.c's callback.
  *  - The bearer token is compared in constant time (for a given token
  *    length), so response times do not reveal how much of a guess matched.
  */
@@ -420,11 +420,13 @@ static int64_t uptime_ms(const struct admin *a)
 
 static void health(struct admin *a, struct evhttp_request *req)
 {
+	int full = a->w && !a->stopping && worker_disk_full(a->w);
 	const char *status = a->stopping ? "stopping"
+			     : full      ? "disk full"
 			     : a->w      ? "ready"
 					 : "starting";
 
-	send_json(req, a->w && !a->stopping ? 200 : 503,
+	send_json(req, a->w && !a->stopping && !full ? 200 : 503,
 		  json_pack("{s:s, s:s, s:I}", "status", status, "node",
 			    a->c->id, "uptime_s",
 			    (json_int_t)(uptime_ms(a) / 1000)));

@@ -5,7 +5,8 @@
  * knows it answers itself:
  *
  *   GET /health   200 {"status": "ready", "node", "uptime_s"} while serving,
- *                 503 with "stopping" once the node is stopping
+ *                 503 with "stopping" once the node is stopping, and
+ *                 with "disk full" while the store has no room to write
  *   GET /peers    the connections (peer, state, direction, address, since,
  *                 bytes pending) and the configured peers not connected
  *                 (when they are dialled next)

@@ -16,6 +16,10 @@
  *    first) is sent to the store thread whenever it changes.
  *  - The admin HTTP server (admin.c) runs on this loop; outputs that carry a
  *    request id are its answers, the rest are frames for connections.
+ *  - Backpressure: while the worker is in its disk-full state, Data frames
+ *    are dropped unacknowledged before they become jobs; the sender keeps
+ *    the messages and asks about them later (query_after), so nothing is
+ *    lost and nothing is stored twice.
  */
 #include "net.h"
 
@@ -35,6 +39,7 @@
 
 #include "admin.h"
 #include "codec.h"
+#include "fault.h"
 #include "log.h"
 #include "peer.h"
 #include "tls.h"
@@ -301,6 +306,13 @@ static int on_frame(void *ctx, struct conn *c, Semq__Frame *f)
 		conn_close(c, SEMQ__ERROR__CODE__FORBIDDEN, why);
 		return -1;
 	}
+	if (f->body_case == SEMQ__FRAME__BODY_DATA && n->w &&
+	    worker_disk_full(n->w)) {
+		log_msg(LOG_DEBUG, "net", conn_peer(c), NULL,
+			"Data refused: the disk is full; the sender keeps it");
+		codec_frame_free(f);
+		return 0;
+	}
 	j = job_new(JOB_FRAME);
 	if (!j) {
 		codec_frame_free(f);
@@ -496,8 +508,10 @@ static void out_cb(evutil_socket_t fd, short what, void *arg)
 			continue;
 		}
 		c = find_conn(n, o->conn_id);
-		if (c)
+		if (c) {
+			fault_point("before_send");
 			conn_send(c, o->bytes, o->len);
+		}
 	}
 	out_free_list(list);
 }

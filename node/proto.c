@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "codec.h"
+#include "fault.h"
 #include "log.h"
 #include "report.h"
 #include "wheel.h"
@@ -57,6 +58,7 @@ struct proto {
 	double drain_tokens;  /* drain_rate: messages we may send now */
 	int64_t drain_at;
 	struct proto_counts cnt; /* this batch so far, for metrics */
+	size_t stored;           /* copies this batch stored (crash points) */
 };
 
 /* ---- outbox ------------------------------------------------------------- */
@@ -330,6 +332,7 @@ struct proto *proto_new(struct store *st, struct plughost *ph,
 	p->ph = ph;
 	p->c = c;
 	p->more_to_send = 1;
+	p->wm_dirty = 1; /* AS_OK rows a crash left uncompacted */
 	return p;
 }
 
@@ -361,7 +364,11 @@ int proto_busy(const struct proto *p)
 
 void proto_committed(struct proto *p)
 {
-	(void)p;
+	if (p->cnt.confirmed)
+		fault_point("origin_after_commit");
+	if (p->stored)
+		fault_point("relay_store_after_commit");
+	p->stored = 0;
 }
 
 void proto_rolled_back(struct proto *p)
@@ -374,6 +381,7 @@ void proto_rolled_back(struct proto *p)
 	p->wheel = NULL;
 	p->redo_dirty = 1;
 	memset(&p->cnt, 0, sizeof p->cnt);
+	p->stored = 0;
 }
 
 void proto_take_counts(struct proto *p, struct proto_counts *c)
@@ -693,6 +701,10 @@ static int relay_one(struct proto *p, const struct job *j, Semq__Message *w,
 			"cannot store a copy: %s", store_errmsg(p->st));
 		return r;
 	}
+	if (r == SEMQ_OK) {
+		p->stored++;
+		fault_point("relay_store_before_commit");
+	}
 	p->more_to_send = 1;
 	return idlist_add(stored, &m->id, 0);
 }
@@ -846,6 +858,8 @@ static int on_indication(struct proto *p, const struct job *j, int64_t now,
 		}
 		r = idlist_add(&resp, &id, 0);
 	}
+	if (r == SEMQ_OK && resp.n)
+		fault_point("origin_before_commit");
 	if (r == SEMQ_OK)
 		r = emit_ids(p, ob, j->conn_id, IDF_RESPONSE, &resp, p->c->id);
 	if (r == SEMQ_OK)
@@ -889,6 +903,8 @@ static int on_response(struct proto *p, const struct job *j, struct outbox *ob)
 		if (ok)
 			p->wm_dirty = 1;
 	}
+	if (r == SEMQ_OK && p->wm_dirty)
+		fault_point("ack_before_commit");
 	if (r == SEMQ_OK)
 		r = fwd_emit(p, ob, &fw, SEMQ__FRAME__BODY_ACK_RESPONSE,
 			     ar->from);
@@ -1573,6 +1589,8 @@ int proto_tick(struct proto *p, int64_t now, struct outbox *ob)
 		r = store_advance_watermarks(p->st, &compacted);
 		if (r == SEMQ_OK)
 			p->wm_dirty = 0;
+		if (r == SEMQ_OK && compacted)
+			fault_point("compaction_before_commit");
 	}
 	if (r == SEMQ_OK && now - p->last_purge >= PURGE_EVERY_MS) {
 		unsigned n = 0;

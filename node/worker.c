@@ -6,6 +6,15 @@
  * transaction, and only after the commit hands the outbox to the network
  * thread. When a batch fails, it is rolled back and its jobs are run again one
  * transaction each, so that one bad job costs only itself.
+ *
+ * A batch that fails because the disk is full (store_disk_full) puts the
+ * worker in the disk-full state until a commit succeeds again: it says so once
+ * in the log, the network thread refuses Data unacknowledged (the senders keep
+ * it and ask again later), /health answers 503 "disk full", and a batch runs
+ * only every DISK_FULL_RETRY_MS. Such a batch must also commit a probe of
+ * DISK_FULL_PROBE bytes (store_probe_space), so that a transaction that
+ * happens to write nothing is not taken for space regained; the probe's row
+ * is removed by the next batch.
  */
 #include "worker.h"
 
@@ -15,12 +24,15 @@
 #include <string.h>
 #include <time.h>
 
+#include "fault.h"
 #include "log.h"
 #include "plughost.h"
 #include "proto.h"
 #include "store.h"
 
 #define JOBS_PER_BATCH 512
+#define DISK_FULL_RETRY_MS 2000      /* a full disk is tried this often */
+#define DISK_FULL_PROBE (256 * 1024) /* bytes a retry must be able to write */
 
 /* Upper bounds of the histograms' buckets (worker_stats); +Inf follows. */
 static const uint64_t jobs_bounds[] = {1, 2, 5, 10, 20, 50, 100, 200, 512};
@@ -51,6 +63,8 @@ struct worker {
 
 	struct worker_stats stats; /* under mu */
 	int64_t last_tick;
+	int disk_full;  /* under mu; written only on the store thread */
+	int probe_left; /* the probe's row is still in the table */
 };
 
 int64_t clock_real_ms(void *ctx)
@@ -154,6 +168,8 @@ out:
 /* Hands an outbox that is now true to the network thread. */
 static void deliver(struct worker *w, struct outbox *ob)
 {
+	if (ob->head)
+		fault_point("after_commit");
 	if (ob->head && w->out)
 		w->out(w->out_ctx, ob->head);
 	else
@@ -175,6 +191,9 @@ static int run_batch(struct worker *w, struct job *head, struct job *stop,
 		r = proto_job(w->p, j, now, ob);
 	if (r == SEMQ_OK && tick)
 		r = proto_tick(w->p, now, ob);
+	if (r == SEMQ_OK && tick && (w->disk_full || w->probe_left))
+		r = store_probe_space(w->st,
+				      w->disk_full ? DISK_FULL_PROBE : 0);
 	if (r == SEMQ_OK)
 		r = store_commit(w->st);
 	if (r != SEMQ_OK) {
@@ -189,6 +208,25 @@ static int run_batch(struct worker *w, struct job *head, struct job *stop,
 	return r;
 }
 
+/* Enters (full, with the store's message) or leaves the disk-full state,
+ * saying so once each way. */
+static void set_disk_full(struct worker *w, int full, const char *why)
+{
+	if (full == w->disk_full)
+		return;
+	if (full)
+		log_msg(LOG_ERROR, "store", NULL, NULL,
+			"disk full (%s); not accepting new messages until "
+			"space is freed",
+			why);
+	else
+		log_msg(LOG_INFO, "store", NULL, NULL,
+			"disk has space again; resuming");
+	pthread_mutex_lock(&w->mu);
+	w->disk_full = full;
+	pthread_mutex_unlock(&w->mu);
+}
+
 static void batch(struct worker *w, struct job *jobs, size_t n, int64_t now)
 {
 	struct proto_counts cnt = {0};
@@ -200,17 +238,24 @@ static void batch(struct worker *w, struct job *jobs, size_t n, int64_t now)
 
 	outbox_init(&ob);
 	r = run_batch(w, jobs, NULL, 1, now, &ob, &cnt);
+	if (r != SEMQ_OK && store_disk_full(w->st))
+		set_disk_full(w, 1, store_errmsg(w->st));
 	if (r != SEMQ_OK) {
-		log_msg(LOG_WARN, "store", NULL, NULL,
+		/* While the disk is full only the first failure is news. */
+		int level = w->disk_full ? LOG_DEBUG : LOG_WARN;
+
+		log_msg(level, "store", NULL, NULL,
 			"batch of %zu jobs failed (%s: %s); retrying them one "
 			"by one",
 			n, semq_strerror(r), store_errmsg(w->st));
 		for (j = jobs; j; j = j->next) {
 			r = run_batch(w, j, j->next, 0, now, &ob, &cnt);
 			if (r != SEMQ_OK)
-				log_msg(LOG_ERROR, "store",
-					j->peer[0] ? j->peer : NULL, NULL,
-					"%s dropped (%s: %s)%s",
+				log_msg(w->disk_full && store_disk_full(w->st)
+						? LOG_DEBUG
+						: LOG_ERROR,
+					"store", j->peer[0] ? j->peer : NULL,
+					NULL, "%s dropped (%s: %s)%s",
 					j->kind == JOB_ADMIN ? "admin request"
 							     : "job",
 					semq_strerror(r), store_errmsg(w->st),
@@ -222,6 +267,9 @@ static void batch(struct worker *w, struct job *jobs, size_t n, int64_t now)
 				deliver(w, &ob);
 		}
 	} else {
+		/* A committed probe: the space is back; its row goes next. */
+		w->probe_left = w->disk_full;
+		set_disk_full(w, 0, NULL);
 		deliver(w, &ob);
 	}
 	us = (uint64_t)(mono_us() - t0);
@@ -255,15 +303,17 @@ static void *run(void *arg)
 	for (;;) {
 		struct job *jobs = NULL, *last = NULL;
 		size_t n = 0;
-		int stopping, busy;
+		int stopping, busy, full;
 		int64_t now;
 
 		pthread_mutex_lock(&w->mu);
 		busy = proto_busy(w->p);
-		if (!w->head && !w->stop && !busy) {
+		full = w->disk_full;
+		if ((full || (!w->head && !busy)) && !w->stop) {
 			struct timespec ts;
-			int64_t wait_ms = w->c->poll_interval_ms;
-			int64_t due = proto_next_due(w->p);
+			int64_t wait_ms = full ? DISK_FULL_RETRY_MS
+					       : w->c->poll_interval_ms;
+			int64_t due = full ? INT64_MAX : proto_next_due(w->p);
 			if (due != INT64_MAX) {
 				int64_t until = due - w->clock(w->clock_ctx);
 				if (until < wait_ms)
@@ -276,7 +326,7 @@ static void *run(void *arg)
 				ts.tv_sec++;
 				ts.tv_nsec -= 1000000000;
 			}
-			while (!w->head && !w->stop &&
+			while ((full || !w->head) && !w->stop &&
 			       pthread_cond_timedwait(&w->cv, &w->mu, &ts) !=
 				       ETIMEDOUT)
 				;
@@ -357,6 +407,16 @@ void worker_free(struct worker *w)
 	pthread_cond_destroy(&w->cv);
 	pthread_mutex_destroy(&w->mu);
 	free(w);
+}
+
+int worker_disk_full(struct worker *w)
+{
+	int full;
+
+	pthread_mutex_lock(&w->mu);
+	full = w->disk_full;
+	pthread_mutex_unlock(&w->mu);
+	return full;
 }
 
 void worker_get_stats(struct worker *w, struct worker_stats *s)

@@ -49,6 +49,11 @@ void worker_stop(struct worker *w);
 /* Stops if needed, then closes plugins and the store. NULL ok. */
 void worker_free(struct worker *w);
 
+/* Is the worker in the disk-full state (worker.c)? A batch failed for lack
+ * of space and no retry has committed since: the network thread refuses
+ * Data meanwhile, /health reports it. Any thread. */
+int worker_disk_full(struct worker *w);
+
 /* A histogram for metrics: n buckets with ascending upper bounds, the last
  * one unbounded (+Inf, its bound unused); count[i] is what fell in bucket i
  * alone (not cumulative); sum and total of every observation. */
