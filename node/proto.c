@@ -947,22 +947,67 @@ static int on_query(struct proto *p, const struct job *j, struct outbox *ob)
 	return r;
 }
 
-/* Do we hold a store-and-forward copy of `id` not yet confirmed? */
-static int holds_copy(struct proto *p, const struct msgid *id, int *held)
+/* The status of our store-and-forward copy of `id` (SS_*), or -99 when we
+ * hold none (or it is confirmed already). */
+#define NO_COPY (-99)
+
+static int copy_status(struct proto *p, const struct msgid *id, int *status)
 {
 	struct out_row row;
 	struct msg m;
 	int r;
 
-	*held = 0;
+	*status = NO_COPY;
 	r = store_outbound_get(p->st, id, &m, &row);
 	if (r == SEMQ_ERR_NOT_FOUND)
 		return SEMQ_OK;
 	if (r != SEMQ_OK)
 		return r;
 	msg_clear(&m);
-	*held = row.status == SS_UNSEND || row.status == SS_SEND ||
-		row.status == SS_ACK;
+	if (row.status == SS_UNSEND || row.status == SS_SEND ||
+	    row.status == SS_ACK)
+		*status = row.status;
+	return SEMQ_OK;
+}
+
+/*
+ * An answer about another origin's message of which we hold a copy: it
+ * answers our own query first. Received: our copy is done (dropped, and the
+ * destination gets our confirmation, which its record needs). Not received:
+ * a copy we had sent is sent again; and the origin, instead of the "not
+ * received" that would make it resend past our queue (and drain_rate),
+ * hears that we still hold it.
+ */
+static int answer_for_copy(struct proto *p, const struct job *j,
+			   const Semq__QueryAnswer *a, const struct msgid *id,
+			   int status, uint64_t origin_conn, struct fwd *fw,
+			   struct idlist *relay_resp, struct connlists *custody)
+{
+	char why[200];
+	int r;
+
+	if (a->received) {
+		r = store_drop_copy(p->st, id);
+		if (r != SEMQ_OK && r != SEMQ_DECLINED)
+			return r;
+		r = idlist_add(relay_resp, id, 0);
+		if (r == SEMQ_OK && origin_conn)
+			r = fwd_add(fw, origin_conn, (void *)a);
+		return r;
+	}
+	if (status == SS_SEND || status == SS_ACK) {
+		snprintf(why, sizeof why, "%s: not received; the relay resends",
+			 id->dest);
+		r = store_mark_unsent(p->st, id, 0, why);
+		if (r != SEMQ_OK && r != SEMQ_DECLINED)
+			return r;
+		p->more_to_send = 1;
+	}
+	(void)j;
+	if (origin_conn) {
+		struct idlist *l = connlists_get(custody, origin_conn);
+		return l ? idlist_add(l, id, 0) : SEMQ_ERR_NOMEM;
+	}
 	return SEMQ_OK;
 }
 
@@ -970,7 +1015,7 @@ static int on_query_reply(struct proto *p, const struct job *j, int64_t now,
 			  struct outbox *ob)
 {
 	const Semq__QueryReply *qr = j->frame->query_reply;
-	struct idlist resp = {0};
+	struct idlist resp = {0}, relay_resp = {0};
 	struct connlists custody = {0};
 	struct fwd fw = {0};
 	size_t i;
@@ -984,22 +1029,15 @@ static int on_query_reply(struct proto *p, const struct job *j, int64_t now,
 		codec_msgid_from_wire(a->id, &id);
 		if (strcmp(id.origin, p->c->id) != 0) {
 			uint64_t conn = next_hop(p, id.origin, j->conn_id);
-			int held = 0;
-			if (!conn)
-				continue;
-			if (!a->received) {
-				r = holds_copy(p, &id, &held);
-				if (r != SEMQ_OK)
-					break;
-			}
-			/* "Not received" about a copy we still hold for
-			 * delivery: the origin must not resend (it would
-			 * overtake drain_rate); we re-assert our custody. */
-			if (held) {
-				struct idlist *l =
-					connlists_get(&custody, conn);
-				r = l ? idlist_add(l, &id, 0) : SEMQ_ERR_NOMEM;
-			} else
+			int cst = NO_COPY;
+
+			r = copy_status(p, &id, &cst);
+			if (r != SEMQ_OK)
+				break;
+			if (cst != NO_COPY)
+				r = answer_for_copy(p, j, a, &id, cst, conn,
+						    &fw, &relay_resp, &custody);
+			else if (conn)
 				r = fwd_add(&fw, conn, qr->answers[i]);
 			continue;
 		}
@@ -1032,6 +1070,9 @@ static int on_query_reply(struct proto *p, const struct job *j, int64_t now,
 	if (r == SEMQ_OK)
 		r = emit_ids(p, ob, j->conn_id, IDF_RESPONSE, &resp, p->c->id);
 	if (r == SEMQ_OK)
+		r = emit_ids(p, ob, j->conn_id, IDF_RESPONSE, &relay_resp,
+			     p->c->id);
+	if (r == SEMQ_OK)
 		r = fwd_emit(p, ob, &fw, SEMQ__FRAME__BODY_QUERY_REPLY, NULL);
 	for (i = 0; i < custody.n && r == SEMQ_OK; i++)
 		r = emit_relay_ack(p, ob, custody.v[i].conn,
@@ -1039,6 +1080,7 @@ static int on_query_reply(struct proto *p, const struct job *j, int64_t now,
 				   &custody.v[i].l, "still held for delivery");
 	fwd_free(&fw);
 	idlist_free(&resp);
+	idlist_free(&relay_resp);
 	connlists_free(&custody);
 	return r;
 }
