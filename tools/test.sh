@@ -50,4 +50,5 @@ if [ "$asan" = 1 ]; then
 	export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 	run_suite build/asan -DSEMQ_SANITIZE=ON
 fi
+tools/fuzz.sh --seconds 20
 echo "==> all tests passed"
