@@ -252,37 +252,6 @@ static void jset(json_t *o, const char *key, json_t *v, int *failed)
 	}
 }
 
-/* Standard base64 with padding (new string, caller frees; NULL: ENOMEM). */
-static char *base64(const uint8_t *p, size_t n)
-{
-	static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
-				  "abcdefghijklmnopqrstuvwxyz0123456789+/";
-	char *s = malloc((n + 2) / 3 * 4 + 1), *o = s;
-	uint32_t v;
-	size_t i;
-
-	if (!s)
-		return NULL;
-	for (i = 0; i + 2 < n; i += 3) {
-		v = (uint32_t)p[i] << 16 | (uint32_t)p[i + 1] << 8 | p[i + 2];
-		*o++ = tab[v >> 18];
-		*o++ = tab[(v >> 12) & 63];
-		*o++ = tab[(v >> 6) & 63];
-		*o++ = tab[v & 63];
-	}
-	if (i < n) {
-		v = (uint32_t)p[i] << 16;
-		if (i + 1 < n)
-			v |= (uint32_t)p[i + 1] << 8;
-		*o++ = tab[v >> 18];
-		*o++ = tab[(v >> 12) & 63];
-		*o++ = i + 1 < n ? tab[(v >> 6) & 63] : '=';
-		*o++ = '=';
-	}
-	*o = '\0';
-	return s;
-}
-
 /* One tb_0033 entry with the fields of `semqctl redo list --json` (new
  * reference; NULL when out of memory); the payload only by its length. */
 static json_t *redo_json(const struct msg *m, const struct redo_row *row)
@@ -507,7 +476,7 @@ static int redo_show(struct store *st, const struct admin_req *rq, int64_t id,
 	if (r != SEMQ_OK || answered)
 		goto out;
 	o = redo_json(&m, &row);
-	b64 = base64(m.payload, m.payload_len);
+	b64 = base64_encode(m.payload, m.payload_len);
 	failed = !o;
 	jset(o, "payload", b64 ? json_string(b64) : NULL, &failed);
 	if (utf8_valid(m.payload, m.payload_len))

@@ -79,4 +79,8 @@ void msg_clear(struct msg *m);
 #define MSGID_STRLEN (2 * SEMQ_ID_MAX + 24)
 const char *msgid_str(const struct msgid *id, char *buf, size_t bufsz);
 
+/* Standard base64 (RFC 4648, padded) of p[0..n). Caller frees; NULL on
+ * ENOMEM. */
+char *base64_encode(const uint8_t *p, size_t n);
+
 #endif

@@ -8,7 +8,7 @@ SEMQ_PACKAGES=(
 	build-essential cmake pkg-config
 	libevent-dev libssl-dev openssl libsqlite3-dev sqlite3
 	libprotobuf-c-dev protobuf-c-compiler libcmocka-dev libinih-dev
-	libjansson-dev clang-format python3
+	libjansson-dev clang-format python3 spin
 	clang libclang-rt-14-dev valgrind
 	chromium
 )

@@ -1539,37 +1539,6 @@ static void jset(json_t *o, const char *key, json_t *v, int *failed)
 		*failed = 1;
 }
 
-/* Standard base64 with padding (new string, caller frees; NULL: no memory). */
-static char *base64(const uint8_t *p, size_t n)
-{
-	static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
-				  "abcdefghijklmnopqrstuvwxyz0123456789+/";
-	char *s = malloc((n + 2) / 3 * 4 + 1), *o = s;
-	uint32_t v;
-	size_t i;
-
-	if (!s)
-		return NULL;
-	for (i = 0; i + 2 < n; i += 3) {
-		v = (uint32_t)p[i] << 16 | (uint32_t)p[i + 1] << 8 | p[i + 2];
-		*o++ = tab[v >> 18];
-		*o++ = tab[(v >> 12) & 63];
-		*o++ = tab[(v >> 6) & 63];
-		*o++ = tab[v & 63];
-	}
-	if (i < n) {
-		v = (uint32_t)p[i] << 16;
-		if (i + 1 < n)
-			v |= (uint32_t)p[i + 1] << 8;
-		*o++ = tab[v >> 18];
-		*o++ = tab[(v >> 12) & 63];
-		*o++ = i + 1 < n ? tab[(v >> 6) & 63] : '=';
-		*o++ = '=';
-	}
-	*o = '\0';
-	return s;
-}
-
 /* Every column of one tb_0031 row as a JSON object (new reference, NULL
  * when out of memory); the payload itself only by its length. */
 static json_t *out_json(const struct msg *m, const struct out_row *row)
@@ -1990,7 +1959,7 @@ static void show_print_text(const struct msg *m, const struct out_row *row)
  * (borrowed; *failed = 1 when out of memory). */
 static void payload_json(json_t *o, const struct msg *m, int *failed)
 {
-	char *b64 = base64(m->payload, m->payload_len);
+	char *b64 = base64_encode(m->payload, m->payload_len);
 
 	jset(o, "payload", b64 ? json_string(b64) : NULL, failed);
 	if (utf8_valid(m->payload, m->payload_len))
