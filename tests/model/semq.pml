@@ -36,8 +36,8 @@
  *
  * Variants (spin -D...): NSEQ (1-3), QLEN, the budgets; COVER (the cover
  * checks); BROKEN_NO_WATERMARK_CHECK, BROKEN_ACK_BEFORE_COMMIT,
- * BROKEN_BLIND_RESEND (designs that must fail, or show what does not
- * matter); FIX_RELAY_RESEND (the relay change README.md proposes).
+ * BROKEN_BLIND_RESEND, BROKEN_RELAY_NO_RESEND (designs that must fail, or
+ * show what does not matter).
  */
 
 #ifndef NSEQ
@@ -313,7 +313,7 @@ end:
 }
 
 /* ---- relay R, store_and_forward = yes (relay_one, on_indication,
- *      on_response, on_query, on_query_reply with its custody answer,
+ *      on_response, on_query, on_query_reply with answer_for_copy,
  *      send_pending and query_in_doubt for its copies) ------------------- */
 
 /* what R does with a frame to pass on to O: dropped when O is away */
@@ -357,28 +357,38 @@ inline r_from_d()
 		printf("R: 810-Indication %d: copy dropped, 810-Response\n", s);
 		PUSH(q_rd, n_rd, FRAME(F_RESPR, s));
 		TO_O(F_IND)
-	:: KIND == F_QR1 ->
-#ifdef FIX_RELAY_RESEND
-		cp[s] = CP_NONE; /* the destination has it: the copy is done */
-#endif
+	/* on_query_reply, answer_for_copy: an answer about a copy R holds
+	 * answers R's own query first */
+#ifndef BROKEN_RELAY_NO_RESEND
+	:: KIND == F_QR1 && cp[s] != CP_NONE ->
+		/* the destination has it: the copy is done, R confirms */
+		cp[s] = CP_NONE;
+		printf("R: %d received: copy dropped, 810-Response\n", s);
+		PUSH(q_rd, n_rd, FRAME(F_RESPR, s));
 		TO_O(F_QR1)
-	:: KIND == F_QR0 ->
+	:: KIND == F_QR0 && cp[s] != CP_NONE ->
+		/* a copy R had sent goes out again (4 -> 0, the tick sends
+		 * it); O hears custody instead of "not received" */
+		printf("R: %d not received, copy held: custody\n", s);
 		if
-		:: cp[s] != CP_NONE ->
-			/* a copy still held: custody, not the answer */
-			printf("R: %d not received, copy held: custody\n", s);
-#ifdef FIX_RELAY_RESEND
-			/* and the copy goes out again (4 -> 0 -> 4) */
+		:: cp[s] == CP_SEND ->
 			if
-			:: up_rd -> cp[s] = CP_SEND;
-				PUSH(q_rd, n_rd, FRAME(F_DATAS, s));
+			:: up_rd -> PUSH(q_rd, n_rd, FRAME(F_DATAS, s));
 				printf("R: copy %d sent again\n", s)
 			:: else -> cp[s] = CP_UNSEND
-			fi;
+			fi
+		:: else -> skip
+		fi;
+		TO_O(F_RACK)
+#else
+	/* before f3e1eeb: custody, and the copy is never sent again */
+	:: KIND == F_QR1 && cp[s] != CP_NONE -> TO_O(F_QR1)
+	:: KIND == F_QR0 && cp[s] != CP_NONE ->
+		printf("R: %d not received, copy held: custody\n", s);
+		TO_O(F_RACK)
 #endif
-			TO_O(F_RACK)
-		:: else -> TO_O(F_QR0)
-		fi
+	:: KIND == F_QR1 && cp[s] == CP_NONE -> TO_O(F_QR1)
+	:: KIND == F_QR0 && cp[s] == CP_NONE -> TO_O(F_QR0)
 	:: else -> assert(false)
 	fi
 }
