@@ -58,7 +58,8 @@ enum semq_plugin_result {
 
 /* Which database `tx->db` points into. */
 enum semq_db_kind {
-	SEMQ_DB_SQLITE = 1 /* tx->db is a `sqlite3 *` */
+	SEMQ_DB_SQLITE = 1, /* tx->db is a `sqlite3 *` */
+	SEMQ_DB_PG = 2      /* tx->db is a `PGconn *` (libpq) */
 };
 
 /* One `key = value` line of the plugin's config section (not path/types). */
