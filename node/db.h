@@ -47,10 +47,10 @@ enum { DB_DONE = 0, DB_ROW = 1 };
 /* What kind of failure the last error was. */
 enum db_errclass {
 	DB_E_NONE = 0,
-	DB_E_OTHER,      /* anything below */
-	DB_E_BUSY,       /* locked by another connection past the timeout */
-	DB_E_FULL,       /* disk full, size limit, failed write: wait for room */
-	DB_E_UNIQUE,     /* a unique index refused the row */
+	DB_E_OTHER,  /* anything below */
+	DB_E_BUSY,   /* locked by another connection past the timeout */
+	DB_E_FULL,   /* disk full, size limit, failed write: wait for room */
+	DB_E_UNIQUE, /* a unique index refused the row */
 	DB_E_CONSTRAINT, /* another constraint (CHECK, NOT NULL, a trigger's
 			    RAISE) refused the row; db_errmsg names it */
 	DB_E_CONFLICT,   /* deadlock or serialization failure: the transaction
