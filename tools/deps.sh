@@ -9,6 +9,7 @@ SEMQ_PACKAGES=(
 	libevent-dev libssl-dev openssl libsqlite3-dev sqlite3
 	libprotobuf-c-dev protobuf-c-compiler libcmocka-dev libinih-dev
 	libjansson-dev clang-format python3 spin
+	postgresql libpq-dev
 	clang libclang-rt-14-dev valgrind
 	chromium
 )

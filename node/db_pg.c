@@ -1,0 +1,982 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The PostgreSQL driver of node/db.h, over libpq: connects to a
+ * postgresql:// URL, carries the store's `?N` SQL as server-side prepared
+ * statements, decodes binary results into the int64 / text / bytes the store
+ * reads, and turns SQLSTATEs into the db_errclass the store acts on.
+ *
+ * DESIGN
+ *  - Statements are prepared lazily, on their first step, under a name unique
+ *    on the connection ("semq_<n>"). The connection carries a generation that
+ *    dbpg_reconnect() bumps; a statement remembers the generation it was
+ *    prepared in and prepares itself again when they differ, so a new server
+ *    session never sees an EXECUTE of a statement it does not know.
+ *  - One db_step() on a fresh run executes the statement and fetches its whole
+ *    result (PQexecPrepared); further steps walk the rows. The connection is
+ *    therefore free between steps, and the store may run other statements
+ *    while it iterates one (no single-row mode, which would hold the
+ *    connection until the last row).
+ *  - Parameters go in text format (integers printed into a per-parameter
+ *    buffer), blobs in binary; unbound parameters are NULL. Results come in
+ *    binary format and are decoded by the column's type OID. A result with a
+ *    column type we cannot carry (numeric, float, json, …) fails the step with
+ *    a message naming the column, so a store query that needs a cast is found
+ *    on its first run rather than read as a silent 0.
+ *  - Connection defaults go in before the URL's own parameters, so the URL
+ *    overrides them: application_name 'semqd', client_encoding UTF8,
+ *    connect_timeout 10 s (libpq's default is to wait forever). The session
+ *    settings (lock_timeout, synchronous_commit) are SET after every
+ *    connect, reconnect included.
+ *  - Every PGresult is cleared where it is consumed or in dbpg_reset() /
+ *    dbpg_finalize(); the driver holds at most one per statement.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <libpq-fe.h>
+
+#include "db_driver.h"
+#include "semq/error.h"
+
+/* Type OIDs of pg_type (catalog/pg_type_d.h, stable across versions). */
+enum {
+	PGOID_BOOL = 16,
+	PGOID_BYTEA = 17,
+	PGOID_CHAR = 18,
+	PGOID_NAME = 19,
+	PGOID_INT8 = 20,
+	PGOID_INT2 = 21,
+	PGOID_INT4 = 23,
+	PGOID_TEXT = 25,
+	PGOID_OID = 26,
+	PGOID_FLOAT4 = 700,
+	PGOID_FLOAT8 = 701,
+	PGOID_UNKNOWN = 705,
+	PGOID_BPCHAR = 1042,
+	PGOID_VARCHAR = 1043,
+	PGOID_NUMERIC = 1700,
+	PGOID_VOID = 2278
+};
+
+/* The most parameters one statement may have (the protocol's limit). */
+#define PG_MAXPARAMS 65535
+#define DEFAULT_LOCK_TIMEOUT_MS 5000
+#define DEFAULT_CONNECT_TIMEOUT_S "10"
+
+struct pgdb {
+	struct db base;     /* first: db.c casts */
+	PGconn *conn;       /* owned */
+	unsigned long gen;  /* bumped by every reconnect */
+	unsigned long next; /* the number of the next statement name */
+	int lock_timeout_ms;
+	int synchronous;
+};
+
+/* How a column is read: decided once per result from its type OID. */
+enum colkind { COL_INT, COL_TEXT, COL_BYTES, COL_VOID };
+
+struct pgstmt {
+	struct db_stmt base; /* first: db.c casts */
+	char *sql;           /* owned: the text with $N */
+	char name[32];       /* the server-side name */
+	unsigned long gen;   /* generation it was prepared in; 0 = never */
+	int nparams;         /* highest N of the text */
+	const char **vals;   /* owned array; values borrowed (or ibuf) */
+	int *lens;           /* owned */
+	int *fmts;           /* owned: 0 text, 1 binary */
+	char (*ibuf)[24];    /* owned: printed integers, one per parameter */
+	int bad;             /* an out-of-range bind since the last reset */
+	int bad_param;       /* its index */
+	enum { RUN_FRESH, RUN_ROWS, RUN_DONE } run; /* DONE: rows or error */
+	PGresult *res; /* owned: the current run's rows */
+	int row;       /* the current row of res, -1 before the first */
+	int ntuples, ncols;
+	enum colkind *kinds; /* owned, ncols entries */
+	char (*tbuf)[24];    /* owned: integer columns printed as text */
+};
+
+static struct pgdb *pgdb_of(struct db *d)
+{
+	return (struct pgdb *)d;
+}
+
+static struct pgstmt *pgstmt_of(struct db_stmt *s)
+{
+	return (struct pgstmt *)s;
+}
+
+/* Notices (`relation … already exists, skipping`) are not errors: quiet. */
+static void quiet_notice(void *arg, const char *message)
+{
+	(void)arg;
+	(void)message;
+}
+
+/* ---- URLs ----------------------------------------------------------------- */
+
+/*
+ * Copies url into out with any password replaced by "***": the one of the
+ * authority (`user:PASSWORD@host`) and a `password=` query parameter.
+ */
+static void mask_url(const char *url, char *out, size_t outsz)
+{
+	const char *p = url, *auth, *at, *colon, *end, *slash;
+	size_t n = 0;
+
+#define PUT(str, len)                                                          \
+	do {                                                                   \
+		size_t l_ = (len);                                             \
+		if (n + l_ >= outsz)                                           \
+			l_ = n + 1 < outsz ? outsz - n - 1 : 0;                \
+		memcpy(out + n, (str), l_);                                    \
+		n += l_;                                                       \
+	} while (0)
+
+	if (outsz == 0)
+		return;
+	auth = strstr(p, "://");
+	auth = auth ? auth + 3 : p;
+	slash = auth + strcspn(auth, "/?");
+	at = memchr(auth, '@', (size_t)(slash - auth));
+	/* The userinfo may itself hold an '@' (encoded or not): take the last. */
+	if (at) {
+		const char *q;
+
+		for (q = at + 1; q < slash; q++)
+			if (*q == '@')
+				at = q;
+	}
+	colon = at ? memchr(auth, ':', (size_t)(at - auth)) : NULL;
+	if (colon) {
+		PUT(p, (size_t)(colon + 1 - p));
+		PUT("***", 3);
+		p = at;
+	}
+	/* The rest, with password=VALUE parameters masked. */
+	while (*p) {
+		const char *hit = strstr(p, "password=");
+
+		if (!hit || (hit != p && hit[-1] != '?' && hit[-1] != '&')) {
+			if (!hit) {
+				PUT(p, strlen(p));
+				break;
+			}
+			PUT(p, (size_t)(hit + 9 - p));
+			p = hit + 9;
+			continue;
+		}
+		PUT(p, (size_t)(hit + 9 - p));
+		PUT("***", 3);
+		end = hit + 9 + strcspn(hit + 9, "&");
+		p = end;
+	}
+	out[n] = '\0';
+#undef PUT
+}
+
+/* ---- errors --------------------------------------------------------------- */
+
+/* The class of a SQLSTATE, and of a connection that went bad. */
+static enum db_errclass classify(PGconn *conn, const char *state)
+{
+	if (state && strlen(state) == 5) {
+		if (strcmp(state, "23505") == 0)
+			return DB_E_UNIQUE;
+		if (strncmp(state, "23", 2) == 0 || strcmp(state, "P0001") == 0)
+			return DB_E_CONSTRAINT;
+		if (strcmp(state, "40P01") == 0 || strcmp(state, "40001") == 0)
+			return DB_E_CONFLICT;
+		if (strcmp(state, "55P03") == 0)
+			return DB_E_BUSY;
+		if (strcmp(state, "53100") == 0 || strcmp(state, "53200") == 0)
+			return DB_E_FULL;
+		/* 08P01 is a protocol error on a live connection (a bind
+		 * that does not fit the statement): lost only if it is. */
+		if ((strncmp(state, "08", 2) == 0 &&
+		     strcmp(state, "08P01") != 0) ||
+		    strcmp(state, "57P01") == 0 ||
+		    strcmp(state, "57P02") == 0 || strcmp(state, "57P03") == 0)
+			return DB_E_LOST;
+	}
+	if (!conn || PQstatus(conn) == CONNECTION_BAD)
+		return DB_E_LOST;
+	return DB_E_OTHER;
+}
+
+/*
+ * Copies msg into buf as one line: without a severity prefix ("ERROR:  ",
+ * "FATAL:  "), with every run of white space (libpq's newlines and tabs)
+ * made one space, and no trailing space.
+ */
+static void oneline(char *buf, size_t sz, const char *msg)
+{
+	static const char *const prefix[] = {
+		"ERROR:  ", "FATAL:  ", "PANIC:  "};
+	size_t n = 0, k;
+	int space = 0;
+
+	if (sz == 0)
+		return;
+	if (!msg)
+		msg = "";
+	for (k = 0; k < sizeof(prefix) / sizeof(prefix[0]); k++)
+		if (strncmp(msg, prefix[k], strlen(prefix[k])) == 0)
+			msg += strlen(prefix[k]);
+	for (; *msg && n + 1 < sz; msg++) {
+		if (*msg == ' ' || *msg == '\t' || *msg == '\n' ||
+		    *msg == '\r') {
+			space = n > 0;
+			continue;
+		}
+		if (space && n + 2 < sz)
+			buf[n++] = ' ';
+		space = 0;
+		buf[n++] = *msg;
+	}
+	buf[n] = '\0';
+}
+
+/*
+ * Records the error of a failed result (res may be NULL: then the
+ * connection's message). The message is the server's primary message, with
+ * its detail where that says which row (a unique key, a trigger's DETAIL),
+ * but not the "Failing row contains (…)" of CHECK and NOT NULL, which would
+ * copy a whole row, payload included, into the log. Returns SEMQ_ERR_DB.
+ */
+static int pg_fail(struct pgdb *pd, const PGresult *res)
+{
+	const char *state = NULL, *prim = NULL, *detail = NULL;
+	char msg[DB_ERRMAX], det[DB_ERRMAX];
+	enum db_errclass ec;
+
+	if (res) {
+		state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+		prim = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
+		detail = PQresultErrorField(res, PG_DIAG_MESSAGE_DETAIL);
+	}
+	ec = classify(pd->conn, state);
+	if (!prim || !*prim)
+		prim = pd->conn ? PQerrorMessage(pd->conn) : NULL;
+	if (!prim || !*prim)
+		prim = res ? PQresStatus(PQresultStatus(res)) : "no result";
+	oneline(msg, sizeof(msg), prim);
+	if (state &&
+	    (strcmp(state, "23514") == 0 || strcmp(state, "23502") == 0))
+		detail = NULL;
+	if (detail && *detail) {
+		oneline(det, sizeof(det), detail);
+		return db_seterr(&pd->base, ec, "%s (%s)", msg, det);
+	}
+	if (ec == DB_E_LOST && !strstr(msg, "connection"))
+		return db_seterr(&pd->base, ec, "%s (connection lost)", msg);
+	return db_seterr(&pd->base, ec, "%s", msg);
+}
+
+/* The row count of a completed write, from its command tag. */
+static void note_changes(struct pgdb *pd, const PGresult *res)
+{
+	const char *tag = PQcmdStatus((PGresult *)res);
+	const char *n;
+
+	if (!tag ||
+	    (strncmp(tag, "INSERT ", 7) != 0 &&
+	     strncmp(tag, "UPDATE ", 7) != 0 &&
+	     strncmp(tag, "DELETE ", 7) != 0 && strncmp(tag, "MERGE ", 6) != 0))
+		return;
+	n = PQcmdTuples((PGresult *)res);
+	if (n && *n)
+		pd->base.changes = strtoll(n, NULL, 10);
+}
+
+/* ---- the connection ------------------------------------------------------- */
+
+/* The session settings: after every connect and reconnect. */
+static int session_setup(struct pgdb *pd)
+{
+	char sql[256];
+	PGresult *res;
+	int r;
+
+	PQsetNoticeProcessor(pd->conn, quiet_notice, NULL);
+	snprintf(sql, sizeof(sql), "SET lock_timeout = %d%s",
+		 pd->lock_timeout_ms,
+		 pd->synchronous >= 0 && pd->synchronous < 2
+			 ? "; SET synchronous_commit = off"
+			 : "");
+	res = PQexec(pd->conn, sql);
+	if (res && PQresultStatus(res) == PGRES_COMMAND_OK)
+		r = SEMQ_OK;
+	else
+		r = pg_fail(pd, res);
+	PQclear(res);
+	return r;
+}
+
+int dbpg_open(const struct db_open_opts *o, struct db **out, char *err,
+	      size_t errsz)
+{
+	/* Defaults first: the URL (expanded from dbname) overrides them. */
+	const char *const keys[] = {"connect_timeout", "application_name",
+				    "client_encoding", "dbname", NULL};
+	const char *vals[] = {DEFAULT_CONNECT_TIMEOUT_S, "semqd", "UTF8", NULL,
+			      NULL};
+	int r = SEMQ_ERR_INTERNAL;
+	struct pgdb *pd = NULL;
+	char masked[DB_NAMEMAX];
+
+	*out = NULL;
+	if (!o || !o->target || !db_is_url(o->target)) {
+		snprintf(err, errsz,
+			 "postgresql: the target must be a "
+			 "postgresql:// or postgres:// URL");
+		r = SEMQ_ERR_INVALID;
+		goto out;
+	}
+	mask_url(o->target, masked, sizeof(masked));
+	if (o->busy_timeout_ms < 0) {
+		snprintf(err, errsz, "%s: busy timeout %d ms: must be >= 0",
+			 masked, o->busy_timeout_ms);
+		r = SEMQ_ERR_INVALID;
+		goto out;
+	}
+	if (o->synchronous < -1 || o->synchronous > 3) {
+		snprintf(err, errsz, "%s: synchronous %d: must be -1 or 0..3",
+			 masked, o->synchronous);
+		r = SEMQ_ERR_INVALID;
+		goto out;
+	}
+	pd = calloc(1, sizeof(*pd));
+	if (!pd) {
+		snprintf(err, errsz, "%s: out of memory", masked);
+		r = SEMQ_ERR_NOMEM;
+		goto out;
+	}
+	pd->base.kind = DB_PG;
+	snprintf(pd->base.name, sizeof(pd->base.name), "%s", masked);
+	pd->gen = 1;
+	pd->lock_timeout_ms = o->busy_timeout_ms ? o->busy_timeout_ms
+						 : DEFAULT_LOCK_TIMEOUT_MS;
+	pd->synchronous = o->synchronous;
+	vals[3] = o->target;
+	pd->conn = PQconnectdbParams(keys, vals, 1);
+	if (!pd->conn) {
+		snprintf(err, errsz, "%s: out of memory", masked);
+		r = SEMQ_ERR_NOMEM;
+		goto out;
+	}
+	if (PQstatus(pd->conn) != CONNECTION_OK) {
+		char why[DB_ERRMAX];
+
+		oneline(why, sizeof(why), PQerrorMessage(pd->conn));
+		snprintf(err, errsz, "%s: cannot connect: %s", masked, why);
+		r = SEMQ_ERR_DB;
+		goto out;
+	}
+	r = session_setup(pd);
+	if (r != SEMQ_OK) {
+		snprintf(err, errsz, "%s: setting up the session: %s", masked,
+			 pd->base.errmsg);
+		goto out;
+	}
+	*out = &pd->base;
+	pd = NULL;
+	r = SEMQ_OK;
+out:
+	if (pd) {
+		PQfinish(pd->conn);
+		free(pd);
+	}
+	return r;
+}
+
+void dbpg_close(struct db *d)
+{
+	struct pgdb *pd = pgdb_of(d);
+
+	if (!pd)
+		return;
+	PQfinish(pd->conn);
+	free(pd);
+}
+
+void *dbpg_handle(struct db *d)
+{
+	return pgdb_of(d)->conn;
+}
+
+int dbpg_exec(struct db *d, const char *sql)
+{
+	struct pgdb *pd = pgdb_of(d);
+	PGresult *res;
+	int r;
+
+	db_clearerr(d);
+	if (!sql)
+		return db_seterr(d, DB_E_OTHER, "exec: no SQL text");
+	res = PQexec(pd->conn, sql);
+	switch (res ? PQresultStatus(res) : PGRES_FATAL_ERROR) {
+	case PGRES_COMMAND_OK:
+	case PGRES_TUPLES_OK:
+	case PGRES_EMPTY_QUERY:
+		note_changes(pd, res);
+		r = SEMQ_OK;
+		break;
+	default: r = pg_fail(pd, res); break;
+	}
+	PQclear(res);
+	return r;
+}
+
+int dbpg_in_tx(struct db *d)
+{
+	switch (PQtransactionStatus(pgdb_of(d)->conn)) {
+	case PQTRANS_ACTIVE:
+	case PQTRANS_INTRANS:
+	case PQTRANS_INERROR: return 1;
+	default: return 0;
+	}
+}
+
+int dbpg_reconnect(struct db *d)
+{
+	struct pgdb *pd = pgdb_of(d);
+
+	db_clearerr(d);
+	/* Whatever happens, the server session the statements knew is gone. */
+	pd->gen++;
+	PQreset(pd->conn);
+	if (PQstatus(pd->conn) != CONNECTION_OK)
+		return pg_fail(pd, NULL);
+	return session_setup(pd);
+}
+
+/* ---- statements ----------------------------------------------------------- */
+
+static int isalnum_ascii(char c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+	       (c >= '0' && c <= '9');
+}
+
+/* The first occurrence of the n bytes of needle in the string hay, or NULL. */
+static const char *strstr_n(const char *hay, const char *needle, size_t n)
+{
+	for (; *hay; hay++)
+		if (strncmp(hay, needle, n) == 0)
+			return hay;
+	return NULL;
+}
+
+/*
+ * Rewrites `?N` to `$N` outside string literals ('…', E'…', "…", $tag$…$tag$)
+ * and comments (-- and nested slash-star). *out is owned by the caller;
+ * *nparams gets the highest N. A `?` not followed by a digit is left alone
+ * (PostgreSQL has operators spelt with it).
+ */
+static int rewrite(struct db *d, const char *sql, char **out, int *nparams)
+{
+	size_t len = strlen(sql), i = 0, o = 0;
+	char *buf;
+	int max = 0;
+
+	buf = malloc(len + 1);
+	if (!buf) {
+		db_seterr(d, DB_E_OTHER, "out of memory preparing a statement");
+		return SEMQ_ERR_NOMEM;
+	}
+	while (i < len) {
+		char c = sql[i];
+
+		if (c == '\'' || c == '"') {
+			/* E'…' takes backslash escapes; the others double. */
+			int bs = c == '\'' && i > 0 &&
+				 (sql[i - 1] == 'E' || sql[i - 1] == 'e') &&
+				 (i < 2 || !(isalnum_ascii(sql[i - 2]) ||
+					     sql[i - 2] == '_'));
+
+			buf[o++] = sql[i++];
+			while (i < len) {
+				if (bs && sql[i] == '\\' && i + 1 < len) {
+					buf[o++] = sql[i++];
+					buf[o++] = sql[i++];
+					continue;
+				}
+				if (sql[i] == c) {
+					buf[o++] = sql[i++];
+					if (i < len && sql[i] == c) {
+						buf[o++] = sql[i++];
+						continue;
+					}
+					break;
+				}
+				buf[o++] = sql[i++];
+			}
+		} else if (c == '-' && i + 1 < len && sql[i + 1] == '-') {
+			while (i < len && sql[i] != '\n')
+				buf[o++] = sql[i++];
+		} else if (c == '/' && i + 1 < len && sql[i + 1] == '*') {
+			int depth = 0;
+
+			do {
+				if (sql[i] == '/' && i + 1 < len &&
+				    sql[i + 1] == '*') {
+					depth++;
+					buf[o++] = sql[i++];
+				} else if (sql[i] == '*' && i + 1 < len &&
+					   sql[i + 1] == '/') {
+					depth--;
+					buf[o++] = sql[i++];
+				}
+				buf[o++] = sql[i++];
+			} while (i < len && depth > 0);
+		} else if (c == '$' && !(i > 0 && (isalnum_ascii(sql[i - 1]) ||
+						   sql[i - 1] == '_'))) {
+			/* $tag$ … $tag$ (a `$N` of the caller is copied as is). */
+			size_t t = i + 1;
+
+			while (t < len &&
+			       (isalnum_ascii(sql[t]) || sql[t] == '_') &&
+			       !(t == i + 1 && sql[t] >= '0' && sql[t] <= '9'))
+				t++;
+			if (t < len && sql[t] == '$') {
+				size_t taglen = t + 1 - i;
+				const char *close =
+					strstr_n(sql + t + 1, sql + i, taglen);
+				size_t stop =
+					close ? (size_t)(close - sql) + taglen
+					      : len;
+
+				memcpy(buf + o, sql + i, stop - i);
+				o += stop - i;
+				i = stop;
+			} else {
+				buf[o++] = sql[i++];
+			}
+		} else if (c == '?' && i + 1 < len && sql[i + 1] >= '0' &&
+			   sql[i + 1] <= '9') {
+			long n = 0;
+
+			buf[o++] = '$';
+			i++;
+			while (i < len && sql[i] >= '0' && sql[i] <= '9') {
+				if (n <= PG_MAXPARAMS)
+					n = n * 10 + (sql[i] - '0');
+				buf[o++] = sql[i++];
+			}
+			if (n < 1 || n > PG_MAXPARAMS) {
+				free(buf);
+				return db_seterr(d, DB_E_OTHER,
+						 "parameter ?%ld out of range "
+						 "1..%d",
+						 n, PG_MAXPARAMS);
+			}
+			if (n > max)
+				max = (int)n;
+		} else {
+			buf[o++] = sql[i++];
+		}
+	}
+	buf[o] = '\0';
+	*out = buf;
+	*nparams = max;
+	return SEMQ_OK;
+}
+
+int dbpg_prepare(struct db *d, const char *sql, struct db_stmt **out)
+{
+	struct pgdb *pd = pgdb_of(d);
+	struct pgstmt *ps = NULL;
+	int r = SEMQ_ERR_INTERNAL, n = 0;
+
+	*out = NULL;
+	db_clearerr(d);
+	if (!sql) {
+		r = db_seterr(d, DB_E_OTHER, "prepare: no SQL text");
+		goto out;
+	}
+	ps = calloc(1, sizeof(*ps));
+	if (!ps)
+		goto nomem;
+	ps->base.d = d;
+	ps->row = -1;
+	r = rewrite(d, sql, &ps->sql, &n);
+	if (r != SEMQ_OK)
+		goto out;
+	ps->nparams = n;
+	if (n > 0) {
+		ps->vals = calloc((size_t)n, sizeof(*ps->vals));
+		ps->lens = calloc((size_t)n, sizeof(*ps->lens));
+		ps->fmts = calloc((size_t)n, sizeof(*ps->fmts));
+		ps->ibuf = calloc((size_t)n, sizeof(*ps->ibuf));
+		if (!ps->vals || !ps->lens || !ps->fmts || !ps->ibuf)
+			goto nomem;
+	}
+	snprintf(ps->name, sizeof(ps->name), "semq_%lu", ++pd->next);
+	*out = &ps->base;
+	ps = NULL;
+	r = SEMQ_OK;
+	goto out;
+nomem:
+	r = SEMQ_ERR_NOMEM;
+	db_seterr(d, DB_E_OTHER, "out of memory preparing a statement");
+out:
+	if (ps)
+		dbpg_finalize(&ps->base);
+	return r;
+}
+
+/* Drops the current result and its decoding state. */
+static void drop_result(struct pgstmt *ps)
+{
+	PQclear(ps->res);
+	ps->res = NULL;
+	free(ps->kinds);
+	ps->kinds = NULL;
+	free(ps->tbuf);
+	ps->tbuf = NULL;
+	ps->row = -1;
+	ps->ntuples = 0;
+	ps->ncols = 0;
+}
+
+void dbpg_finalize(struct db_stmt *s)
+{
+	struct pgstmt *ps = pgstmt_of(s);
+	struct pgdb *pd;
+
+	if (!ps)
+		return;
+	pd = pgdb_of(ps->base.d);
+	drop_result(ps);
+	/*
+	 * Frees the server's copy when the session can take a command now; in
+	 * an aborted transaction or on a lost connection it stays until the
+	 * session ends (a reconnect or close frees it anyway).
+	 */
+	if (ps->gen == pd->gen && PQstatus(pd->conn) == CONNECTION_OK) {
+		PGTransactionStatusType ts = PQtransactionStatus(pd->conn);
+
+		if (ts == PQTRANS_IDLE || ts == PQTRANS_INTRANS) {
+			char sql[64];
+
+			snprintf(sql, sizeof(sql), "DEALLOCATE %s", ps->name);
+			PQclear(PQexec(pd->conn, sql));
+		}
+	}
+	free(ps->sql);
+	free(ps->vals);
+	free(ps->lens);
+	free(ps->fmts);
+	free(ps->ibuf);
+	free(ps);
+}
+
+/* The parameter slot of i (numbered from 1), or NULL (noted for the step). */
+static int slot(struct pgstmt *ps, int i)
+{
+	if (i < 1 || i > ps->nparams) {
+		if (!ps->bad) {
+			ps->bad = 1;
+			ps->bad_param = i;
+		}
+		return -1;
+	}
+	return i - 1;
+}
+
+void dbpg_bind_int64(struct db_stmt *s, int i, int64_t v)
+{
+	struct pgstmt *ps = pgstmt_of(s);
+	int k = slot(ps, i);
+
+	if (k < 0)
+		return;
+	snprintf(ps->ibuf[k], sizeof(ps->ibuf[k]), "%" PRId64, v);
+	ps->vals[k] = ps->ibuf[k];
+	ps->lens[k] = 0;
+	ps->fmts[k] = 0;
+}
+
+void dbpg_bind_text(struct db_stmt *s, int i, const char *v)
+{
+	struct pgstmt *ps = pgstmt_of(s);
+	int k = slot(ps, i);
+
+	if (k < 0)
+		return;
+	ps->vals[k] = v; /* NULL binds NULL */
+	ps->lens[k] = 0;
+	ps->fmts[k] = 0;
+}
+
+void dbpg_bind_blob(struct db_stmt *s, int i, const void *p, size_t n)
+{
+	struct pgstmt *ps = pgstmt_of(s);
+	int k = slot(ps, i);
+
+	if (k < 0)
+		return;
+	if (n > INT32_MAX) { /* the protocol's length is an int32 */
+		ps->bad = 1;
+		ps->bad_param = i;
+		return;
+	}
+	/* An empty blob is a value, not NULL: never hand libpq a NULL. */
+	ps->vals[k] = n > 0 && p ? (const char *)p : "";
+	ps->lens[k] = (int)n;
+	ps->fmts[k] = 1;
+}
+
+void dbpg_bind_null(struct db_stmt *s, int i)
+{
+	struct pgstmt *ps = pgstmt_of(s);
+	int k = slot(ps, i);
+
+	if (k < 0)
+		return;
+	ps->vals[k] = NULL;
+	ps->lens[k] = 0;
+	ps->fmts[k] = 0;
+}
+
+/* The name of a type OID for messages. */
+static const char *type_name(Oid t)
+{
+	switch (t) {
+	case PGOID_NUMERIC: return "numeric";
+	case PGOID_FLOAT4: return "real";
+	case PGOID_FLOAT8: return "double precision";
+	default: return "a type the driver does not read";
+	}
+}
+
+/* Decides how each column of a fresh result is read; refuses what we can't. */
+static int classify_columns(struct pgstmt *ps)
+{
+	struct db *d = ps->base.d;
+	int c;
+
+	if (ps->ncols == 0)
+		return SEMQ_OK;
+	ps->kinds = calloc((size_t)ps->ncols, sizeof(*ps->kinds));
+	ps->tbuf = calloc((size_t)ps->ncols, sizeof(*ps->tbuf));
+	if (!ps->kinds || !ps->tbuf) {
+		db_seterr(d, DB_E_OTHER, "out of memory reading a row");
+		return SEMQ_ERR_NOMEM;
+	}
+	for (c = 0; c < ps->ncols; c++) {
+		Oid t = PQftype(ps->res, c);
+
+		switch (t) {
+		case PGOID_BOOL:
+		case PGOID_INT2:
+		case PGOID_INT4:
+		case PGOID_INT8:
+		case PGOID_OID: ps->kinds[c] = COL_INT; break;
+		case PGOID_TEXT:
+		case PGOID_VARCHAR:
+		case PGOID_BPCHAR:
+		case PGOID_NAME:
+		case PGOID_CHAR:
+		case PGOID_UNKNOWN: ps->kinds[c] = COL_TEXT; break;
+		case PGOID_BYTEA: ps->kinds[c] = COL_BYTES; break;
+		case PGOID_VOID: ps->kinds[c] = COL_VOID; break;
+		default:
+			return db_seterr(d, DB_E_OTHER,
+					 "column %d \"%s\" is %s (type oid "
+					 "%u): cast it to bigint, text or "
+					 "bytea in the SQL",
+					 c, PQfname(ps->res, c), type_name(t),
+					 (unsigned)t);
+		}
+	}
+	return SEMQ_OK;
+}
+
+/* Prepares the statement on this session if it is not yet known there. */
+static int ensure_prepared(struct pgstmt *ps)
+{
+	struct pgdb *pd = pgdb_of(ps->base.d);
+	PGresult *res;
+	int r;
+
+	if (ps->gen == pd->gen)
+		return SEMQ_OK;
+	res = PQprepare(pd->conn, ps->name, ps->sql, ps->nparams, NULL);
+	if (res && PQresultStatus(res) == PGRES_COMMAND_OK) {
+		ps->gen = pd->gen;
+		r = SEMQ_OK;
+	} else {
+		r = pg_fail(pd, res);
+	}
+	PQclear(res);
+	return r;
+}
+
+/* The first step of a run: execute and fetch every row. */
+static int execute(struct pgstmt *ps)
+{
+	struct pgdb *pd = pgdb_of(ps->base.d);
+	PGresult *res = NULL;
+	int r = SEMQ_ERR_INTERNAL;
+
+	if (ps->bad) {
+		r = db_seterr(&pd->base, DB_E_OTHER,
+			      "parameter ?%d out of range: the statement has "
+			      "%d",
+			      ps->bad_param, ps->nparams);
+		goto out;
+	}
+	r = ensure_prepared(ps);
+	if (r != SEMQ_OK)
+		goto out;
+	res = PQexecPrepared(pd->conn, ps->name, ps->nparams, ps->vals,
+			     ps->lens, ps->fmts, 1);
+	switch (res ? PQresultStatus(res) : PGRES_FATAL_ERROR) {
+	case PGRES_COMMAND_OK:
+	case PGRES_TUPLES_OK: break;
+	default: r = pg_fail(pd, res); goto out;
+	}
+	note_changes(pd, res);
+	ps->res = res;
+	res = NULL;
+	ps->ntuples = PQntuples(ps->res);
+	ps->ncols = PQnfields(ps->res);
+	r = classify_columns(ps);
+	if (r != SEMQ_OK)
+		drop_result(ps);
+out:
+	PQclear(res);
+	/* The bound values have gone to the server: no longer needed. */
+	return r;
+}
+
+int dbpg_step(struct db_stmt *s)
+{
+	struct pgstmt *ps = pgstmt_of(s);
+	int r;
+
+	db_clearerr(s->d);
+	s->busy = 1;
+	if (ps->run == RUN_DONE) /* stepped past the end: stays done */
+		return DB_DONE;
+	if (ps->run == RUN_FRESH) {
+		r = execute(ps);
+		if (r != SEMQ_OK) {
+			ps->run = RUN_DONE;
+			return r;
+		}
+		ps->run = RUN_ROWS;
+	}
+	if (ps->res && ps->row + 1 < ps->ntuples) {
+		ps->row++;
+		return DB_ROW;
+	}
+	ps->run = RUN_DONE;
+	drop_result(ps);
+	return DB_DONE;
+}
+
+void dbpg_reset(struct db_stmt *s)
+{
+	struct pgstmt *ps = pgstmt_of(s);
+	int k;
+
+	drop_result(ps);
+	for (k = 0; k < ps->nparams; k++) {
+		ps->vals[k] = NULL;
+		ps->lens[k] = 0;
+		ps->fmts[k] = 0;
+	}
+	ps->bad = 0;
+	ps->bad_param = 0;
+	ps->run = RUN_FRESH;
+	s->busy = 0;
+}
+
+/* The raw value of column c of the current row, or NULL (SQL NULL, no row,
+ * no such column). */
+static const char *raw(struct pgstmt *ps, int c, int *len)
+{
+	*len = 0;
+	if (!ps->res || ps->row < 0 || ps->row >= ps->ntuples || c < 0 ||
+	    c >= ps->ncols || PQgetisnull(ps->res, ps->row, c))
+		return NULL;
+	*len = PQgetlength(ps->res, ps->row, c);
+	return PQgetvalue(ps->res, ps->row, c);
+}
+
+/* A binary integer column as int64 (big-endian, 1, 2, 4 or 8 bytes). */
+static int64_t decode_int(const char *v, int len, Oid t)
+{
+	const unsigned char *b = (const unsigned char *)v;
+	uint64_t u = 0;
+	int k;
+
+	for (k = 0; k < len && k < 8; k++)
+		u = u << 8 | b[k];
+	switch (len) {
+	case 1: return t == PGOID_BOOL ? (int64_t)(u != 0) : (int8_t)u;
+	case 2: return (int16_t)u;
+	case 4: return t == PGOID_OID ? (int64_t)(uint32_t)u : (int32_t)u;
+	case 8: return (int64_t)u;
+	default: return 0;
+	}
+}
+
+int dbpg_col_null(struct db_stmt *s, int c)
+{
+	struct pgstmt *ps = pgstmt_of(s);
+	int len;
+
+	return raw(ps, c, &len) == NULL;
+}
+
+int64_t dbpg_col_int64(struct db_stmt *s, int c)
+{
+	struct pgstmt *ps = pgstmt_of(s);
+	const char *v;
+	int len;
+
+	v = raw(ps, c, &len);
+	if (!v)
+		return 0;
+	switch (ps->kinds[c]) {
+	case COL_INT: return decode_int(v, len, PQftype(ps->res, c));
+	case COL_TEXT: return strtoll(v, NULL, 10);
+	default: return 0;
+	}
+}
+
+const char *dbpg_col_text(struct db_stmt *s, int c)
+{
+	struct pgstmt *ps = pgstmt_of(s);
+	const char *v;
+	int len;
+
+	v = raw(ps, c, &len);
+	if (!v)
+		return NULL;
+	if (ps->kinds[c] == COL_INT) {
+		snprintf(ps->tbuf[c], sizeof(ps->tbuf[c]), "%" PRId64,
+			 decode_int(v, len, PQftype(ps->res, c)));
+		return ps->tbuf[c];
+	}
+	return v; /* libpq ends every value, binary too, with a NUL */
+}
+
+const void *dbpg_col_blob(struct db_stmt *s, int c, size_t *n)
+{
+	struct pgstmt *ps = pgstmt_of(s);
+	const char *v;
+	int len;
+
+	*n = 0;
+	v = raw(ps, c, &len);
+	if (!v || ps->kinds[c] == COL_INT)
+		return NULL;
+	*n = (size_t)len;
+	return v;
+}
