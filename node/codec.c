@@ -35,6 +35,8 @@
 
 #include <semq/error.h>
 
+#include "config.h" /* config_instance_valid() */
+
 #define LIST_MAX 65536 /* ids, verdicts, answers in one frame */
 #define DATA_MAX 10000 /* messages in one Data frame */
 #define TEXT_MAX 1024  /* RelayAck.detail, Error.text */
@@ -193,6 +195,16 @@ static int check_hello(const Semq__Hello *h, char *err, size_t errsz)
 		return fail(err, errsz, SEMQ_ERR_PROTO,
 			    "Hello.max_frame: %u (must be >= %d)",
 			    (unsigned)h->max_frame, HELLO_MIN_FRAME);
+	if (!h->instance)
+		return fail(err, errsz, SEMQ_ERR_PROTO,
+			    "Hello.instance: missing");
+	if (!config_instance_valid(h->instance)) {
+		char q[4 * QUOTE_MAX + 16];
+		return fail(err, errsz, SEMQ_ERR_PROTO,
+			    "Hello.instance: %s is not an instance name "
+			    "(0-%d of A-Za-z0-9._:-)",
+			    quote(h->instance, q, sizeof q), SEMQ_INSTANCE_MAX);
+	}
 	return SEMQ_OK;
 }
 

@@ -7,9 +7,10 @@
  * a reader yields each complete frame once, and several frames may come out
  * of one read — and strict: a frame over max_frame, a body that does not
  * unpack, an unknown or empty body, or any field outside its rules (node id
- * charset and length, seq > 0, key length, known enum values) is a protocol
- * error with a message naming the field. A frame that decodes is valid: the
- * layers above use its fields without checking them again.
+ * charset and length, instance names, seq > 0, key length, known enum
+ * values) is a protocol error with a message naming the field. A frame that
+ * decodes is valid: the layers above use its fields without checking them
+ * again.
  */
 #ifndef SEMQ_CODEC_H
 #define SEMQ_CODEC_H

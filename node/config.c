@@ -64,6 +64,9 @@ enum ktype {
 	T_ENUM,     /* int: index into names */
 	T_DURLIST,  /* int64_t * at off, size_t count at off_n */
 	T_TYPELIST, /* uint32_t * at off, size_t count at off_n (cfg_plugin) */
+	T_DB,       /* char *: a T_PATH, or a postgresql:// URL kept as is
+		       (and struct config's db_url set) */
+	T_INSTANCE, /* char[SEMQ_INSTANCE_MAX + 1]: an instance name */
 	T_ROUTE,    /* documentation only: [route] keys */
 	T_OPTION    /* documentation only: plugin options */
 };
@@ -130,10 +133,15 @@ static const struct key keys[] = {
 	{S_NODE, "id", T_ID, NULL, NODE(id), 0, 0, 0, NULL, K_REQUIRED,
 	 "This node's id, 1-64 characters of A-Za-z0-9._-; must equal the CN "
 	 "(or a semq://ID URI SAN) of its certificate."},
-	{S_NODE, "db", T_PATH, NULL, NODE(db), 0, 0, 0, NULL,
-	 K_REQUIRED | K_DIR,
+	{S_NODE, "db", T_DB, NULL, NODE(db), 0, 0, 0, NULL, K_REQUIRED | K_DIR,
 	 "The SQLite database file; created and migrated on start. Its "
-	 "directory must exist."},
+	 "directory must exist. Or a postgresql:// (postgres://) URL of a "
+	 "PostgreSQL database, which several instances of this node may "
+	 "share."},
+	{S_NODE, "instance", T_INSTANCE, NULL, NODE(instance), 0, 0, 0, NULL, 0,
+	 "This semqd's name among the instances serving the node id over one "
+	 "database, 1-64 characters of A-Za-z0-9._:-; sent in Hello. A relay "
+	 "spreads the streams to the id over its connected instances."},
 	{S_NODE, "listen", T_ADDR, NULL, NODE(listen), 0, 0, 0, NULL, 0,
 	 "Accept inbound peers on this address. Omit to only dial out."},
 	{S_NODE, "admin", T_ADDR, NULL, NODE(admin), 0, 0, 0, NULL, 0,
@@ -840,6 +848,61 @@ static int tlist_item(void *ctx, size_t i, const char *item, char *why,
 	return 0;
 }
 
+/* A T_PATH value: resolved, checked as k's flags ask, stored in *field. */
+static int set_path(struct load *L, const struct key *k, char *field,
+		    const char *v, char *why, size_t whysz)
+{
+	char *s = resolve_path(L, v);
+	int n;
+
+	if (!s)
+		return SEMQ_ERR_NOMEM;
+	n = check_path(v, s, k->flags, why, whysz);
+	if (n != 0) {
+		free(s);
+		return n;
+	}
+	free(*(char **)field);
+	*(char **)field = s;
+	return 0;
+}
+
+/* Length of the postgresql:// or postgres:// prefix of v, or 0. */
+static size_t db_url_prefix(const char *v)
+{
+	static const char *const schemes[] = {"postgresql://", "postgres://"};
+
+	for (size_t i = 0; i < 2; i++)
+		if (strncmp(v, schemes[i], strlen(schemes[i])) == 0)
+			return strlen(schemes[i]);
+	return 0;
+}
+
+/* A database URL: something after the scheme, no blanks or control
+ * characters (libpq parses the rest when the store connects). The message
+ * never shows the URL, which may hold a password. 0 ok; 1 with why. */
+static int check_db_url(const char *v, char *why, size_t whysz)
+{
+	size_t p = db_url_prefix(v);
+
+	if (!v[p]) {
+		snprintf(why, whysz, "%.*s: nothing after the scheme", (int)p,
+			 v);
+		return 1;
+	}
+	for (size_t i = p; v[i]; i++) {
+		unsigned char ch = (unsigned char)v[i];
+		if (ch <= ' ' || ch == 0x7f) {
+			snprintf(why, whysz,
+				 "%.*s URL: a blank or control character at "
+				 "offset %zu; percent-encode it (%%20)",
+				 (int)p - 3, v, i);
+			return 1;
+		}
+	}
+	return 0;
+}
+
 /*
  * Parses `v` as k's type into the struct `base`. Returns 0, 1 when the value
  * is bad (why says how, naming the value), or SEMQ_ERR_NOMEM.
@@ -867,19 +930,35 @@ static int set_value(struct load *L, const struct key *k, void *base,
 		*(char **)field = s;
 		return 0;
 	}
-	case T_PATH: {
-		char *s = resolve_path(L, v);
-		if (!s)
-			return SEMQ_ERR_NOMEM;
-		n = check_path(v, s, k->flags, why, whysz);
-		if (n != 0) {
-			free(s);
-			return n;
+	case T_PATH: return set_path(L, k, field, v, why, whysz);
+	case T_DB:
+		if (db_url_prefix(v)) {
+			char *s;
+			n = check_db_url(v, why, whysz);
+			if (n != 0)
+				return n;
+			s = strdup(v);
+			if (!s)
+				return SEMQ_ERR_NOMEM;
+			free(*(char **)field);
+			*(char **)field = s;
+			((struct config *)base)->db_url = 1;
+			return 0;
 		}
-		free(*(char **)field);
-		*(char **)field = s;
+		n = set_path(L, k, field, v, why, whysz);
+		if (n == 0)
+			((struct config *)base)->db_url = 0;
+		return n;
+	case T_INSTANCE:
+		if (!config_instance_valid(v)) {
+			snprintf(why, whysz,
+				 "'%s' is not an instance name (1-64 of "
+				 "A-Za-z0-9._:-)",
+				 v);
+			return 1;
+		}
+		snprintf(field, SEMQ_INSTANCE_MAX + 1, "%s", v);
 		return 0;
-	}
 	case T_ID:
 		if (!semq_id_valid(v)) {
 			snprintf(why, whysz,
@@ -1362,6 +1441,34 @@ static void check_required(struct load *L, enum sect s, int sect_line,
 	}
 }
 
+/*
+ * The instance name of a semqd on a shared (PostgreSQL) database when
+ * [node] instance is not set: "HOST-PID", the host name cut so that the
+ * whole fits SEMQ_INSTANCE_MAX and any character outside the name's set
+ * replaced by '-'. Unique among the processes of a host, and readable in a
+ * relay's /peers.
+ */
+static void default_instance(char *out, size_t outsz)
+{
+	char host[256] = "";
+	char pid[24];
+	size_t hl, pl;
+
+	if (gethostname(host, sizeof(host) - 1) != 0 || !host[0])
+		snprintf(host, sizeof(host), "%s", "host");
+	pl = (size_t)snprintf(pid, sizeof(pid), "-%ld", (long)getpid());
+	hl = strlen(host);
+	if (hl + pl > SEMQ_INSTANCE_MAX)
+		hl = SEMQ_INSTANCE_MAX - pl;
+	host[hl] = '\0';
+	for (size_t i = 0; i < hl; i++) {
+		char one[2] = {host[i], '\0'};
+		if (!config_instance_valid(one))
+			host[i] = '-';
+	}
+	snprintf(out, outsz, "%s%s", host, pid);
+}
+
 /* Problems that involve several keys or sections. */
 static void check_all(struct load *L)
 {
@@ -1407,6 +1514,8 @@ static void check_all(struct load *L)
 			(long long)c->ping_interval_ms);
 	}
 
+	if (!(nl && seen_line(L, nl, "instance")) && c->db_url)
+		default_instance(c->instance, sizeof(c->instance));
 	for (size_t i = 0; i < c->n_peers; i++)
 		if (c->id[0] && strcmp(c->peers[i].name, c->id) == 0)
 			problem(&L->p, c->peers[i].line,
@@ -1605,6 +1714,8 @@ static const char *type_text(const struct key *k, char *buf, size_t sz)
 	switch (k->type) {
 	case T_STRING: return "string";
 	case T_PATH: return "path";
+	case T_DB: return "path or postgresql:// URL";
+	case T_INSTANCE: return "instance name";
 	case T_ID: return "node id";
 	case T_BOOL: return "yes|no";
 	case T_ADDR: return "host:port or [v6]:port";
@@ -1706,6 +1817,11 @@ void config_describe(FILE *f)
 				 strcmp(k->name, "max_frame") == 0)
 				fprintf(f, "%s",
 					"  (default max_payload + 64KiB)");
+			else if (k->sect == S_NODE &&
+				 strcmp(k->name, "instance") == 0)
+				fprintf(f, "%s",
+					"  (default none, or HOST-PID with a "
+					"URL db)");
 			else
 				fprintf(f, "%s", "  (optional)");
 			fputc('\n', f);

@@ -18,6 +18,31 @@
 #include <semq/plugin.h>
 #include <semq/semq.h>
 
+/* An instance name ([node] instance, Hello.instance): which semqd of several
+ * serving one node id over a shared database this is. */
+#define SEMQ_INSTANCE_MAX 64
+
+/* Is `s` a valid instance name: 0..SEMQ_INSTANCE_MAX chars of
+ * [A-Za-z0-9._:-] (empty = the node's only instance)? Used by the config
+ * parser and the wire codec alike, hence inline here (the codec does not
+ * link the config module). */
+static inline int config_instance_valid(const char *s)
+{
+	size_t n;
+
+	if (!s)
+		return 0;
+	for (n = 0; s[n]; n++) {
+		char ch = s[n];
+		if (n >= SEMQ_INSTANCE_MAX ||
+		    !((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+		      (ch >= '0' && ch <= '9') || ch == '.' || ch == '_' ||
+		      ch == ':' || ch == '-'))
+			return 0;
+	}
+	return 1;
+}
+
 /* host:port; host is a numeric address or a name, [v6] in brackets. */
 struct cfg_addr {
 	int set;
@@ -56,7 +81,11 @@ struct config {
 
 	/* [node] */
 	char id[SEMQ_ID_MAX + 1];
-	char *db; /* resolved path */
+	char *db;   /* resolved path, or a postgresql:// URL as written */
+	int db_url; /* db is a postgresql:// or postgres:// URL */
+	/* Name of this instance among those serving `id` (SPEC §11); "" = the
+	 * only one. Default: "" with a SQLite file, "HOST-PID" with a URL. */
+	char instance[SEMQ_INSTANCE_MAX + 1];
 	struct cfg_addr listen;
 	struct cfg_addr admin;
 	char *admin_token; /* NULL when unset */

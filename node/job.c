@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* Allocation helpers for jobs, route snapshots, admin requests and outputs
- * (job.h). */
+/* Allocation helpers for jobs, route snapshots, admin requests and outputs,
+ * and the choice of a stream's hop among the instances of a peer (job.h). */
 #include "job.h"
 
 #include <stdlib.h>
@@ -62,6 +62,69 @@ struct routes *routes_copy(const struct routes *r)
 		c->n_hops = r->n_hops;
 	}
 	return c;
+}
+
+static uint64_t fnv1a(uint64_t h, const char *s, int with_nul)
+{
+	const unsigned char *p = (const unsigned char *)s;
+
+	for (; *p; p++) {
+		h ^= *p;
+		h *= 1099511628211ULL;
+	}
+	if (with_nul) /* a separator: ("ab","c") and ("a","bc") differ */
+		h *= 1099511628211ULL;
+	return h;
+}
+
+uint64_t routes_score(const char *origin, const char *dest,
+		      const char *instance)
+{
+	uint64_t h = 14695981039346656037ULL; /* FNV-1a 64 offset basis */
+
+	h = fnv1a(h, origin, 1);
+	h = fnv1a(h, dest, 1);
+	h = fnv1a(h, instance, 0);
+	/* splitmix64's finaliser: FNV's low bits alone spread poorly */
+	h ^= h >> 30;
+	h *= 0xbf58476d1ce4e5b9ULL;
+	h ^= h >> 27;
+	h *= 0x94d049bb133111ebULL;
+	h ^= h >> 31;
+	return h;
+}
+
+const struct route_hop *routes_pick(const struct routes *r, const char *peer,
+				    const char *origin, const char *dest)
+{
+	const struct route_hop *best = NULL;
+	uint64_t best_score = 0;
+	size_t i;
+
+	if (!r)
+		return NULL;
+	for (i = 0; i < r->n_hops; i++) {
+		const struct route_hop *h = &r->hops[i];
+		uint64_t sc;
+		int cmp;
+
+		if (strcmp(h->peer, peer) != 0)
+			continue;
+		if (!best) {
+			best = h;
+			best_score = routes_score(origin, dest, h->instance);
+			continue;
+		}
+		cmp = strcmp(h->instance, best->instance);
+		if (cmp == 0)
+			continue; /* the same pair twice: the first listed */
+		sc = routes_score(origin, dest, h->instance);
+		if (sc > best_score || (sc == best_score && cmp < 0)) {
+			best = h;
+			best_score = sc;
+		}
+	}
+	return best;
 }
 
 void out_free_list(struct out *o)

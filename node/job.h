@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "config.h"
 #include "semq.pb-c.h"
 #include "types.h"
 
@@ -28,17 +29,50 @@ struct route_hop {
 	char peer[SEMQ_ID_MAX + 1];
 	uint64_t conn_id;
 	int relay; /* the peer announced FEATURE_RELAY */
+	/* The instance its Hello named ("" = the peer's only one). */
+	char instance[SEMQ_INSTANCE_MAX + 1];
 };
 
 /*
  * A snapshot of who is reachable, built by the network thread and owned by
  * the store thread once sent. Static routes come from [route] in the config;
- * the store thread resolves a destination with route_lookup().
+ * the store thread resolves a destination with route_lookup() (proto.h) and
+ * picks the connection of a stream with routes_pick().
+ *
+ * DESIGN (several instances of one peer, SPEC §11)
+ *  - The network thread lists one hop per (peer, instance): the newest
+ *    ready connection of that pair; an older one (a reconnect replaced it)
+ *    is not routed to. Hops of one peer with different instances are all
+ *    listed.
+ *  - routes_pick() spreads the streams (origin, dest) over the instances of
+ *    a hop by rendezvous hashing: each instance scores
+ *    hash(origin, dest, instance) and the highest score wins (ties: the
+ *    smaller name). The choice depends only on the stream and the set of
+ *    instance names, so every frame of a stream (Data, tombstones, queries,
+ *    810 frames) takes the same instance while the set does not change, on
+ *    every relay alike; when an instance leaves, only its streams move (to
+ *    the remaining ones), and when one joins, only the streams it now wins
+ *    move to it.
  */
 struct routes {
 	struct route_hop *hops;
 	size_t n_hops;
 };
+
+/*
+ * The hop of `peer` that carries the stream (origin, dest): with one hop of
+ * that peer, that one; with several (instances), the one routes_pick()'s
+ * rendezvous hash chooses. NULL when `peer` has no hop in r (r NULL too).
+ * Borrowed from r.
+ */
+const struct route_hop *routes_pick(const struct routes *r, const char *peer,
+				    const char *origin, const char *dest);
+
+/* The score of `instance` for the stream (origin, dest) in routes_pick():
+ * FNV-1a 64 over origin, NUL, dest, NUL, instance, then the splitmix64
+ * finaliser. Exposed for tests and tools that predict the spread. */
+uint64_t routes_score(const char *origin, const char *dest,
+		      const char *instance);
 
 /*
  * JOB_ADMIN: an admin HTTP request, copied out of libevent by admin.c. The

@@ -13,7 +13,17 @@
  *    the stream's origin. A violation is an Error(FORBIDDEN) and the link
  *    closes; nothing of that frame is stored, other peers are unaffected.
  *  - The routing snapshot (which peers are READY on which connection, newest
- *    first) is sent to the store thread whenever it changes.
+ *    first) is sent to the store thread whenever it changes. A connection
+ *    stands for (peer id, instance): of several ready connections of one
+ *    pair only the newest is listed (a reconnect replaced the others, which
+ *    close when their peer or the idle timeout ends them); connections of
+ *    one peer id with different instances are all listed, and the store
+ *    thread spreads that peer's streams over them (job.h).
+ *  - The wake socket guards against two semqd serving as the same instance:
+ *    one per SQLite file (named after its canonical path) for the default,
+ *    unnamed instance; a named instance adds its name, and on a postgresql://
+ *    database the name is the URL's hash plus the instance, so several
+ *    instances of one node may run on one host.
  *  - The admin HTTP server (admin.c) runs on this loop; outputs that carry a
  *    request id are its answers, the rest are frames for connections.
  *  - Backpressure: while the worker is in its disk-full state, Data frames
@@ -139,13 +149,24 @@ static void send_routes(struct net *n)
 		job_free(j);
 		return submit(n, NULL);
 	}
-	/* newest first: a peer that reconnected is reached on its new link */
+	/* newest first: a peer (instance) that reconnected is reached on its
+	 * new link only */
 	for (i = n->n_conns; i-- > 0;) {
 		struct conn *c = n->conns[i];
+		size_t h;
+
 		if (conn_state(c) != CONN_READY)
 			continue;
+		for (h = 0; h < k; h++)
+			if (!strcmp(r->hops[h].peer, conn_peer(c)) &&
+			    !strcmp(r->hops[h].instance, conn_peer_instance(c)))
+				break;
+		if (h < k)
+			continue; /* replaced by a newer connection */
 		snprintf(r->hops[k].peer, sizeof r->hops[k].peer, "%s",
 			 conn_peer(c));
+		snprintf(r->hops[k].instance, sizeof r->hops[k].instance, "%s",
+			 conn_peer_instance(c));
 		r->hops[k].conn_id = conn_id(c);
 		r->hops[k].relay = (conn_peer_features(c) &
 				    SEMQ__FEATURE__FEATURE_RELAY) != 0;
@@ -603,17 +624,53 @@ static void list_peers(void *ctx, admin_peer_cb cb, void *cb_ctx)
 	}
 }
 
+/*
+ * The wake socket's abstract name (see DESIGN): for the unnamed instance of a
+ * SQLite file, semq_wake_name() (what semq_notify() and semqctl poke); for a
+ * named instance that name plus "@INSTANCE"; for a postgresql:// database
+ * "semq-wake-pg-HASH@INSTANCE", HASH the FNV-1a of the URL (never the URL
+ * itself: it may hold a password).
+ */
+static int wake_name(const struct config *c, char *name, size_t namesz,
+		     size_t *len, char *err, size_t errsz)
+{
+	uint64_t h = 14695981039346656037ULL;
+	const unsigned char *p;
+	int k;
+
+	if (c->db_url) {
+		for (p = (const unsigned char *)c->db; *p; p++) {
+			h ^= *p;
+			h *= 1099511628211ULL;
+		}
+		name[0] = '\0';
+		k = snprintf(name + 1, namesz - 1, "semq-wake-pg-%016llx@%s",
+			     (unsigned long long)h, c->instance);
+		*len = 1 + (size_t)k;
+		return SEMQ_OK;
+	}
+	if (semq_wake_name(c->db, name, namesz, len) != SEMQ_OK) {
+		snprintf(err, errsz, "%s: cannot resolve the database path",
+			 c->db);
+		return SEMQ_ERR_IO;
+	}
+	if (c->instance[0]) {
+		k = snprintf(name + *len, namesz - *len, "@%s", c->instance);
+		*len += (size_t)k;
+	}
+	return SEMQ_OK;
+}
+
 static int bind_wake(struct net *n, char *err, size_t errsz)
 {
 	struct sockaddr_un sa;
-	char name[64];
+	char name[sizeof sa.sun_path];
 	size_t len;
+	int r;
 
-	if (semq_wake_name(n->c->db, name, sizeof name, &len) != SEMQ_OK) {
-		snprintf(err, errsz, "%s: cannot resolve the database path",
-			 n->c->db);
-		return SEMQ_ERR_IO;
-	}
+	r = wake_name(n->c, name, sizeof name, &len, err, errsz);
+	if (r != SEMQ_OK)
+		return r;
 	memset(&sa, 0, sizeof sa);
 	sa.sun_family = AF_UNIX;
 	memcpy(sa.sun_path, name, len);
@@ -623,7 +680,19 @@ static int bind_wake(struct net *n, char *err, size_t errsz)
 	    bind(n->wake_fd, (struct sockaddr *)&sa,
 		 (socklen_t)(offsetof(struct sockaddr_un, sun_path) + len)) !=
 		    0) {
-		if (errno == EADDRINUSE)
+		if (errno == EADDRINUSE && n->c->db_url)
+			snprintf(err, errsz,
+				 "[node] db: another semqd on this host is "
+				 "already serving this database as instance "
+				 "'%s'; give each instance its own [node] "
+				 "instance",
+				 n->c->instance);
+		else if (errno == EADDRINUSE && n->c->instance[0])
+			snprintf(err, errsz,
+				 "%s: another semqd is already serving this "
+				 "database as instance '%s'",
+				 n->c->db, n->c->instance);
+		else if (errno == EADDRINUSE)
 			snprintf(err, errsz,
 				 "%s: another semqd is already serving this "
 				 "database",
@@ -654,6 +723,7 @@ int net_new(const struct config *c, struct net **out, char *err, size_t errsz)
 	n->rng = (uint64_t)getpid() * 0x9e3779b97f4a7c15ULL | 1;
 	pthread_mutex_init(&n->out_mu, NULL);
 	n->prm.node_id = c->id;
+	n->prm.instance = c->instance;
 	n->prm.role = c->relay        ? SEMQ__ROLE__ROLE_RELAY
 		      : c->listen.set ? SEMQ__ROLE__ROLE_SERVER
 				      : SEMQ__ROLE__ROLE_EDGE;

@@ -26,6 +26,7 @@
 #include <openssl/err.h>
 
 #include "codec.h"
+#include "config.h"
 #include "log.h"
 #include "tls.h"
 
@@ -38,6 +39,7 @@ struct conn {
 	int outbound;
 	char expect[SEMQ_ID_MAX + 1];
 	char peer[SEMQ_ID_MAX + 1];
+	char instance[SEMQ_INSTANCE_MAX + 1]; /* from the peer's Hello */
 	char addr[64];
 	unsigned peer_features;
 	int hello_sent;
@@ -196,6 +198,7 @@ static void send_hello(struct conn *c)
 	h.role = c->prm->role;
 	h.features = c->prm->features;
 	h.max_frame = (uint32_t)c->prm->max_frame;
+	h.instance = (char *)(c->prm->instance ? c->prm->instance : "");
 	f.body_case = SEMQ__FRAME__BODY_HELLO;
 	f.hello = &h;
 	send_frame(c, &f);
@@ -241,6 +244,8 @@ static int on_hello(struct conn *c, const Semq__Hello *h)
 		return -1;
 	}
 	c->peer_features = h->features;
+	/* validated by the codec: at most SEMQ_INSTANCE_MAX of the name set */
+	snprintf(c->instance, sizeof c->instance, "%s", h->instance);
 	if (!c->hello_sent)
 		send_hello(c);
 	c->state = CONN_READY;
@@ -250,8 +255,9 @@ static int on_hello(struct conn *c, const Semq__Hello *h)
 			    ping_cb, c);
 	if (c->ping)
 		event_add(c->ping, &tv);
-	log_msg(LOG_INFO, "peer", c->peer, NULL, "ready (%s, %s)",
-		c->outbound ? "dialled" : "accepted", c->addr);
+	log_msg(LOG_INFO, "peer", c->peer, NULL, "ready (%s, %s%s%s)",
+		c->outbound ? "dialled" : "accepted", c->addr,
+		c->instance[0] ? ", instance " : "", c->instance);
 	if (c->cbs->on_ready)
 		c->cbs->on_ready(c->ctx, c);
 	return 0;
@@ -512,6 +518,11 @@ uint64_t conn_id(const struct conn *c)
 const char *conn_peer(const struct conn *c)
 {
 	return c->peer;
+}
+
+const char *conn_peer_instance(const struct conn *c)
+{
+	return c->instance;
 }
 
 int conn_state(const struct conn *c)

@@ -8,7 +8,9 @@
  * States: TLS (handshake) -> HELLO (ours sent, theirs awaited) -> READY ->
  * CLOSING (an Error or our last bytes are flushed, then freed). The peer's id
  * comes from its verified certificate before any frame is read; its Hello
- * must carry the same id and protocol version 1.
+ * must carry the same id and protocol version 1. The Hello also names the
+ * peer's instance (conn_peer_instance): several semqd may serve one node id,
+ * and a connection stands for the pair (peer id, instance).
  */
 #ifndef SEMQ_PEER_H
 #define SEMQ_PEER_H
@@ -29,9 +31,10 @@ const char *conn_state_text(int state);
 struct conn;
 
 struct conn_params {
-	const char *node_id; /* ours, for Hello */
-	int role;            /* Semq__Role for Hello */
-	unsigned features;   /* Hello feature bits */
+	const char *node_id;  /* ours, for Hello */
+	const char *instance; /* ours, for Hello; "" or NULL = the only one */
+	int role;             /* Semq__Role for Hello */
+	unsigned features;    /* Hello feature bits */
 	size_t max_frame;
 	int64_t ping_interval_ms;
 	int64_t idle_timeout_ms;
@@ -70,6 +73,9 @@ void conn_free(struct conn *c);
 
 uint64_t conn_id(const struct conn *c);
 const char *conn_peer(const struct conn *c); /* "" until authenticated */
+/* The instance the peer's Hello named; "" before Hello or when it named
+ * none. Borrowed while the connection lives. */
+const char *conn_peer_instance(const struct conn *c);
 int conn_state(const struct conn *c);
 int conn_outbound(const struct conn *c);
 unsigned conn_peer_features(const struct conn *c);

@@ -111,9 +111,17 @@ int outbox_frame(struct outbox *ob, uint64_t conn_id, const Semq__Frame *f,
 	return SEMQ_OK;
 }
 
-/* ---- routing ------------------------------------------------------------ */
+/* ---- routing ------------------------------------------------------------
+ * Every frame about a message travels on the connection of its stream
+ * (origin, dest): the next hop towards where it goes (the destination for
+ * Data, tombstones, queries and 810-Responses; the origin for indications
+ * and query replies) is found by name, then among that peer's instances
+ * routes_pick() chooses by the stream, so all of a stream's frames take the
+ * same instance (job.h). A peer with one instance is reached as before.
+ */
 
-static uint64_t hop_conn(const struct routes *r, const char *peer)
+/* Is some connection of `peer` in the routes? */
+static int peer_up(const struct routes *r, const char *peer)
 {
 	size_t i;
 
@@ -121,25 +129,74 @@ static uint64_t hop_conn(const struct routes *r, const char *peer)
 		return 0;
 	for (i = 0; i < r->n_hops; i++)
 		if (strcmp(r->hops[i].peer, peer) == 0)
-			return r->hops[i].conn_id;
+			return 1;
 	return 0;
+}
+
+/* Is connection `conn` in the routes? */
+static int conn_routed(const struct routes *r, uint64_t conn)
+{
+	size_t i;
+
+	for (i = 0; r && i < r->n_hops; i++)
+		if (r->hops[i].conn_id == conn)
+			return 1;
+	return 0;
+}
+
+/* The peer through which `toward` is reached now: itself when connected,
+ * else its [route], else [route] default; NULL when that peer is not
+ * connected. Borrowed from r or c. */
+static const char *next_peer(const struct routes *r, const struct config *c,
+			     const char *toward)
+{
+	size_t i;
+
+	if (peer_up(r, toward))
+		return toward;
+	for (i = 0; i < c->n_routes; i++)
+		if (strcmp(c->routes[i].dest, toward) == 0)
+			return peer_up(r, c->routes[i].via) ? c->routes[i].via
+							    : NULL;
+	for (i = 0; i < c->n_routes; i++)
+		if (strcmp(c->routes[i].dest, "default") == 0)
+			return peer_up(r, c->routes[i].via) ? c->routes[i].via
+							    : NULL;
+	return NULL;
+}
+
+/* The hop carrying the stream (origin, dest) towards `toward` (dest or
+ * origin), or NULL. Borrowed from r. */
+static const struct route_hop *stream_hop(const struct routes *r,
+					  const struct config *c,
+					  const char *toward,
+					  const struct msgid *id)
+{
+	const char *peer = next_peer(r, c, toward);
+
+	return peer ? routes_pick(r, peer, id->origin, id->dest) : NULL;
+}
+
+/* Its connection; 0 when none. */
+static uint64_t stream_conn(const struct routes *r, const struct config *c,
+			    const char *toward, const struct msgid *id)
+{
+	const struct route_hop *h = stream_hop(r, c, toward, id);
+
+	return h ? h->conn_id : 0;
 }
 
 uint64_t route_lookup(const struct routes *r, const struct config *c,
 		      const char *dest)
 {
-	uint64_t conn = hop_conn(r, dest);
-	size_t i;
+	struct msgid any;
 
-	if (conn)
-		return conn;
-	for (i = 0; i < c->n_routes; i++)
-		if (strcmp(c->routes[i].dest, dest) == 0)
-			return hop_conn(r, c->routes[i].via);
-	for (i = 0; i < c->n_routes; i++)
-		if (strcmp(c->routes[i].dest, "default") == 0)
-			return hop_conn(r, c->routes[i].via);
-	return 0;
+	/* Which connection reaches dest at all; of several instances of the
+	 * next hop, the one of the stream ("", dest). Frames of a stream go
+	 * through stream_conn(). */
+	memset(&any, 0, sizeof any);
+	snprintf(any.dest, sizeof any.dest, "%s", dest);
+	return stream_conn(r, c, dest, &any);
 }
 
 /* ---- growable lists of ids, verdicts, answers ---------------------------- */
@@ -621,11 +678,12 @@ static int fwd_emit(struct proto *p, struct outbox *ob, struct fwd *f, int body,
 	return r;
 }
 
-/* The next hop towards `dest`, never the connection the frame came from. */
-static uint64_t next_hop(const struct proto *p, const char *dest,
-			 uint64_t from_conn)
+/* The connection of the stream of `id` towards `toward` (its dest, or its
+ * origin for answers), never the connection the frame came from. */
+static uint64_t next_hop(const struct proto *p, const char *toward,
+			 const struct msgid *id, uint64_t from_conn)
 {
-	uint64_t conn = route_lookup(p->routes, p->c, dest);
+	uint64_t conn = stream_conn(p->routes, p->c, toward, id);
 
 	return conn == from_conn ? 0 : conn;
 }
@@ -688,7 +746,7 @@ static int relay_one(struct proto *p, const struct job *j, Semq__Message *w,
 			m->payload_len, p->c->max_payload);
 		return idlist_add(too_big, &m->id, 0);
 	}
-	conn = next_hop(p, m->id.dest, j->conn_id);
+	conn = next_hop(p, m->id.dest, &m->id, j->conn_id);
 	if (conn) {
 		r = fwd_add(fw, conn, w);
 		return r ? r : idlist_add(forwarded, &m->id, 0);
@@ -842,7 +900,7 @@ static int on_indication(struct proto *p, const struct job *j, int64_t now,
 				break;
 			}
 			r = idlist_add(&relay_resp, &id, 0);
-			conn = next_hop(p, id.origin, j->conn_id);
+			conn = next_hop(p, id.origin, &id, j->conn_id);
 			if (r == SEMQ_OK && conn)
 				r = fwd_add(&fw, conn, ind->verdicts[i]);
 			continue;
@@ -890,7 +948,7 @@ static int on_response(struct proto *p, const struct job *j, struct outbox *ob)
 
 		codec_msgid_from_wire(ar->ids[i], &id);
 		if (strcmp(id.dest, p->c->id) != 0) {
-			uint64_t conn = next_hop(p, id.dest, j->conn_id);
+			uint64_t conn = next_hop(p, id.dest, &id, j->conn_id);
 			if (conn)
 				r = fwd_add(&fw, conn, ar->ids[i]);
 			continue;
@@ -929,7 +987,7 @@ static int on_query(struct proto *p, const struct job *j, struct outbox *ob)
 		codec_msgid_from_wire(q->ids[i], &id);
 		if (strcmp(id.dest, p->c->id) != 0) {
 			/* A relay never answers for the destination. */
-			uint64_t conn = next_hop(p, id.dest, j->conn_id);
+			uint64_t conn = next_hop(p, id.dest, &id, j->conn_id);
 			if (conn)
 				r = fwd_add(&fw, conn, q->ids[i]);
 			continue;
@@ -1028,7 +1086,7 @@ static int on_query_reply(struct proto *p, const struct job *j, int64_t now,
 
 		codec_msgid_from_wire(a->id, &id);
 		if (strcmp(id.origin, p->c->id) != 0) {
-			uint64_t conn = next_hop(p, id.origin, j->conn_id);
+			uint64_t conn = next_hop(p, id.origin, &id, j->conn_id);
 			int cst = NO_COPY;
 
 			r = copy_status(p, &id, &cst);
@@ -1145,6 +1203,10 @@ struct indoubt_ctx {
 	struct proto *p;
 	struct connlists *cl;
 	uint64_t only_conn; /* 0 = any */
+	/* Non-NULL: the routes before a change; only rows whose stream moved
+	 * off a connection that is gone, onto one that was there already, are
+	 * queried (and deferred); the others are left alone. */
+	const struct routes *old;
 	struct idlist defer;
 	int r;
 };
@@ -1152,10 +1214,17 @@ struct indoubt_ctx {
 static int indoubt_cb(void *ctx, const struct msg *m, const struct out_row *row)
 {
 	struct indoubt_ctx *x = ctx;
-	uint64_t conn = route_lookup(x->p->routes, x->p->c, m->id.dest);
+	uint64_t conn = stream_conn(x->p->routes, x->p->c, m->id.dest, &m->id);
 	struct idlist *l;
 
 	(void)row;
+	if (x->old) {
+		uint64_t was = stream_conn(x->old, x->p->c, m->id.dest, &m->id);
+
+		if (!was || conn_routed(x->p->routes, was) || !conn ||
+		    !conn_routed(x->old, conn))
+			return 0;
+	}
 	if (x->r == SEMQ_OK)
 		x->r = idlist_add(&x->defer, &m->id, 0);
 	if (!conn || (x->only_conn && conn != x->only_conn))
@@ -1170,12 +1239,14 @@ static int indoubt_cb(void *ctx, const struct msg *m, const struct out_row *row)
 	return x->r != SEMQ_OK;
 }
 
-/* Queries rows in doubt (all of them routed via only_conn when given). */
+/* Queries rows in doubt (all of them routed via only_conn when given; those
+ * whose stream moved off a connection gone since `old` when old is given). */
 static int query_in_doubt(struct proto *p, int64_t now, int64_t due,
-			  uint64_t only_conn, struct outbox *ob)
+			  uint64_t only_conn, const struct routes *old,
+			  struct outbox *ob)
 {
 	struct connlists cl = {0};
-	struct indoubt_ctx x = {p, &cl, only_conn, {0}, SEMQ_OK};
+	struct indoubt_ctx x = {p, &cl, only_conn, old, {0}, SEMQ_OK};
 	size_t i;
 	int r;
 
@@ -1211,9 +1282,12 @@ static int unacked_cb(void *ctx, const struct msgid *id, int result,
 	if (x->only_origin && strcmp(x->only_origin, id->origin) != 0 &&
 	    !(via && strcmp(x->only_origin, via) == 0))
 		return 0;
-	conn = route_lookup(x->p->routes, x->p->c, id->origin);
-	if (!conn && via)
-		conn = hop_conn(x->p->routes, via);
+	conn = stream_conn(x->p->routes, x->p->c, id->origin, id);
+	if (!conn && via) {
+		const struct route_hop *h =
+			routes_pick(x->p->routes, via, id->origin, id->dest);
+		conn = h ? h->conn_id : 0;
+	}
 	if (!conn)
 		return 0;
 	l = connlists_get(x->cl, conn);
@@ -1242,13 +1316,42 @@ static int repeat_unacked(struct proto *p, int64_t before, const char *origin,
 	return r;
 }
 
+/*
+ * A new routing snapshot. When a connection is gone while its peer is still
+ * reachable on others (an instance left, or an older link of a pair was
+ * dropped), the streams it carried moved: their in-doubt rows are queried on
+ * their new connection now, as PEER_UP does for a connection that came up,
+ * instead of after query_after.
+ */
+static int on_routes(struct proto *p, const struct job *j, int64_t now,
+		     struct outbox *ob)
+{
+	struct routes *old = p->routes;
+	size_t i;
+	int moved = 0, r = SEMQ_OK;
+
+	p->routes = routes_copy(j->routes);
+	p->more_to_send = 1;
+	if (!p->routes) {
+		routes_free(old);
+		return SEMQ_ERR_NOMEM;
+	}
+	for (i = 0; old && i < old->n_hops && !moved; i++)
+		moved = !conn_routed(p->routes, old->hops[i].conn_id) &&
+			peer_up(p->routes, old->hops[i].peer);
+	if (moved)
+		r = query_in_doubt(p, now, INT64_MAX, 0, old, ob);
+	routes_free(old);
+	return r;
+}
+
 static int on_peer_up(struct proto *p, const struct job *j, int64_t now,
 		      struct outbox *ob)
 {
 	int r;
 
 	log_msg(LOG_DEBUG, "proto", j->peer, NULL, "resynchronising");
-	r = query_in_doubt(p, now, INT64_MAX, j->conn_id, ob);
+	r = query_in_doubt(p, now, INT64_MAX, j->conn_id, NULL, ob);
 	if (r == SEMQ_OK)
 		r = repeat_unacked(p, INT64_MAX, j->peer, ob);
 	p->more_to_send = 1;
@@ -1273,14 +1376,16 @@ struct send_ctx {
 static int send_cb(void *ctx, const struct msg *m, const struct out_row *row)
 {
 	struct send_ctx *x = ctx;
-	uint64_t conn = route_lookup(x->p->routes, x->p->c, m->id.dest);
+	const struct route_hop *hop =
+		stream_hop(x->p->routes, x->p->c, m->id.dest, &m->id);
+	uint64_t conn = hop ? hop->conn_id : 0;
 	struct send_item *it;
 
 	(void)row;
 	x->fetched++;
 	/* A relay's copy never goes back towards the node it came from. */
 	if (conn && strcmp(m->id.origin, x->p->c->id) != 0 &&
-	    conn == hop_conn(x->p->routes, m->id.origin))
+	    strcmp(hop->peer, m->id.origin) == 0)
 		conn = 0;
 	if (!conn)
 		return 0;
@@ -1365,34 +1470,42 @@ out:
 
 /*
  * Fetches sendable rows only for destinations that have a route now: all of
- * them when the default route is up, else each connected peer and each
- * [route] destination whose next hop is connected. A backlog for an offline
- * destination is never read just to be skipped.
+ * them when the default route is up, else each connected peer (once, however
+ * many instances of it are connected) and each [route] destination whose
+ * next hop is connected. A backlog for an offline destination is never read
+ * just to be skipped.
  */
 static int fetch_reachable(struct proto *p, int64_t now, unsigned limit,
 			   struct send_ctx *x)
 {
-	size_t i;
+	size_t i, k;
 	int r = SEMQ_OK;
 
 	if (route_lookup(p->routes, p->c, "default") &&
-	    !hop_conn(p->routes, "default"))
+	    !peer_up(p->routes, "default"))
 		return store_fetch_sendable(p->st, NULL, now, p->c->window,
 					    limit, send_cb, x);
 	for (i = 0; i < p->routes->n_hops && r == SEMQ_OK; i++) {
+		const char *peer = p->routes->hops[i].peer;
+
 		if (x->fetched >= limit)
 			return SEMQ_OK;
-		r = store_fetch_sendable(
-			p->st, p->routes->hops[i].peer, now, p->c->window,
-			limit - (unsigned)x->fetched, send_cb, x);
+		for (k = 0; k < i; k++)
+			if (strcmp(p->routes->hops[k].peer, peer) == 0)
+				break;
+		if (k < i)
+			continue; /* another instance: fetched already */
+		r = store_fetch_sendable(p->st, peer, now, p->c->window,
+					 limit - (unsigned)x->fetched, send_cb,
+					 x);
 	}
 	for (i = 0; i < p->c->n_routes && r == SEMQ_OK; i++) {
 		const struct cfg_route *rt = &p->c->routes[i];
 		if (x->fetched >= limit)
 			return SEMQ_OK;
 		if (strcmp(rt->dest, "default") == 0 ||
-		    hop_conn(p->routes, rt->dest) ||
-		    !hop_conn(p->routes, rt->via))
+		    peer_up(p->routes, rt->dest) ||
+		    !peer_up(p->routes, rt->via))
 			continue;
 		r = store_fetch_sendable(p->st, rt->dest, now, p->c->window,
 					 limit - (unsigned)x->fetched, send_cb,
@@ -1576,11 +1689,7 @@ int proto_job(struct proto *p, const struct job *j, int64_t now,
 	      struct outbox *ob)
 {
 	switch (j->kind) {
-	case JOB_ROUTES:
-		routes_free(p->routes);
-		p->routes = routes_copy(j->routes);
-		p->more_to_send = 1;
-		return p->routes ? SEMQ_OK : SEMQ_ERR_NOMEM;
+	case JOB_ROUTES: return on_routes(p, j, now, ob);
 	case JOB_WAKE:
 		/* new rows to send, or an operator changed the redo queue */
 		p->more_to_send = 1;
@@ -1621,7 +1730,7 @@ int proto_tick(struct proto *p, int64_t now, struct outbox *ob)
 	if (r == SEMQ_OK)
 		r = send_pending(p, now, ob);
 	if (r == SEMQ_OK && p->routes && p->routes->n_hops)
-		r = query_in_doubt(p, now, now, 0, ob);
+		r = query_in_doubt(p, now, now, 0, NULL, ob);
 	if (r == SEMQ_OK &&
 	    now - p->last_unacked_pass >= p->c->query_after_ms) {
 		p->last_unacked_pass = now;

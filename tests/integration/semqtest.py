@@ -1163,3 +1163,93 @@ def run(argv=None):
         print(f"no test matches {' '.join(argv)}")
     print(f"{passed} passed, {failed} failed", flush=True)
     sys.exit(1 if failed or not selected else 0)
+
+
+# ---- several instances of one node id (SPEC §11) ------------------------------
+
+_MASK64 = (1 << 64) - 1
+
+
+def _fnv1a(h, data):
+    for b in data:
+        h = ((h ^ b) * 1099511628211) & _MASK64
+    return h
+
+
+def instance_score(origin, dest, instance):
+    """routes_score() of node/job.c: the rendezvous score of `instance` for
+    the stream (origin, dest) — FNV-1a 64 over origin NUL dest NUL instance,
+    then splitmix64's finaliser."""
+    h = 14695981039346656037
+    h = _fnv1a(h, origin.encode() + b"\0" + dest.encode() + b"\0" +
+               instance.encode())
+    h ^= h >> 30
+    h = (h * 0xBF58476D1CE4E5B9) & _MASK64
+    h ^= h >> 27
+    h = (h * 0x94D049BB133111EB) & _MASK64
+    h ^= h >> 31
+    return h
+
+
+def stream_instance(origin, dest, instances):
+    """The instance a relay (or a sender) picks for the stream (origin, dest)
+    among the connected `instances` of dest's next hop, as routes_pick()
+    does: the highest instance_score(), ties to the smaller name."""
+    instances = list(instances)
+    if not instances:
+        raise HarnessError("stream_instance: no instances")
+    return min(instances,
+               key=lambda i: (-instance_score(origin, dest, i), i.encode()))
+
+
+class InstanceNode(Node):
+    """One of several semqd instances serving the node id `id`: [node]
+    instance = INSTANCE, its own directory BASE/ID-INSTANCE (node.ini,
+    semqd.log) and its own listen and admin ports (as Node gives them), and
+    by default the database of the node id's plain Node directory,
+    BASE/ID/ID.db, shared by every instance (db= another path to override).
+    Certificates are the node id's: every instance presents the same id."""
+
+    def __init__(self, id, instance, base_dir, certs=None, *, db=None, **kw):
+        opts = dict(kw.pop("node_options", None) or {})
+        opts["instance"] = instance
+        super().__init__(id, base_dir, certs, node_options=opts, **kw)
+        self.instance = instance
+        self.dir = os.path.abspath(os.path.join(base_dir,
+                                                f"{id}-{instance}"))
+        os.makedirs(self.dir, exist_ok=True)
+        self.ini = os.path.join(self.dir, "node.ini")
+        self.log = os.path.join(self.dir, "semqd.log")
+        if db is not None:
+            self.db = os.path.abspath(db)
+
+    def __repr__(self):
+        state = "running" if self.alive() else "stopped"
+        return f"InstanceNode({self.id!r}, {self.instance!r}, {state})"
+
+
+def instance_node(t, id, instance, certs=None, **kw):
+    """An InstanceNode in the test directory of TestContext t (not started;
+    stopped with the test's other processes)."""
+    n = InstanceNode(id, instance, t.dir, certs, **kw)
+    t.nodes.append(n)
+    return n
+
+
+def admin_metric(node, name, labels=None):
+    """The value of metric `name` (with exactly these labels, a dict, when
+    given) from the node's admin /metrics; raises when it is absent."""
+    status, body = node.admin_get("/metrics")
+    if status != 200:
+        raise HarnessError(f"{node.id}: /metrics answered {status}")
+    want = name
+    if labels:
+        want += "{" + ",".join(f'{k}="{v}"' for k, v in labels.items()) + "}"
+    for line in body.splitlines():
+        if line.startswith(want + " "):
+            return float(line.split()[-1])
+    raise HarnessError(f"{node.id}: /metrics has no {want}")
+
+
+__all__ += ["instance_score", "stream_instance", "InstanceNode",
+            "instance_node", "admin_metric"]

@@ -3,10 +3,10 @@
  * Unit tests of the wire codec (node/codec.c): every frame type survives a
  * round trip; the incremental reader copes with any split of the byte stream
  * and with many frames per read; bad frames (oversized, empty, garbage, no
- * body, unknown body, invalid fields, unknown enum numbers) are refused with a
- * message naming the culprit and poison the reader; struct msg converts to and
- * from the wire; random input never crashes the reader nor yields a frame that
- * does not validate.
+ * body, unknown body, invalid fields, unknown enum numbers, a Hello.instance
+ * outside the instance names) are refused with a message naming the culprit
+ * and poison the reader; struct msg converts to and from the wire; random
+ * input never crashes the reader nor yields a frame that does not validate.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -1242,6 +1242,72 @@ static void assert_nul_refused(const Semq__Frame *f, char mark,
 	free(body);
 }
 
+/* Hello.instance: 0..64 of [A-Za-z0-9._:-]; "" (or absent: an older node)
+ * is the node's only instance. */
+static void test_hello_instance(void **state)
+{
+	/* Frame{hello{node_id "R1", protocol_version 1, role EDGE,
+	 * max_frame 1024}}: a Hello from before the field existed. */
+	static const uint8_t old_hello[] = {0x0a, 0x0b, 0x0a, 0x02, 'R',
+					    '1',  0x10, 0x01, 0x18, 0x01,
+					    0x28, 0x80, 0x08};
+	char err[SEMQ_ERRLEN] = "", name[70];
+	Semq__Frame f = SEMQ__FRAME__INIT, *o = NULL;
+	Semq__Hello h = SEMQ__HELLO__INIT;
+
+	(void)state;
+	assert_int_equal(codec_decode_body(old_hello, sizeof old_hello, &o, err,
+					   sizeof err),
+			 SEMQ_OK);
+	assert_int_equal(o->body_case, SEMQ__FRAME__BODY_HELLO);
+	assert_string_equal(o->hello->node_id, "R1");
+	assert_string_equal(o->hello->instance, "");
+	codec_frame_free(o);
+
+	h.node_id = "S1";
+	h.protocol_version = SEMQ__PROTOCOL_VERSION__PROTOCOL_VERSION;
+	h.role = SEMQ__ROLE__ROLE_SERVER;
+	h.max_frame = 4096;
+	f.body_case = SEMQ__FRAME__BODY_HELLO;
+	f.hello = &h;
+	assert_valid(&f); /* the INIT value: "" */
+	h.instance = "db1-a.2_x:7103";
+	o = roundtrip(&f);
+	assert_string_equal(o->hello->instance, "db1-a.2_x:7103");
+	assert_same_bytes(&f, o);
+	codec_frame_free(o);
+
+	/* 64 characters are fine, 65 are not. */
+	memset(name, 'i', 65);
+	name[64] = '\0';
+	h.instance = name;
+	o = roundtrip(&f);
+	assert_string_equal(o->hello->instance, name);
+	codec_frame_free(o);
+	name[64] = 'i';
+	name[65] = '\0';
+	assert_refused(&f, "Hello.instance: 'iiii");
+	assert_refused(&f, "is not an instance name (0-64 of A-Za-z0-9._:-)");
+
+	/* Characters outside the set, shown quoted. */
+	h.instance = "a b";
+	assert_refused(&f, "Hello.instance: 'a b' is not an instance name");
+	h.instance = "S1/a";
+	assert_refused(&f, "Hello.instance: 'S1/a' is not an instance name");
+	h.instance = "caf\xc3\xa9";
+	assert_refused(
+		&f, "Hello.instance: 'caf\\xc3\\xa9' is not an instance name");
+	h.instance = "a@b";
+	assert_refused(&f, "Hello.instance: 'a@b' is not an instance name");
+
+	/* A NUL byte would cut the name short: refused, not truncated. */
+	h.instance = "a#b";
+	assert_nul_refused(&f, '#', "Hello.instance: contains a NUL");
+	/* Built in memory without a string at all. */
+	h.instance = NULL;
+	assert_refused_mem(&f, "Hello.instance: missing");
+}
+
 static void test_nul_in_string(void **state)
 {
 	/* Query{ids[{origin "R1\0x", dest "S1", seq 1}]}: protobuf-c would
@@ -1605,6 +1671,7 @@ int main(void)
 		cmocka_unit_test(test_bad_enums),
 		cmocka_unit_test(test_lengths_and_counts),
 		cmocka_unit_test(test_null_pointers),
+		cmocka_unit_test(test_hello_instance),
 		cmocka_unit_test(test_nul_in_string),
 		cmocka_unit_test(test_poisoned_reader),
 		cmocka_unit_test(test_encode_too_big),

@@ -6,7 +6,9 @@
  * the key or section, all of them in one pass; relative paths are resolved
  * against the directory of the file; the value parsers (duration, size,
  * address) accept and refuse the edge cases; config_check_daemon() asks for
- * what semqd needs; config_describe() documents every key.
+ * what semqd needs; config_describe() documents every key; [node] instance
+ * takes only instance names and defaults by the kind of db (a postgresql://
+ * URL is kept as written).
  *
  * Each test writes its files into a fresh mkdtemp directory under $TMPDIR and
  * removes it at the end.
@@ -1171,6 +1173,106 @@ static void test_check_daemon(void **state)
 	assert_int_equal(config_check_daemon(NULL, &f->errs), SEMQ_ERR_INVALID);
 }
 
+/* [node] instance: the name set, 1..64 characters, the default by db. */
+static void test_instance(void **state)
+{
+	struct fx *f = *state;
+	char name[70], ini[256], msg[256];
+
+	/* A SQLite file: no instance unless one is set. */
+	assert_int_equal(load(f, "[node]\nid = S1\ndb = s1.db\n"), SEMQ_OK);
+	assert_string_equal(f->c->instance, "");
+	assert_int_equal(f->c->db_url, 0);
+	assert_int_equal(
+		load(f, "[node]\nid = S1\ndb = s1.db\ninstance = a-1.b_2:x\n"),
+		SEMQ_OK);
+	assert_string_equal(f->c->instance, "a-1.b_2:x");
+
+	/* 64 characters are fine, 65 are not. */
+	memset(name, 'i', 65);
+	name[64] = '\0';
+	snprintf(ini, sizeof(ini),
+		 "[node]\nid = S1\ndb = s1.db\ninstance = %s\n", name);
+	assert_int_equal(load(f, ini), SEMQ_OK);
+	assert_string_equal(f->c->instance, name);
+	name[64] = 'i';
+	name[65] = '\0';
+	snprintf(ini, sizeof(ini),
+		 "[node]\nid = S1\ndb = s1.db\ninstance = %s\n", name);
+	snprintf(msg, sizeof(msg),
+		 "[node] instance: '%s' is not an instance name (1-64 of "
+		 "A-Za-z0-9._:-)",
+		 name);
+	expect_one(f, ini, 4, msg);
+
+	/* Characters outside the set, an empty value, a second one. */
+	expect_one(f, "[node]\nid = S1\ninstance = a b\ndb = s1.db\n", 3,
+		   "[node] instance: 'a b' is not an instance name (1-64 of "
+		   "A-Za-z0-9._:-)");
+	expect_one(f, "[node]\nid = S1\ndb = s1.db\ninstance = a/b\n", 4,
+		   "[node] instance: 'a/b' is not an instance name (1-64 of "
+		   "A-Za-z0-9._:-)");
+	expect_one(f, "[node]\nid = S1\ndb = s1.db\ninstance = S1@x\n", 4,
+		   "[node] instance: 'S1@x' is not an instance name (1-64 of "
+		   "A-Za-z0-9._:-)");
+	expect_one(f, "[node]\nid = S1\ndb = s1.db\ninstance =\n", 4,
+		   "[node] instance: empty value");
+	expect_one(f,
+		   "[node]\nid = S1\ndb = s1.db\ninstance = a\ninstance = b\n",
+		   5, "duplicate key 'instance' in [node] (first at line 4)");
+	/* Not a key of other sections. */
+	expect_one(f, "[node]\nid = S1\ndb = s1.db\n[peer P1]\ninstance = a\n",
+		   5, "unknown key 'instance' in [peer P1]");
+}
+
+/* [node] db: a postgresql:// URL is kept as written (no path resolution, no
+ * directory check) and makes the default instance HOST-PID. */
+static void test_db_url(void **state)
+{
+	struct fx *f = *state;
+	const char *url = "postgresql://semq:pw@localhost:5432/semq?host=/tmp";
+	char ini[512], host[256] = "", want[128], path[PATH_MAX + 16];
+	size_t hl;
+
+	snprintf(ini, sizeof(ini), "[node]\nid = S1\ndb = %s\n", url);
+	assert_int_equal(load(f, ini), SEMQ_OK);
+	assert_string_equal(f->c->db, url);
+	assert_int_equal(f->c->db_url, 1);
+	/* HOST-PID: this process's pid after the (sanitised) host name. */
+	snprintf(want, sizeof(want), "-%ld", (long)getpid());
+	hl = strlen(f->c->instance);
+	assert_true(hl > strlen(want) && hl <= 64);
+	assert_string_equal(f->c->instance + hl - strlen(want), want);
+	assert_int_equal(gethostname(host, sizeof(host) - 1), 0);
+	for (size_t i = 0; i < hl - strlen(want); i++) {
+		char one[2] = {host[i], '\0'};
+		assert_int_equal(f->c->instance[i],
+				 config_instance_valid(one) ? host[i] : '-');
+	}
+	assert_true(config_instance_valid(f->c->instance));
+
+	/* An explicit instance wins; postgres:// is the same scheme. */
+	assert_int_equal(load(f, "[node]\nid = S1\ninstance = b\n"
+				 "db = postgres://h/db\n"),
+			 SEMQ_OK);
+	assert_string_equal(f->c->db, "postgres://h/db");
+	assert_int_equal(f->c->db_url, 1);
+	assert_string_equal(f->c->instance, "b");
+
+	/* A URL must have something after the scheme and no blanks; the
+	 * message does not repeat the URL (it may hold a password). */
+	expect_one(f, "[node]\nid = S1\ndb = postgresql://\n", 3,
+		   "[node] db: postgresql://: nothing after the scheme");
+	expect_one(f, "[node]\nid = S1\ndb = postgres://u:pw@h/d b\n", 3,
+		   "[node] db: postgres URL: a blank or control character at "
+		   "offset 19; percent-encode it (%20)");
+	/* Anything else is a path, resolved and checked as before. */
+	assert_int_equal(load(f, "[node]\nid = S1\ndb = pg.db\n"), SEMQ_OK);
+	assert_int_equal(f->c->db_url, 0);
+	snprintf(path, sizeof(path), "%s/pg.db", f->dir);
+	assert_string_equal(f->c->db, path);
+}
+
 static void test_describe(void **state)
 {
 	static const char *const want[] = {
@@ -1237,7 +1339,11 @@ static void test_describe(void **state)
 			fail_msg("describe lacks '%s':\n%s", want[i], buf);
 	/* id and db are marked required. */
 	assert_non_null(strstr(buf, "  id = <node id>  (required)"));
-	assert_non_null(strstr(buf, "  db = <path>  (required)"));
+	assert_non_null(
+		strstr(buf, "  db = <path or postgresql:// URL>  (required)"));
+	/* instance is optional, with a default that depends on db. */
+	assert_non_null(strstr(buf, "  instance = <instance name>  (default "
+				    "none, or HOST-PID with a URL db)"));
 	free(buf);
 }
 
@@ -1256,7 +1362,8 @@ int main(void)
 		T(test_relative_paths),   T(test_cannot_open),
 		T(test_parse_duration),   T(test_parse_size),
 		T(test_parse_addr),       T(test_check_daemon),
-		T(test_describe),
+		T(test_describe),         T(test_instance),
+		T(test_db_url),
 #undef T
 	};
 

@@ -1232,7 +1232,7 @@ static void expect_data(struct fx *fx, uint64_t conn, const char *dest,
 static void test_sender_sends_and_confirms(void **state)
 {
 	struct fx *fx = *state;
-	const struct route_hop hop = {"S1", 7, 0};
+	const struct route_hop hop = {"S1", 7, 0, ""};
 	const uint64_t ids[5] = {1, 2, 3, 4, 5};
 	const int verdicts[5] = {RES_PROCESSED, RES_PROCESSED, RES_REDO,
 				 RES_PROCESSED, RES_SCHEDULED};
@@ -1287,7 +1287,7 @@ static void test_sender_sends_and_confirms(void **state)
 static void test_sender_window(void **state)
 {
 	struct fx *fx = *state;
-	const struct route_hop hop = {"S1", 7, 0};
+	const struct route_hop hop = {"S1", 7, 0, ""};
 	const uint64_t ids[2] = {1, 2};
 	const int verdicts[2] = {RES_PROCESSED, RES_PROCESSED};
 
@@ -1317,7 +1317,7 @@ static void test_sender_window(void **state)
 static void test_sender_relay_acks(void **state)
 {
 	struct fx *fx = *state;
-	const struct route_hop hop = {"P1", 5, 1};
+	const struct route_hop hop = {"P1", 5, 1, ""};
 	const uint64_t one = 1, two = 2;
 	struct out_view v;
 
@@ -1357,7 +1357,7 @@ static void test_sender_relay_acks(void **state)
 static void test_sender_query(void **state)
 {
 	struct fx *fx = *state;
-	const struct route_hop hop = {"S1", 7, 0};
+	const struct route_hop hop = {"S1", 7, 0, ""};
 	const uint64_t ids[3] = {1, 2, 3};
 	const int received[3] = {1, 0, 1};
 	const int results[3] = {RES_PROCESSED, 0, RES_REDO};
@@ -1418,7 +1418,7 @@ static void test_relay_stores(void **state)
 {
 	struct fx *fx = *state;
 	const struct mspec m1 = {"R1", "S1", 1, "a", 0, 0};
-	const struct route_hop hops[2] = {{"R1", 3, 0}, {"S1", 9, 0}};
+	const struct route_hop hops[2] = {{"R1", 3, 0, ""}, {"S1", 9, 0, ""}};
 	const Semq__Message *msgs[4];
 	const Semq__Frame *f;
 	struct out_view v;
@@ -1464,7 +1464,7 @@ static void test_relay_forwards(void **state)
 	struct fx *fx = *state;
 	const struct mspec ms[2] = {{"R1", "S1", 1, "a", 0, 0},
 				    {"R1", "S1", 2, "a", 1, 0}};
-	const struct route_hop hops[2] = {{"R1", 3, 0}, {"S1", 9, 0}};
+	const struct route_hop hops[2] = {{"R1", 3, 0, ""}, {"S1", 9, 0, ""}};
 	const Semq__Message *msgs[4];
 	const Semq__Frame *f;
 	size_t i;
@@ -1500,7 +1500,7 @@ static void test_relay_never_back_to_sender(void **state)
 {
 	struct fx *fx = *state;
 	const struct mspec m1 = {"R1", "S1", 1, NULL, 0, 0};
-	const struct route_hop hop = {"R1", 3, 0};
+	const struct route_hop hop = {"R1", 3, 0, ""};
 	const Semq__Frame *f;
 
 	snprintf(fx->routes[0].dest, sizeof fx->routes[0].dest, "default");
@@ -1513,6 +1513,446 @@ static void test_relay_never_back_to_sender(void **state)
 	f = frame_at(fx, 3, SEMQ__FRAME__BODY_RELAY_ACK, 0);
 	assert_int_equal(f->relay_ack->kind, SEMQ__RELAY_ACK__KIND__STORED);
 	assert_int_equal(count_frames(fx, 0, SEMQ__FRAME__BODY_DATA), 0);
+}
+
+/* ---- several instances of one destination (SPEC §11) ------------------------ */
+
+#define N_ORIGINS 12
+
+static const char *const origins[N_ORIGINS] = {"R1", "R2",  "R3",  "R4",
+					       "R5", "R6",  "R7",  "R8",
+					       "R9", "R10", "R11", "R12"};
+
+/* The conn routes_pick() gives the stream origin->S1 over hops. */
+static uint64_t pick_s1(const struct route_hop *hops, size_t n,
+			const char *origin)
+{
+	struct routes r = {(struct route_hop *)hops, n};
+	const struct route_hop *h = routes_pick(&r, "S1", origin, "S1");
+
+	assert_non_null(h);
+	return h->conn_id;
+}
+
+/* Which of the n hops has conn (its index), or fails. */
+static size_t hop_index(const struct route_hop *hops, size_t n, uint64_t conn)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (hops[i].conn_id == conn)
+			return i;
+	fail_msg("conn %" PRIu64 " is no hop", conn);
+	return 0;
+}
+
+static void push_query(struct fx *fx, uint64_t conn, const char *peer,
+		       const char *origin, const char *dest,
+		       const uint64_t *seqs, size_t n)
+{
+	Semq__MsgId id[MAX_JOB_MSGS], *pid[MAX_JOB_MSGS];
+	Semq__Query q = SEMQ__QUERY__INIT;
+	Semq__Frame f = SEMQ__FRAME__INIT;
+	size_t i;
+
+	assert_true(n > 0 && n <= MAX_JOB_MSGS);
+	for (i = 0; i < n; i++) {
+		semq__msg_id__init(&id[i]);
+		id[i].origin = (char *)origin;
+		id[i].dest = (char *)dest;
+		id[i].seq = seqs[i];
+		pid[i] = &id[i];
+	}
+	q.n_ids = n;
+	q.ids = pid;
+	f.body_case = SEMQ__FRAME__BODY_QUERY;
+	f.query = &q;
+	push_frame(fx, conn, peer, &f);
+}
+
+/* An 810-Response from `from` for seqs of origin->dest. */
+static void push_response(struct fx *fx, uint64_t conn, const char *peer,
+			  const char *from, const char *origin,
+			  const char *dest, const uint64_t *seqs, size_t n)
+{
+	Semq__MsgId id[MAX_JOB_MSGS], *pid[MAX_JOB_MSGS];
+	Semq__AckResponse ar = SEMQ__ACK_RESPONSE__INIT;
+	Semq__Frame f = SEMQ__FRAME__INIT;
+	size_t i;
+
+	assert_true(n > 0 && n <= MAX_JOB_MSGS);
+	for (i = 0; i < n; i++) {
+		semq__msg_id__init(&id[i]);
+		id[i].origin = (char *)origin;
+		id[i].dest = (char *)dest;
+		id[i].seq = seqs[i];
+		pid[i] = &id[i];
+	}
+	ar.n_ids = n;
+	ar.ids = pid;
+	ar.from = (char *)from;
+	f.body_case = SEMQ__FRAME__BODY_ACK_RESPONSE;
+	f.ack_response = &ar;
+	push_frame(fx, conn, peer, &f);
+}
+
+static void push_peer_up(struct fx *fx, uint64_t conn, const char *peer)
+{
+	struct job *j = job_new(JOB_PEER_UP);
+
+	assert_non_null(j);
+	j->conn_id = conn;
+	snprintf(j->peer, sizeof j->peer, "%s", peer);
+	push(fx, j);
+}
+
+/* The ids of all Query frames to conn: origins[] index of each (seq 1). */
+static size_t queried_to(const struct fx *fx, uint64_t conn, const char **orig,
+			 size_t cap)
+{
+	size_t i, k, n = 0;
+
+	for (i = 0; i < fx->n_got; i++) {
+		const Semq__Frame *f = fx->got[i].f;
+		if (fx->got[i].conn != conn ||
+		    f->body_case != SEMQ__FRAME__BODY_QUERY)
+			continue;
+		for (k = 0; k < f->query->n_ids; k++) {
+			assert_true(n < cap);
+			assert_string_equal(f->query->ids[k]->dest, "S1");
+			orig[n++] = f->query->ids[k]->origin;
+		}
+	}
+	return n;
+}
+
+/*
+ * routes_pick(): one stream always gets the same instance, whatever the
+ * order of the hops; the streams of many origins spread over every
+ * instance; the pick is the highest routes_score(); an instance leaving
+ * moves only its own streams; a second connection of the same (peer,
+ * instance) changes nothing (the first listed, the newest, is used); a peer
+ * with one hop is reached on it for every stream.
+ */
+static void test_instances_pick(void **state)
+{
+	const struct route_hop three[4] = {{"P1", 5, 1, ""},
+					   {"S1", 10, 0, "a"},
+					   {"S1", 11, 0, "b"},
+					   {"S1", 12, 0, "c"}};
+	const struct route_hop rev[4] = {{"S1", 12, 0, "c"},
+					 {"S1", 11, 0, "b"},
+					 {"P1", 5, 1, ""},
+					 {"S1", 10, 0, "a"}};
+	const struct route_hop no_b[3] = {
+		{"P1", 5, 1, ""}, {"S1", 10, 0, "a"}, {"S1", 12, 0, "c"}};
+	const struct route_hop twice_b[5] = {{"S1", 21, 0, "b"},
+					     {"P1", 5, 1, ""},
+					     {"S1", 10, 0, "a"},
+					     {"S1", 11, 0, "b"},
+					     {"S1", 12, 0, "c"}};
+	const struct route_hop two[2] = {{"S1", 10, 0, "a"},
+					 {"S1", 11, 0, "b"}};
+	struct routes r3 = {(struct route_hop *)three, 4};
+	size_t per3[3] = {0}, per2[2] = {0}, i, k;
+	char o[16];
+
+	(void)state;
+	/* 200 origins: every instance gets a share, none nearly all. */
+	for (i = 0; i < 200; i++) {
+		uint64_t c3, c2, best = 0;
+		const struct route_hop *h;
+
+		snprintf(o, sizeof o, "R%zu", i);
+		c3 = pick_s1(three, 4, o);
+		assert_int_equal(pick_s1(three, 4, o), c3); /* stable */
+		assert_int_equal(pick_s1(rev, 4, o), c3);   /* any order */
+		per3[hop_index(three, 4, c3) - 1]++;
+		for (k = 1; k < 4; k++)
+			if (routes_score(o, "S1", three[k].instance) > best)
+				best = routes_score(o, "S1", three[k].instance);
+		assert_int_equal(
+			routes_score(o, "S1",
+				     three[hop_index(three, 4, c3)].instance),
+			best);
+		/* b leaves: a's and c's streams stay, b's move to a or c. */
+		if (c3 != 11)
+			assert_int_equal(pick_s1(no_b, 3, o), c3);
+		else
+			assert_true(pick_s1(no_b, 3, o) == 10 ||
+				    pick_s1(no_b, 3, o) == 12);
+		/* b twice (a reconnect): the first listed, and the same
+		 * streams as with one connection of b. */
+		h = routes_pick(
+			&(struct routes){(struct route_hop *)twice_b, 5}, "S1",
+			o, "S1");
+		assert_int_equal(h->conn_id, c3 == 11 ? 21 : c3);
+		c2 = pick_s1(two, 2, o);
+		per2[hop_index(two, 2, c2)]++;
+	}
+	for (k = 0; k < 3; k++)
+		assert_true(per3[k] >= 40 && per3[k] <= 100);
+	for (k = 0; k < 2; k++)
+		assert_true(per2[k] >= 70 && per2[k] <= 130);
+	/* The stream is (origin, dest): the same origin to another dest is
+	 * another stream, and the hash sees where the names are cut. */
+	assert_true(routes_score("R1", "S1", "a") !=
+		    routes_score("R1", "S2", "a"));
+	assert_true(routes_score("R1", "S1", "a") !=
+		    routes_score("R1S", "1", "a"));
+	/* One hop of a peer: every stream; no hop: NULL. */
+	assert_int_equal(routes_pick(&r3, "P1", "R7", "S9")->conn_id, 5);
+	assert_null(routes_pick(&r3, "S2", "R1", "S2"));
+	assert_null(routes_pick(NULL, "S1", "R1", "S1"));
+}
+
+static void relay_instances(struct fx *fx, int store_and_forward)
+{
+	relay(fx);
+	fx->c.store_and_forward = store_and_forward;
+}
+
+/*
+ * A relay with two, then three instances of S1 connected: Data of twelve
+ * origins (one stream each) is forwarded to the instance routes_pick()
+ * names, and the streams use every instance. Queries and 810-Responses of a
+ * stream follow its Data; indications and query replies from an instance go
+ * back to the origin's one connection, as before.
+ */
+static void test_instances_relay_spreads(void **state)
+{
+	struct fx *fx = *state;
+	struct route_hop hops[N_ORIGINS + 3];
+	size_t n_inst, i, k, used[3];
+	const uint64_t one = 1;
+	const int processed = RES_PROCESSED, yes = 1;
+
+	relay_instances(fx, 0);
+	for (n_inst = 2; n_inst <= 3; n_inst++) {
+		size_t nh = 0;
+
+		memset(hops, 0, sizeof hops);
+		for (i = 0; i < N_ORIGINS; i++) {
+			snprintf(hops[nh].peer, sizeof hops[nh].peer, "%s",
+				 origins[i]);
+			hops[nh++].conn_id = 100 + i;
+		}
+		for (k = 0; k < n_inst; k++) {
+			snprintf(hops[nh].peer, sizeof hops[nh].peer, "S1");
+			snprintf(hops[nh].instance, sizeof hops[nh].instance,
+				 "s1-%c", (char)('a' + k));
+			hops[nh++].conn_id = 10 + k;
+		}
+		push_routes(fx, hops, nh);
+		memset(used, 0, sizeof used);
+		for (i = 0; i < N_ORIGINS; i++) {
+			const struct mspec m = {origins[i], "S1", n_inst - 1,
+						NULL,       0,    0};
+			uint64_t want = pick_s1(hops, nh, origins[i]);
+			const Semq__Message *msgs[4];
+			const Semq__Frame *f;
+
+			used[want - 10]++;
+			push_data(fx, 100 + i, origins[i], &m, 1);
+			batch(fx, T0 + (int64_t)(n_inst * 100 + i));
+			/* only the chosen instance got it */
+			for (k = 0; k < n_inst; k++)
+				assert_int_equal(
+					count_frames(fx, 10 + k,
+						     SEMQ__FRAME__BODY_DATA),
+					10 + k == want);
+			assert_int_equal(data_to(fx, want, msgs, 4), 1);
+			assert_string_equal(msgs[0]->origin, origins[i]);
+			f = frame_at(fx, 100 + i, SEMQ__FRAME__BODY_RELAY_ACK,
+				     0);
+			assert_int_equal(f->relay_ack->kind,
+					 SEMQ__RELAY_ACK__KIND__FORWARDED);
+
+			/* The origin's query and 810-Response: same conn. */
+			push_query(fx, 100 + i, origins[i], origins[i], "S1",
+				   &one, 1);
+			push_response(fx, 100 + i, origins[i], origins[i],
+				      origins[i], "S1", &one, 1);
+			batch(fx, T0 + (int64_t)(n_inst * 100 + i) + 1);
+			assert_int_equal(fx->n_got, 2);
+			assert_int_equal(
+				count_frames(fx, want, SEMQ__FRAME__BODY_QUERY),
+				1);
+			assert_int_equal(
+				count_frames(fx, want,
+					     SEMQ__FRAME__BODY_ACK_RESPONSE),
+				1);
+
+			/* The instance's indication and reply: to the origin
+			 * (one instance: its one connection). */
+			push_indication(fx, want, "S1", origins[i], "S1", &one,
+					&processed, 1);
+			push_query_reply(fx, want, "S1", origins[i], "S1", &one,
+					 &yes, &processed, 1);
+			batch(fx, T0 + (int64_t)(n_inst * 100 + i) + 2);
+			assert_int_equal(
+				count_frames(fx, 100 + i,
+					     SEMQ__FRAME__BODY_ACK_INDICATION),
+				1);
+			assert_int_equal(
+				count_frames(fx, 100 + i,
+					     SEMQ__FRAME__BODY_QUERY_REPLY),
+				1);
+		}
+		for (k = 0; k < n_inst; k++)
+			if (!used[k])
+				fail_msg("%zu instances: s1-%c got none of %d "
+					 "streams",
+					 n_inst, (char)('a' + k), N_ORIGINS);
+	}
+	/* A relay that forwards keeps nothing. */
+	assert_int_equal(count_rows(fx, "SELECT count(*) FROM tb_0031"), 0);
+}
+
+/*
+ * An origin connected straight to two instances of S1 fetches its stream
+ * once (not once per hop) and sends Data, queries and tombstones of the
+ * stream on the same instance's connection.
+ */
+static void test_instances_sender_one_stream(void **state)
+{
+	struct fx *fx = *state;
+	const struct route_hop hops[2] = {{"S1", 10, 0, "b"},
+					  {"S1", 11, 0, "a"}};
+	const int64_t qa = fx->c.query_after_ms;
+	struct msgid id;
+	uint64_t want;
+	const Semq__Frame *f;
+
+	sender(fx, 1000);
+	want = pick_s1(hops, 2, "R1");
+	enqueue(fx, "S1", 5);
+	push_routes(fx, hops, 2);
+	assert_int_equal(batch(fx, T0), 1);
+	expect_data(fx, want, "S1", 1, 5);
+	assert_int_equal(count_frames(fx, 0, SEMQ__FRAME__BODY_DATA), 1);
+	assert_int_equal(out_of(fx, "R1", "S1", 5).attempts, 1);
+
+	/* Queried on the same instance. */
+	assert_int_equal(batch(fx, T0 + qa), 1);
+	f = frame_at(fx, want, SEMQ__FRAME__BODY_QUERY, 0);
+	assert_int_equal(f->query->n_ids, 5);
+
+	/* A cancelled message's tombstone too. */
+	memset(&id, 0, sizeof id);
+	snprintf(id.origin, sizeof id.origin, "R1");
+	snprintf(id.dest, sizeof id.dest, "S1");
+	id.seq = 5;
+	assert_int_equal(store_begin(fx->st), SEMQ_OK);
+	assert_int_equal(store_cancel(fx->st, &id, T0 + qa + 1), SEMQ_OK);
+	assert_int_equal(store_commit(fx->st), SEMQ_OK);
+	push_wake(fx);
+	assert_int_equal(batch(fx, T0 + qa + 1), 1);
+	f = frame_at(fx, want, SEMQ__FRAME__BODY_DATA, 0);
+	assert_int_equal(f->data->n_messages, 1);
+	assert_int_equal(f->data->messages[0]->seq, 5);
+	assert_true(f->data->messages[0]->tombstone);
+}
+
+/*
+ * A store-and-forward relay holds copies of twelve streams for S1 while it
+ * is away; S1 connects with three instances and each copy goes to its
+ * stream's instance. Then one instance leaves: the copies it had (in doubt)
+ * are queried at once on their stream's new instance — the others are left
+ * alone — and new Data of those streams goes there. When it comes back
+ * (PEER_UP), the streams it wins return to it and their rows are queried
+ * on its new connection.
+ */
+static void test_instances_one_leaves(void **state)
+{
+	struct fx *fx = *state;
+	const struct route_hop three[3] = {
+		{"S1", 10, 0, "a"}, {"S1", 11, 0, "b"}, {"S1", 12, 0, "c"}};
+	const struct route_hop two[2] = {{"S1", 10, 0, "a"},
+					 {"S1", 12, 0, "c"}};
+	const struct route_hop back[3] = {
+		{"S1", 21, 0, "b"}, {"S1", 10, 0, "a"}, {"S1", 12, 0, "c"}};
+	const int64_t qa = fx->c.query_after_ms;
+	const char *q[N_ORIGINS * 2];
+	size_t i, k, n, on_b = 0, asked = 0;
+
+	relay_instances(fx, 1);
+	for (i = 0; i < N_ORIGINS; i++) {
+		const struct mspec m = {origins[i], "S1", 1, NULL, 0, 0};
+		push_data(fx, 100 + i, origins[i], &m, 1);
+	}
+	batch(fx, T0);
+	assert_int_equal(count_rows(fx, "SELECT count(*) FROM tb_0031"),
+			 N_ORIGINS);
+
+	push_routes(fx, three, 3);
+	batch(fx, T0 + 1000);
+	for (i = 0; i < N_ORIGINS; i++) {
+		uint64_t want = pick_s1(three, 3, origins[i]);
+		const Semq__Message *msgs[N_ORIGINS];
+		int found = 0;
+
+		n = data_to(fx, want, msgs, N_ORIGINS);
+		for (k = 0; k < n; k++)
+			found += !strcmp(msgs[k]->origin, origins[i]);
+		assert_int_equal(found, 1);
+		assert_int_equal(out_of(fx, origins[i], "S1", 1).status,
+				 SS_SEND);
+		on_b += want == 11;
+	}
+	assert_int_equal(count_frames(fx, 0, SEMQ__FRAME__BODY_DATA) <= 3, 1);
+	assert_true(on_b > 0 && on_b < N_ORIGINS);
+
+	/* b leaves. */
+	push_routes(fx, two, 2);
+	batch(fx, T0 + 2000);
+	for (k = 0; k < 2; k++) {
+		n = queried_to(fx, two[k].conn_id, q, N_ORIGINS * 2);
+		for (i = 0; i < n; i++) {
+			/* only b's streams, each on its new instance */
+			assert_int_equal(pick_s1(three, 3, q[i]), 11);
+			assert_int_equal(pick_s1(two, 2, q[i]), two[k].conn_id);
+		}
+		asked += n;
+	}
+	assert_int_equal(asked, on_b);
+	assert_int_equal(count_frames(fx, 11, SEMQ__FRAME__BODY_QUERY), 0);
+	for (i = 0; i < N_ORIGINS; i++)
+		assert_int_equal(out_of(fx, origins[i], "S1", 1).next_at,
+				 pick_s1(three, 3, origins[i]) == 11
+					 ? T0 + 2000 + qa
+					 : T0 + 1000 + qa);
+	/* A new message of a moved stream goes to its new instance. */
+	for (i = 0; i < N_ORIGINS; i++) {
+		const struct mspec m = {origins[i], "S1", 2, NULL, 0, 0};
+
+		if (pick_s1(three, 3, origins[i]) != 11)
+			continue;
+		push_data(fx, 100 + i, origins[i], &m, 1);
+		batch(fx, T0 + 3000 + (int64_t)i);
+		assert_int_equal(count_frames(fx, pick_s1(two, 2, origins[i]),
+					      SEMQ__FRAME__BODY_DATA),
+				 1);
+		assert_int_equal(count_frames(fx, 0, SEMQ__FRAME__BODY_DATA),
+				 1);
+	}
+
+	/* b comes back on a new connection: PEER_UP queries the in-doubt
+	 * rows of the streams it wins, on that connection only. */
+	push_routes(fx, back, 3);
+	push_peer_up(fx, 21, "S1");
+	batch(fx, T0 + 5000);
+	n = queried_to(fx, 21, q, N_ORIGINS * 2);
+	for (i = 0; i < n; i++)
+		assert_int_equal(pick_s1(back, 3, q[i]), 21);
+	for (k = 0, i = 0; i < N_ORIGINS; i++)
+		k += pick_s1(back, 3, origins[i]) == 21;
+	/* seq 1 of each of them (seq 2 was forwarded, no copy) */
+	assert_int_equal(n, k);
+	assert_int_equal(k, on_b);
+	assert_int_equal(count_frames(fx, 10, SEMQ__FRAME__BODY_QUERY) +
+				 count_frames(fx, 12, SEMQ__FRAME__BODY_QUERY),
+			 0);
 }
 
 int main(void)
@@ -1549,6 +1989,14 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_relay_forwards, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_relay_never_back_to_sender,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_instances_pick, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_instances_relay_spreads,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_instances_sender_one_stream, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_instances_one_leaves,
 						setup, teardown),
 	};
 
