@@ -20,6 +20,8 @@ int db_is_url(const char *target)
 			  strncmp(target, "postgres://", 11) == 0);
 }
 
+/* ---- errors --------------------------------------------------------------- */
+
 int db_seterr(struct db *d, enum db_errclass ec, const char *fmt, ...)
 {
 	va_list ap;

@@ -38,6 +38,7 @@
 #include <libpq-fe.h>
 
 #include "db_driver.h"
+#include "types.h"
 #include "semq/error.h"
 
 /* Type OIDs of pg_type (catalog/pg_type_d.h, stable across versions). */
@@ -112,68 +113,6 @@ static void quiet_notice(void *arg, const char *message)
 {
 	(void)arg;
 	(void)message;
-}
-
-/* ---- URLs ----------------------------------------------------------------- */
-
-/*
- * Copies url into out with any password replaced by "***": the one of the
- * authority (`user:PASSWORD@host`) and a `password=` query parameter.
- */
-static void mask_url(const char *url, char *out, size_t outsz)
-{
-	const char *p = url, *auth, *at, *colon, *end, *slash;
-	size_t n = 0;
-
-#define PUT(str, len)                                                          \
-	do {                                                                   \
-		size_t l_ = (len);                                             \
-		if (n + l_ >= outsz)                                           \
-			l_ = n + 1 < outsz ? outsz - n - 1 : 0;                \
-		memcpy(out + n, (str), l_);                                    \
-		n += l_;                                                       \
-	} while (0)
-
-	if (outsz == 0)
-		return;
-	auth = strstr(p, "://");
-	auth = auth ? auth + 3 : p;
-	slash = auth + strcspn(auth, "/?");
-	at = memchr(auth, '@', (size_t)(slash - auth));
-	/* The userinfo may itself hold an '@' (encoded or not): take the last. */
-	if (at) {
-		const char *q;
-
-		for (q = at + 1; q < slash; q++)
-			if (*q == '@')
-				at = q;
-	}
-	colon = at ? memchr(auth, ':', (size_t)(at - auth)) : NULL;
-	if (colon) {
-		PUT(p, (size_t)(colon + 1 - p));
-		PUT("***", 3);
-		p = at;
-	}
-	/* The rest, with password=VALUE parameters masked. */
-	while (*p) {
-		const char *hit = strstr(p, "password=");
-
-		if (!hit || (hit != p && hit[-1] != '?' && hit[-1] != '&')) {
-			if (!hit) {
-				PUT(p, strlen(p));
-				break;
-			}
-			PUT(p, (size_t)(hit + 9 - p));
-			p = hit + 9;
-			continue;
-		}
-		PUT(p, (size_t)(hit + 9 - p));
-		PUT("***", 3);
-		end = hit + 9 + strcspn(hit + 9, "&");
-		p = end;
-	}
-	out[n] = '\0';
-#undef PUT
 }
 
 /* ---- errors --------------------------------------------------------------- */
@@ -334,7 +273,7 @@ int dbpg_open(const struct db_open_opts *o, struct db **out, char *err,
 		r = SEMQ_ERR_INVALID;
 		goto out;
 	}
-	mask_url(o->target, masked, sizeof(masked));
+	semq_db_shown(o->target, masked, sizeof(masked));
 	if (o->busy_timeout_ms < 0) {
 		snprintf(err, errsz, "%s: busy timeout %d ms: must be >= 0",
 			 masked, o->busy_timeout_ms);

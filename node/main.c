@@ -47,7 +47,7 @@ int main(int argc, char **argv)
 		{"config-reference", no_argument, NULL, 'R'},
 		{NULL, 0, NULL, 0}};
 	const char *path = NULL;
-	char err[1024] = "", *errs = NULL;
+	char err[1024] = "", *errs = NULL, db_shown[512];
 	struct config *c = NULL;
 	struct worker *w = NULL;
 	struct net *n = NULL;
@@ -135,10 +135,11 @@ int main(int argc, char **argv)
 		log_error("main", "cannot start the store thread");
 		goto out;
 	}
+	semq_db_shown(c->db, db_shown, sizeof db_shown);
 	log_msg(LOG_INFO, "main", NULL, NULL,
-		"semqd %s: node %s, db %s%s%s, %zu peer(s), %zu plugin(s)",
-		SEMQD_VERSION, c->id, c->db,
-		c->listen.set ? ", listening on " : "",
+		"semqd %s: node %s%s%s, db %s%s%s, %zu peer(s), %zu plugin(s)",
+		SEMQD_VERSION, c->id, c->instance[0] ? " instance " : "",
+		c->instance, db_shown, c->listen.set ? ", listening on " : "",
 		c->listen.set ? c->listen.host : "", c->n_peers, c->n_plugins);
 	net_run(n);
 	/* Stop order: no new input (the loop stopped), the store thread

@@ -1518,7 +1518,7 @@ static int send_pending(struct proto *p, int64_t now, struct outbox *ob)
 {
 	struct send_ctx x = {p, NULL, 0, 0, 0, SEMQ_OK};
 	unsigned limit = p->c->batch_max;
-	size_t i, j;
+	size_t i, j, n_sent = 0;
 	int r;
 
 	p->more_to_send = 0;
@@ -1554,22 +1554,29 @@ static int send_pending(struct proto *p, int64_t now, struct outbox *ob)
 			r = store_defer(p->st, &x.v[i].m.id, again);
 		else
 			r = store_mark_sent(p->st, &x.v[i].m.id, now, again);
-		if (r == SEMQ_DECLINED)
+		/* Declined: the row left status 0 meanwhile — another instance
+		 * of this node (a shared PostgreSQL database) sent it, or it
+		 * was cancelled. It is not sent from here (conn 0). */
+		if (r == SEMQ_DECLINED) {
+			x.v[i].conn = 0;
 			r = SEMQ_OK;
+		} else if (r == SEMQ_OK) {
+			n_sent++;
+		}
 	}
 	/* One run of frames per connection, in the order fetched (seq order
 	 * within each stream). */
 	for (i = 0; i < x.n && r == SEMQ_OK; i++) {
 		uint64_t conn = x.v[i].conn;
-		int first = 1;
-		for (j = 0; j < i; j++)
+		int first = conn != 0;
+		for (j = 0; j < i && first; j++)
 			if (x.v[j].conn == conn)
 				first = 0;
 		if (first)
 			r = emit_data(p, ob, conn, x.v + i, x.n - i);
 	}
 	if (r == SEMQ_OK)
-		p->cnt.sent += x.n;
+		p->cnt.sent += n_sent;
 	if (p->c->drain_rate)
 		p->drain_tokens -= (double)x.n;
 	if (x.fetched >= limit && limit == p->c->batch_max)

@@ -50,3 +50,64 @@ char *base64_encode(const uint8_t *p, size_t n)
 	*o = '\0';
 	return s;
 }
+
+/*
+ * Copies url into out with any password replaced by "***": the one of the
+ * authority (`user:PASSWORD@host`) and a `password=` query parameter. A file
+ * path has neither and is copied as it is.
+ */
+void semq_db_shown(const char *url, char *out, size_t outsz)
+{
+	const char *p = url, *auth, *at, *colon, *end, *slash;
+	size_t n = 0;
+
+#define PUT(str, len)                                                          \
+	do {                                                                   \
+		size_t l_ = (len);                                             \
+		if (n + l_ >= outsz)                                           \
+			l_ = n + 1 < outsz ? outsz - n - 1 : 0;                \
+		memcpy(out + n, (str), l_);                                    \
+		n += l_;                                                       \
+	} while (0)
+
+	if (outsz == 0)
+		return;
+	auth = strstr(p, "://");
+	auth = auth ? auth + 3 : p;
+	slash = auth + strcspn(auth, "/?");
+	at = memchr(auth, '@', (size_t)(slash - auth));
+	/* The userinfo may itself hold an '@' (encoded or not): take the last. */
+	if (at) {
+		const char *q;
+
+		for (q = at + 1; q < slash; q++)
+			if (*q == '@')
+				at = q;
+	}
+	colon = at ? memchr(auth, ':', (size_t)(at - auth)) : NULL;
+	if (colon) {
+		PUT(p, (size_t)(colon + 1 - p));
+		PUT("***", 3);
+		p = at;
+	}
+	/* The rest, with password=VALUE parameters masked. */
+	while (*p) {
+		const char *hit = strstr(p, "password=");
+
+		if (!hit || (hit != p && hit[-1] != '?' && hit[-1] != '&')) {
+			if (!hit) {
+				PUT(p, strlen(p));
+				break;
+			}
+			PUT(p, (size_t)(hit + 9 - p));
+			p = hit + 9;
+			continue;
+		}
+		PUT(p, (size_t)(hit + 9 - p));
+		PUT("***", 3);
+		end = hit + 9 + strcspn(hit + 9, "&");
+		p = end;
+	}
+	out[n] = '\0';
+#undef PUT
+}

@@ -83,4 +83,9 @@ const char *msgid_str(const struct msgid *id, char *buf, size_t bufsz);
  * ENOMEM. */
 char *base64_encode(const uint8_t *p, size_t n);
 
+/* A database target as it may be shown in logs, errors and listings: a
+ * postgresql:// URL with its password (`user:PASSWORD@` and `password=`)
+ * replaced by "***"; a file path unchanged. Always NUL-terminated. */
+void semq_db_shown(const char *target, char *out, size_t outsz);
+
 #endif

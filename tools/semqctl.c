@@ -87,6 +87,7 @@ struct ctl {
 	size_t n_pos;
 	struct config *cfg; /* owned; config_free */
 	struct store *st;   /* owned; store_free */
+	char db[512];       /* cfg->db as shown: a URL without its password */
 };
 
 static int cmd_status(struct ctl *c);
@@ -633,8 +634,10 @@ static int ctl_load_config(struct ctl *c)
 	int r;
 
 	r = config_load(c->config_path, &c->cfg, &errs);
-	if (r == SEMQ_OK)
+	if (r == SEMQ_OK) {
+		semq_db_shown(c->cfg->db, c->db, sizeof c->db);
 		return EXIT_OK;
+	}
 	if (errs && *errs) {
 		n = strlen(errs);
 		fputs(errs, stderr);
@@ -888,7 +891,7 @@ static void status_print_text(const struct ctl *c, const struct status_data *d)
 	int64_t now = now_ms();
 	size_t i;
 
-	printf("node %s  db %s  schema %d\n\n", c->cfg->id, c->cfg->db,
+	printf("node %s  db %s  schema %d\n\n", c->cfg->id, c->db,
 	       store_schema_version(c->st));
 	if (!d->n_rows)
 		printf("no messages\n");
@@ -963,9 +966,8 @@ static json_t *status_json(const struct ctl *c, const struct status_data *d)
 	}
 	/* "o" steals the arrays, even when packing fails. */
 	doc = json_pack("{s:s, s:s, s:i, s:o, s:o}", "node", c->cfg->id, "db",
-			c->cfg->db, "schema_version",
-			store_schema_version(c->st), "queues", queues,
-			"streams_in", streams);
+			c->db, "schema_version", store_schema_version(c->st),
+			"queues", queues, "streams_in", streams);
 	queues = streams = NULL;
 out:
 	json_decref(queues);
@@ -990,8 +992,7 @@ static int cmd_status(struct ctl *c)
 	r = EXIT_FAIL;
 	if (store_stats(c->st, status_stat_cb, &d) != SEMQ_OK ||
 	    store_streams_in(c->st, status_stream_cb, &d) != SEMQ_OK) {
-		fail("%s: reading the queues: %s", c->cfg->db,
-		     store_errmsg(c->st));
+		fail("%s: reading the queues: %s", c->db, store_errmsg(c->st));
 		goto out;
 	}
 	if (d.failed) {
@@ -1242,7 +1243,9 @@ static int cmd_send(struct ctl *c)
 	snprintf(id.origin, sizeof id.origin, "%s", c->cfg->id);
 	snprintf(id.dest, sizeof id.dest, "%s", q.to);
 	id.seq = seq;
-	woke = semq_notify(c->cfg->db) == SEMQ_OK;
+	/* A PostgreSQL database has no wake socket: its instances find new
+	 * rows within poll_interval. */
+	woke = !c->cfg->db_url && semq_notify(c->cfg->db) == SEMQ_OK;
 	if (c->json) {
 		r = print_json(json_pack("{s:s, s:s, s:I, s:b}", "origin",
 					 id.origin, "dest", id.dest, "seq",
@@ -1250,11 +1253,11 @@ static int cmd_send(struct ctl *c)
 		goto out;
 	}
 	printf("queued %s\n", msgid_str(&id, idbuf, sizeof idbuf));
-	if (!woke)
+	if (!woke && !c->cfg->db_url)
 		fprintf(stderr,
 			"semqctl: no semqd is running on %s to wake; "
 			"the message is sent when it starts\n",
-			c->cfg->db);
+			c->db);
 	r = EXIT_OK;
 out:
 	free(q.payload);
@@ -1828,8 +1831,7 @@ static int cmd_outbound_list(struct ctl *c)
 	r = EXIT_FAIL;
 	if (store_outbound_list(c->st, want, d.dest ? UINT_MAX : (unsigned)v,
 				list_cb, &d) != SEMQ_OK) {
-		fail("%s: reading tb_0031: %s", c->cfg->db,
-		     store_errmsg(c->st));
+		fail("%s: reading tb_0031: %s", c->db, store_errmsg(c->st));
 		goto out;
 	}
 	if (d.failed) {
@@ -2003,7 +2005,7 @@ static int cmd_outbound_show(struct ctl *c)
 		goto out;
 	e = store_outbound_get(c->st, &t.id, &m, &row);
 	if (e == SEMQ_ERR_NOT_FOUND) {
-		r = fail("no outbound message %s in %s", t.text, c->cfg->db);
+		r = fail("no outbound message %s in %s", t.text, c->db);
 		goto out;
 	}
 	if (e != SEMQ_OK) {
@@ -2062,7 +2064,7 @@ static int cmd_outbound_cancel(struct ctl *c)
 	if (e == SEMQ_OK)
 		e = store_cancel(c->st, &t.id, now_ms());
 	if (e == SEMQ_ERR_NOT_FOUND) {
-		r = fail("no outbound message %s in %s", t.text, c->cfg->db);
+		r = fail("no outbound message %s in %s", t.text, c->db);
 		goto out;
 	}
 	if (e == SEMQ_DECLINED) {
@@ -2081,7 +2083,9 @@ static int cmd_outbound_cancel(struct ctl *c)
 		r = fail("cancel %s: %s", t.text, store_errmsg(c->st));
 		goto out;
 	}
-	woke = semq_notify(c->cfg->db) == SEMQ_OK;
+	/* A PostgreSQL database has no wake socket: its instances find new
+	 * rows within poll_interval. */
+	woke = !c->cfg->db_url && semq_notify(c->cfg->db) == SEMQ_OK;
 	if (c->json) {
 		r = cancel_json(&t, 1, SS_CANCELLED, already, woke);
 		goto out;
@@ -2090,11 +2094,11 @@ static int cmd_outbound_cancel(struct ctl *c)
 		printf("%s was already cancelled\n", t.text);
 	else
 		printf("cancelled %s; a tombstone will be sent\n", t.text);
-	if (!woke)
+	if (!woke && !c->cfg->db_url)
 		fprintf(stderr,
 			"semqctl: no semqd is running on %s to wake; the "
 			"tombstone is sent when it starts\n",
-			c->cfg->db);
+			c->db);
 	r = EXIT_OK;
 out:
 	msg_clear(&m);
@@ -2345,8 +2349,7 @@ static int cmd_redo_list(struct ctl *c)
 	r = EXIT_FAIL;
 	if (store_redo_list(c->st, want, (unsigned)v, redo_collect_cb, &d) !=
 	    SEMQ_OK) {
-		fail("%s: reading tb_0033: %s", c->cfg->db,
-		     store_errmsg(c->st));
+		fail("%s: reading tb_0033: %s", c->db, store_errmsg(c->st));
 		goto out;
 	}
 	if (d.failed) {
@@ -2451,8 +2454,7 @@ static int redo_read(struct ctl *c, int64_t id, struct msg *m,
 	if (e == SEMQ_OK)
 		return EXIT_OK;
 	if (e == SEMQ_ERR_NOT_FOUND)
-		return fail("no redo entry %lld in %s", (long long)id,
-			    c->cfg->db);
+		return fail("no redo entry %lld in %s", (long long)id, c->db);
 	return fail("redo %lld: %s", (long long)id, store_errmsg(c->st));
 }
 
@@ -2500,10 +2502,12 @@ out:
 /* Tells the operator that no daemon heard the wake-up. */
 static void note_not_woken(const struct ctl *c, const char *what)
 {
+	if (c->cfg->db_url) /* PostgreSQL: the instances poll for work */
+		return;
 	fprintf(stderr,
 		"semqctl: no semqd is running on %s to wake; %s when it "
 		"starts\n",
-		c->cfg->db, what);
+		c->db, what);
 }
 
 /* retry ID --json: {"id", "message", "retried", "status", ...}. */
@@ -2549,7 +2553,9 @@ static int redo_retry_one(struct ctl *c, int64_t id)
 			 store_errmsg(c->st));
 		goto out;
 	}
-	woke = semq_notify(c->cfg->db) == SEMQ_OK;
+	/* A PostgreSQL database has no wake socket: its instances find new
+	 * rows within poll_interval. */
+	woke = !c->cfg->db_url && semq_notify(c->cfg->db) == SEMQ_OK;
 	if (c->json) {
 		r = retry_json(id, idb, 1, RS_PENDING, woke);
 		goto out;
@@ -2594,7 +2600,9 @@ static int redo_retry_all(struct ctl *c)
 		goto out;
 	}
 	if (n)
-		woke = semq_notify(c->cfg->db) == SEMQ_OK;
+		/* A PostgreSQL database has no wake socket: its instances find new
+	 * rows within poll_interval. */
+		woke = !c->cfg->db_url && semq_notify(c->cfg->db) == SEMQ_OK;
 	if (c->json) {
 		arr = json_array();
 		for (i = 0; arr && i < d.n; i++) {
@@ -2678,8 +2686,7 @@ static int waiting_of_key(struct ctl *c, const struct msg *m, int64_t id,
 
 	if (store_redo_list(c->st, RS_WAITING, UINT_MAX, redo_collect_cb,
 			    &all) != SEMQ_OK) {
-		fail("%s: reading tb_0033: %s", c->cfg->db,
-		     store_errmsg(c->st));
+		fail("%s: reading tb_0033: %s", c->db, store_errmsg(c->st));
 		goto out;
 	}
 	for (i = 0; !all.failed && i < all.n; i++) {
@@ -2879,7 +2886,9 @@ static int cmd_redo_discard(struct ctl *c)
 			 store_errmsg(c->st));
 		goto out;
 	}
-	woke = semq_notify(c->cfg->db) == SEMQ_OK;
+	/* A PostgreSQL database has no wake socket: its instances find new
+	 * rows within poll_interval. */
+	woke = !c->cfg->db_url && semq_notify(c->cfg->db) == SEMQ_OK;
 	if (c->json) {
 		r = print_json(discard_json(id, idb, reason, &o, woke));
 		goto out;
@@ -3102,8 +3111,7 @@ static int cmd_received_list(struct ctl *c)
 	if (store_received_list(c->st, origin, (unsigned)v, recv_collect_cb,
 				&d) != SEMQ_OK ||
 	    store_streams_in(c->st, status_stream_cb, &s) != SEMQ_OK) {
-		fail("%s: reading tb_0030: %s", c->cfg->db,
-		     store_errmsg(c->st));
+		fail("%s: reading tb_0030: %s", c->db, store_errmsg(c->st));
 		goto out;
 	}
 	if (d.failed || s.failed) {

@@ -15,6 +15,10 @@
  *                            a bad document: PERMANENT, dead in the redo
  *                            queue for an operator
  *
+ * It serves SQLite nodes only, to stay short: on a node whose database is
+ * PostgreSQL (tx->db_kind SEMQ_DB_PG, tx->db a `PGconn *`) init refuses.
+ * docs/PLUGINS.md, "PostgreSQL", shows what a plugin adds to serve both.
+ *
  * Build it alone with
  *
  *   gcc -shared -fPIC -Wall -Wextra -Iinclude -o minimal.so \

@@ -37,6 +37,22 @@
  * On RETRY or PERMANENT write one line into `err` saying what is wrong; the
  * operator sees it in `semqctl redo show`. Any other return value counts as
  * PERMANENT. A plugin must not keep pointers from `m` or `tx` after returning.
+ *
+ * Two database kinds: `tx->db_kind` says which one `tx->db` is. On a SQLite
+ * node it is the `sqlite3 *`; on a PostgreSQL node (node.ini `db =
+ * postgresql://...`) it is the libpq `PGconn *` with the transaction open
+ * (READ COMMITTED), and several semqd instances may share that database.
+ * Switch on db_kind in init and in handle, and refuse a kind you do not know.
+ * On PostgreSQL:
+ *  - a failed statement aborts the transaction until the host's ROLLBACK TO
+ *    the savepoint: after an error return RETRY or PERMANENT at once;
+ *  - statements prepared with PQprepare belong to the server session, which
+ *    the host may replace (a new `PGconn *`, or the same one after PQreset):
+ *    key a cache on the pointer AND PQbackendPID(), and give statements
+ *    names of your own (prefix them with the plugin's name);
+ *  - the host may close the connection before fini: fini must not use it;
+ *  - link libpq as a shared library (-lpq), like semqd.
+ * docs/PLUGINS.md shows the pattern.
  */
 #ifndef SEMQ_PLUGIN_H
 #define SEMQ_PLUGIN_H
@@ -69,10 +85,12 @@ struct semq_plugin_option {
 	const char *where; /* "node.ini:14", for error messages */
 };
 
-/* The open transaction a call runs in. Borrowed for the call. */
+/* The open transaction a call runs in. Borrowed for the call: do not keep
+ * `db`, the host may hand over another connection on the next call. */
 struct semq_plugin_tx {
 	int db_kind; /* enum semq_db_kind */
-	void *db;    /* the node's database connection */
+	void *db;    /* the node's database connection: a `sqlite3 *` or a
+			`PGconn *`, as db_kind says */
 	void *reserved[6];
 };
 
