@@ -450,15 +450,16 @@ static void peer_json_cb(void *ctx, const struct admin_peer *p)
 
 	if (x->failed)
 		return;
-	o = json_pack("{s:s?, s:s, s:s, s:s?, s:o, s:o, s:o, s:I}", "peer",
-		      p->peer, "state",
-		      p->state < 0 ? "disconnected" : conn_state_text(p->state),
-		      "direction", p->outbound ? "dialled" : "accepted",
-		      "address", p->address, "conn_id",
-		      int_or_null((int64_t)p->conn_id), "since",
-		      int_or_null(p->since), "ready_at",
-		      int_or_null(p->ready_at), "pending_bytes",
-		      (json_int_t)p->pending);
+	o = json_pack(
+		"{s:s?, s:s?, s:s, s:s, s:s?, s:o, s:o, s:o, s:I}", "peer",
+		p->peer, "instance",
+		p->instance && p->instance[0] ? p->instance : NULL, "state",
+		p->state < 0 ? "disconnected" : conn_state_text(p->state),
+		"direction", p->outbound ? "dialled" : "accepted", "address",
+		p->address, "conn_id", int_or_null((int64_t)p->conn_id),
+		"since", int_or_null(p->since), "ready_at",
+		int_or_null(p->ready_at), "pending_bytes",
+		(json_int_t)p->pending);
 	if (o && p->state < 0)
 		if (json_object_set_new(o, "next_dial_at",
 					int_or_null(p->next_dial_at)) ||

@@ -40,6 +40,8 @@ struct worker;
 /* One line of GET /peers; strings borrowed for the callback. */
 struct admin_peer {
 	const char *peer;     /* node id; NULL until known */
+	const char *instance; /* the peer's instance name; NULL or "" when it
+				 has none (its node's only instance) */
 	int state;            /* enum conn_state; -1: not connected */
 	int outbound;         /* dialled by us (else accepted) */
 	const char *address;  /* host:port; NULL when unknown */

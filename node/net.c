@@ -586,6 +586,7 @@ static void list_peers(void *ctx, admin_peer_cb cb, void *cb_ctx)
 		for (k = 0; !p.peer && k < n->n_dialers; k++)
 			if (n->dialers[k].conn == c)
 				p.peer = n->dialers[k].peer->name;
+		p.instance = conn_peer_instance(c);
 		p.state = conn_state(c);
 		p.outbound = conn_outbound(c);
 		p.address = ci ? ci->addr : NULL;

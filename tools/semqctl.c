@@ -304,7 +304,8 @@ static const struct ctl_cmd ctl_cmds[] = {
 	 "the running daemon's peer connections (over its admin HTTP)",
 	 "Asks the running semqd for its peer connections, over its admin\n"
 	 "HTTP ([node] admin in node.ini, GET /peers): one line per\n"
-	 "connection with PEER, STATE (tls, hello, ready, closing),\n"
+	 "connection with PEER (PEER@INSTANCE for one of several instances\n"
+	 "of a node id), STATE (tls, hello, ready, closing),\n"
 	 "DIRECTION (dialled or accepted), ADDRESS, SINCE (how long it has\n"
 	 "been open) and PENDING (bytes queued for the peer); then every\n"
 	 "configured peer without a connection, STATE disconnected, with\n"
@@ -312,10 +313,11 @@ static const struct ctl_cmd ctl_cmds[] = {
 	 "\n"
 	 "Exit 1 when [node] admin is not set or the daemon does not answer.\n"
 	 "--json prints the daemon's answer: {\"node\", \"now\", \"peers\":\n"
-	 "[{\"peer\", \"state\", \"direction\", \"address\", \"conn_id\",\n"
-	 "\"since\", \"ready_at\", \"pending_bytes\"}...]}, a peer without a\n"
-	 "connection with \"next_dial_at\", \"next_dial_in_ms\" and\n"
-	 "\"attempts\" (times in unix ms, null when none).\n"},
+	 "[{\"peer\", \"instance\", \"state\", \"direction\", \"address\",\n"
+	 "\"conn_id\", \"since\", \"ready_at\", \"pending_bytes\"}...]}, a peer\n"
+	 "without a connection with \"next_dial_at\", \"next_dial_in_ms\"\n"
+	 "and \"attempts\" (times in unix ms, null when none); \"instance\"\n"
+	 "is null for a node's only instance.\n"},
 	{NULL, NULL, NULL, NULL, NULL, NULL}};
 
 /* ---- messages ------------------------------------------------------------ */
@@ -3318,7 +3320,14 @@ static const char *peer_cell(const void *ctx, size_t i, int col, int64_t now,
 		return head[col];
 	p = json_array_get((const json_t *)ctx, i);
 	switch (col) {
-	case PC_PEER: return cell(peer_str(p, "peer"), 0, buf, sz);
+	case PC_PEER:
+		/* one of several instances of its node id: PEER@INSTANCE */
+		if (peer_str(p, "peer") && peer_str(p, "instance")) {
+			snprintf(buf, sz, "%s@%s", peer_str(p, "peer"),
+				 peer_str(p, "instance"));
+			return buf;
+		}
+		return cell(peer_str(p, "peer"), 0, buf, sz);
 	case PC_STATE: return cell(peer_str(p, "state"), 0, buf, sz);
 	case PC_DIRECTION: return cell(peer_str(p, "direction"), 0, buf, sz);
 	case PC_ADDRESS: return cell(peer_str(p, "address"), 0, buf, sz);

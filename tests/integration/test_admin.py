@@ -328,6 +328,7 @@ def health_and_peers(t):
     assert doc_s["node"] == "S" and doc_r["node"] == "R"
     e = peer_entry(doc_s, "R")
     assert e["direction"] == "accepted", e
+    assert e["instance"] is None, e  # R is its node's only instance
     assert re.fullmatch(r"127\.0\.0\.1:\d+", e["address"]), e
     assert isinstance(e["conn_id"], int) and e["conn_id"] > 0, e
     assert e["since"] <= e["ready_at"] <= doc_s["now"], e
