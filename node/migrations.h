@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The schema migrations of db/NNNN_name.sql, embedded at build time
- * (cmake/embed_sql.cmake) in ascending version order. The store applies those
+ * The schema migrations, embedded at build time (cmake/embed_sql.cmake) in
+ * ascending version order: db/NNNN_name.sql for SQLite and
+ * db/postgresql/NNNN_name.sql for PostgreSQL, with the same version numbers.
+ * The store's one migration runner applies the list of its database's kind
  * above the database's version, each in one transaction with its row in
  * semq_schema.
  */
@@ -16,7 +18,12 @@ struct migration {
 	const char *sql;
 };
 
+/* SQLite: db/NNNN_name.sql. */
 extern const struct migration semq_migrations[];
 extern const size_t semq_n_migrations;
+
+/* PostgreSQL: db/postgresql/NNNN_name.sql. */
+extern const struct migration semq_pg_migrations[];
+extern const size_t semq_pg_n_migrations;
 
 #endif

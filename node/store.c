@@ -1,25 +1,45 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The store on SQLite: the node's persistent state behind node/store.h —
- * opening and migrating the database file, the outbound queue tb_0031, the
- * received record tb_0030 with its per-stream watermarks in semq_stream_in,
- * and the redo queue tb_0033 (schema: db/0001_init.sql).
+ * The store: the node's persistent state behind node/store.h — opening and
+ * migrating the database, the outbound queue tb_0031, the received record
+ * tb_0030 with its per-stream watermarks in semq_stream_in, and the redo
+ * queue tb_0033 (schema: db/0001_init.sql, and db/postgresql/ for
+ * PostgreSQL). It runs on the SQL driver of node/db.h: a SQLite file (the
+ * default) or a PostgreSQL database (a postgresql:// URL) that several
+ * instances of one node may share.
  *
  * DESIGN
- *  - One connection, one thread (SQLITE_OPEN_NOMUTEX), WAL, busy_timeout.
- *    Every statement is prepared once, on first use, and reused
- *    (sqlite3_reset + sqlite3_clear_bindings right after each use, so no
- *    statement keeps a read transaction open). A callback that re-enters the
- *    store while a cached statement is still stepping gets a private copy of
- *    that statement, finalised after use.
- *  - Transactions: store_begin() is BEGIN IMMEDIATE; a mutating call made
- *    outside a batch opens and closes its own. Callers act on results
- *    (acknowledgements) only after the commit that makes them true.
+ *  - One connection, one thread. Every statement is written once, with ?N
+ *    parameters, prepared once on first use and reused (db_reset right after
+ *    each use, so no statement keeps a read transaction open). Where the
+ *    dialects differ, q_pg[] holds the PostgreSQL text (NULL: the same as
+ *    q_sql[]). A callback that re-enters the store while a cached statement
+ *    is still stepping gets a private copy of that statement, finalised
+ *    after use.
+ *  - Transactions: store_begin() is BEGIN IMMEDIATE on SQLite and BEGIN
+ *    (READ COMMITTED) on PostgreSQL; a mutating call made outside a batch
+ *    opens and closes its own. Callers act on results (acknowledgements)
+ *    only after the commit that makes them true. On PostgreSQL a failed
+ *    statement aborts the whole transaction, so after one the batch can
+ *    only be rolled back (store_commit refuses it).
  *  - Exactly once: a message is a duplicate when its seq is at or below the
  *    stream's watermark W (semq_stream_in.confirmed_through) or its id is in
- *    tb_0030 (unique idx_0030_1). Every seq <= W is AS_OK and its tb_0030 row
- *    is gone; W only moves over a contiguous run of AS_OK rows, and the rows
- *    it passes are deleted in the same transaction.
+ *    tb_0030 (unique idx_0030_1; the insert is ON CONFLICT DO NOTHING, so a
+ *    copy recorded by another connection meanwhile is a duplicate too, never
+ *    a failed batch). Every seq <= W is AS_OK and its tb_0030 row is gone; W
+ *    only moves over a contiguous run of AS_OK rows, and the rows it passes
+ *    are deleted in the same transaction.
+ *  - Several instances on one PostgreSQL database: store_receive(),
+ *    store_redo_run() and store_redo_discard() first lock their stream's row
+ *    in semq_stream_in (created if missing, then SELECT ... FOR UPDATE) and
+ *    hold it to the end of the transaction, so one stream is worked on by
+ *    one instance at a time: duplicate checks, key order, prev_seq checks and
+ *    redo heads see everything the other instances committed. A redo entry's
+ *    status is read again under that lock (another instance may have run
+ *    it). store_advance_watermarks() takes a stream's row FOR UPDATE SKIP
+ *    LOCKED and leaves a busy stream for later: it never waits. The outbound
+ *    transitions are conditional UPDATEs (... AND status = 0) and need no
+ *    lock. On SQLite all of this is a no-op: one writer at a time already.
  *  - A plugin runs inside SAVEPOINT semq_apply, after the tb_0030 row is
  *    written: a failure rolls back only the plugin's writes, and the message
  *    goes to tb_0033 (pending or dead) in the same transaction.
@@ -31,8 +51,11 @@
  *    failure waits levels[min(level, n-1)] and increments level; `tries`
  *    counts the attempts made, and a retryable failure is dead once
  *    tries >= max_tries.
+ *  - A lost PostgreSQL connection fails the call that saw it; the next
+ *    transaction (store_begin, or a call outside a batch) connects again
+ *    first.
  *  - The store never reads a clock: `now` is a parameter. (applied_at of a
- *    migration and a created_at left empty come from SQLite's clock.)
+ *    migration and a created_at left empty come from the database's clock.)
  */
 #include "store.h"
 
@@ -42,19 +65,21 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <sqlite3.h>
 
 #include <semq/error.h>
 #include <semq/semq.h>
 
+#include "db.h"
 #include "migrations.h"
 
 #define DEFAULT_MAX_PAYLOAD ((size_t)16 * 1024 * 1024)
-#define DEFAULT_BUSY_MS 5000
 #define DEFAULT_MAX_TRIES 9
 #define STORE_ERRMAX 1024
+#define LOCKS_MAX 16 /* streams remembered as locked in one transaction */
+/* pg_advisory_xact_lock key of migrations and the node id check ('SEMQ'). */
+#define MIGRATE_LOCK "1397050705"
 
 /* SPEC §7: 5s, 30s, 1m, 10m, 30m, 1h, 6h, 1d, 2d. */
 static const int64_t default_levels[] = {
@@ -80,6 +105,9 @@ static const int64_t default_levels[] = {
 	" next_attempt_at, last_error, created_at, updated_at)"                \
 	" VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13,"     \
 	" ?14, ?15, ?15)"
+/* PostgreSQL sorts text by the database's collation; node ids are compared
+ * byte by byte (as SQLite and strcmp do), whatever the cluster's locale. */
+#define BYTES " COLLATE \"C\""
 
 /* Every statement the store runs, prepared once on first use. */
 enum q {
@@ -94,6 +122,8 @@ enum q {
 	Q_W_CREATE,
 	Q_W_SET,
 	Q_W_LIST,
+	Q_W_LOCK,      /* PostgreSQL only */
+	Q_W_LOCK_SKIP, /* PostgreSQL only */
 	/* tb_0030 */
 	Q_IN_GET,
 	Q_IN_INSERT,
@@ -172,11 +202,15 @@ static const char *const q_sql[Q__N] = {
 
 	[Q_IN_GET] = "SELECT result FROM tb_0030"
 		     " WHERE origin = ?1 AND dest = ?2 AND seq = ?3",
+	/* A copy recorded meanwhile by another connection (an instance that
+	 * does not hold the stream's lock) is a duplicate, not an error that
+	 * would abort the batch. */
 	[Q_IN_INSERT] =
 		"INSERT INTO tb_0030(origin, dest, seq, type, msg_key,"
 		" prev_seq, received_at, via, result, ack_status,"
 		" confirm_need, confirm_got)"
-		" VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 0, ?10, 0)",
+		" VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 0, ?10, 0)"
+		" ON CONFLICT (origin, dest, seq) DO NOTHING",
 	[Q_IN_SET_RESULT] = "UPDATE tb_0030 SET result = ?4"
 			    " WHERE origin = ?1 AND dest = ?2 AND seq = ?3",
 	[Q_IN_ACK] =
@@ -235,9 +269,11 @@ static const char *const q_sql[Q__N] = {
 			   " discard_reason = ?2, updated_at = ?3"
 			   " WHERE id = ?1 AND status IN (0, 1, -1)",
 
+	/* The trigger fills seq after the insert (SQLite: an AFTER trigger,
+	 * which RETURNING does not see): read it back by id. */
 	[Q_OUT_INSERT] = "INSERT INTO tb_0031(dest, type, msg_key, payload,"
 			 " deliver_at, created_at)"
-			 " VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+			 " VALUES (?1, ?2, ?3, ?4, ?5, ?6) RETURNING id",
 	[Q_OUT_SEQ] = "SELECT seq FROM tb_0031 WHERE id = ?1",
 	[Q_OUT_COPY] = "INSERT INTO tb_0031(origin, dest, seq, type, msg_key,"
 		       " prev_seq, deliver_at, payload, created_at, status,"
@@ -344,9 +380,82 @@ static const char *const q_sql[Q__N] = {
 	[Q_PROBE_DEL] = "DELETE FROM semq_meta WHERE key = 'disk_probe'",
 };
 
+/*
+ * The PostgreSQL texts of the statements that differ (NULL: as q_sql[]): no
+ * INDEXED BY or unary + (its planner has statistics), BEGIN, explicit
+ * parameter types where one parameter meets columns and literals of
+ * different types, byte order for node ids, the stream locks, and a probe
+ * value that the server cannot compress away.
+ */
+static const char *const q_pg[Q__N] = {
+	[Q_BEGIN] = "BEGIN ISOLATION LEVEL READ COMMITTED",
+	[Q_W_LIST] = "SELECT origin, dest, confirmed_through FROM"
+		     " semq_stream_in ORDER BY origin" BYTES ", dest" BYTES,
+	[Q_W_LOCK] = "SELECT confirmed_through FROM semq_stream_in"
+		     " WHERE origin = ?1 AND dest = ?2 FOR UPDATE",
+	[Q_W_LOCK_SKIP] = "SELECT confirmed_through FROM semq_stream_in"
+			  " WHERE origin = ?1 AND dest = ?2"
+			  " FOR UPDATE SKIP LOCKED",
+	[Q_IN_ACK] = "UPDATE tb_0030 SET confirm_got = confirm_got"
+		     " | ?4::bigint, ack_status = CASE WHEN ((confirm_got"
+		     " | ?4::bigint) & confirm_need) = confirm_need THEN 1"
+		     " ELSE ack_status END"
+		     " WHERE origin = ?1 AND dest = ?2 AND seq = ?3"
+		     " RETURNING ack_status",
+	[Q_OUT_NEXT_STREAM] =
+		"SELECT dest, origin FROM (SELECT * FROM (SELECT dest, origin"
+		" FROM tb_0031 WHERE status = 0 AND dest = ?1"
+		" AND origin" BYTES " > ?2 ORDER BY origin" BYTES
+		" LIMIT 1) a UNION ALL SELECT * FROM (SELECT dest, origin"
+		" FROM tb_0031 WHERE status = 0 AND dest" BYTES " > ?1"
+		" ORDER BY dest" BYTES ", origin" BYTES " LIMIT 1) b) u"
+		" ORDER BY dest" BYTES ", origin" BYTES " LIMIT 1",
+	[Q_OUT_NEXT_STREAM_DEST] = "SELECT dest, origin FROM tb_0031"
+				   " WHERE status = 0 AND dest = ?1"
+				   " AND origin" BYTES " > ?2"
+				   " ORDER BY origin" BYTES " LIMIT 1",
+	[Q_OUT_INFLIGHT] = "SELECT count(*) FROM tb_0031 WHERE status IN (4, 6)"
+			   " AND origin = ?1 AND dest = ?2",
+	[Q_OUT_SENDABLE] = "SELECT " OUT_COLS " FROM tb_0031"
+			   " WHERE status = 0 AND dest = ?1 AND origin = ?2"
+			   " AND next_attempt_at <= ?3 ORDER BY seq LIMIT ?4",
+	[Q_OUT_MARK_CONFIRMED] = "UPDATE tb_0031 SET status = CASE WHEN"
+				 " status = -2 AND ?4::bigint = 4 THEN -2"
+				 " ELSE 100 END, result = ?4::bigint,"
+				 " acked_at = ?5, next_attempt_at = ?5"
+				 " WHERE origin = ?1 AND dest = ?2 AND seq = ?3"
+				 " AND status IN (0, 4, 6, -2)",
+	[Q_STAT_OUT] = "SELECT COALESCE(origin, ''), dest, status, count(*),"
+		       " min(created_at) FROM tb_0031"
+		       " GROUP BY origin, dest, status"
+		       " ORDER BY COALESCE(origin, '')" BYTES ", dest" BYTES
+		       ", status",
+	[Q_STAT_IN] = "SELECT origin, dest, ack_status, count(*),"
+		      " min(received_at) FROM tb_0030"
+		      " GROUP BY origin, dest, ack_status"
+		      " ORDER BY origin" BYTES ", dest" BYTES ", ack_status",
+	[Q_STAT_REDO] = "SELECT origin, dest, status, count(*),"
+			" min(created_at) FROM tb_0033"
+			" GROUP BY origin, dest, status"
+			" ORDER BY origin" BYTES ", dest" BYTES ", status",
+	/* md5 hex: text that TOAST compression cannot shrink, so writing it
+	 * needs the room. */
+	[Q_PROBE_SET] =
+		"INSERT INTO semq_meta(key, value) VALUES ('disk_probe',"
+		" (SELECT left(string_agg(md5(g::text), ''), ?1::int)"
+		" FROM generate_series(0, ?1::int / 32) g))"
+		" ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+};
+
+struct stream_id {
+	char origin[SEMQ_ID_MAX + 1];
+	char dest[SEMQ_ID_MAX + 1];
+};
+
 struct store {
-	sqlite3 *db; /* owned */
-	char *path;  /* owned: the file, for messages */
+	struct db *db;    /* owned */
+	const char *name; /* db_name(db): the file or URL, for messages */
+	int pg;           /* db_kind(db) == DB_PG */
 	char node_id[SEMQ_ID_MAX + 1];
 	size_t max_payload;
 	int64_t *levels; /* owned: redo backoff levels, ms */
@@ -354,15 +463,20 @@ struct store {
 	unsigned max_tries;
 	int schema_version;
 	int in_batch;
-	sqlite3_stmt *q[Q__N];    /* owned: cached statements */
-	unsigned char busy[Q__N]; /* q[i] is stepping right now */
-	int busy_ms;              /* how long a writer waits for the lock */
-	struct semq_plugin_tx tx; /* {SEMQ_DB_SQLITE, db} */
+	struct db_stmt *q[Q__N];  /* owned: cached statements */
+	unsigned char busy[Q__N]; /* q[i] is handed out right now */
+	struct semq_plugin_tx tx; /* {db_kind, db_handle} */
 	char *row_str[2];         /* owned: strings of the last *_get row */
 	char rr_dest[SEMQ_ID_MAX + 1];   /* fetch_sendable starts after */
 	char rr_origin[SEMQ_ID_MAX + 1]; /* this stream (round robin) */
+	/* PostgreSQL: the streams whose semq_stream_in row this transaction
+	 * holds FOR UPDATE (a lock is held to the end of the transaction). */
+	struct stream_id locked[LOCKS_MAX];
+	unsigned n_locked;
+	int tx_failed; /* a statement failed in the open transaction */
+	int lost;      /* PostgreSQL: the connection is gone; reconnect */
 	char errmsg[STORE_ERRMAX];
-	int full; /* errmsg is SQLite's SQLITE_FULL or SQLITE_IOERR */
+	int full; /* errmsg is a full disk or a failed write */
 };
 
 /* ---- errors --------------------------------------------------------------- */
@@ -381,21 +495,17 @@ static int seterr(struct store *st, int code, const char *fmt, ...)
 	return code;
 }
 
-/* Is a SQLite result code a full disk (or database size limit) or a failed
- * write? */
-static int rc_full(int rc)
-{
-	return (rc & 0xff) == SQLITE_FULL || (rc & 0xff) == SQLITE_IOERR;
-}
-
-/* A failed SQLite call: "FILE: what: sqlite message". */
+/* A failed database call: "TARGET: what: driver message". */
 static int dberr(struct store *st, const char *what)
 {
-	int full = rc_full(sqlite3_extended_errcode(st->db));
+	enum db_errclass ec = db_errclass(st->db);
 
-	seterr(st, SEMQ_ERR_DB, "%s: %s: %s", st->path, what,
-	       sqlite3_errmsg(st->db));
-	st->full = full;
+	seterr(st, SEMQ_ERR_DB, "%s: %s: %s", st->name, what,
+	       db_errmsg(st->db));
+	st->full = ec == DB_E_FULL;
+	if (ec == DB_E_LOST)
+		st->lost = 1;
+	st->tx_failed = 1;
 	return SEMQ_ERR_DB;
 }
 
@@ -407,17 +517,27 @@ static void copy_err(const struct store *st, char *err, size_t errsz)
 
 /* ---- statements ----------------------------------------------------------- */
 
+static const char *q_text(const struct store *st, enum q i)
+{
+	return st->pg && q_pg[i] ? q_pg[i] : q_sql[i];
+}
+
 /* The statement for `i`, reset and unbound; NULL (errmsg set) on failure.
  * Give it back with q_put(). */
-static sqlite3_stmt *q_get(struct store *st, enum q i)
+static struct db_stmt *q_get(struct store *st, enum q i)
 {
-	sqlite3_stmt *s = NULL;
+	struct db_stmt *s = NULL;
+	const char *sql = q_text(st, i);
 
+	if (!sql) {
+		seterr(st, SEMQ_ERR_INTERNAL,
+		       "%s: statement %d has no text for this database",
+		       st->name, (int)i);
+		return NULL;
+	}
 	if (!st->busy[i]) {
 		if (!st->q[i] &&
-		    sqlite3_prepare_v3(st->db, q_sql[i], -1,
-				       SQLITE_PREPARE_PERSISTENT, &st->q[i],
-				       NULL) != SQLITE_OK) {
+		    db_prepare(st->db, sql, &st->q[i]) != SEMQ_OK) {
 			st->q[i] = NULL;
 			dberr(st, "preparing a statement");
 			return NULL;
@@ -426,37 +546,35 @@ static sqlite3_stmt *q_get(struct store *st, enum q i)
 		return st->q[i];
 	}
 	/* Re-entered from a callback while q[i] is stepping: a private one. */
-	if (sqlite3_prepare_v2(st->db, q_sql[i], -1, &s, NULL) != SQLITE_OK) {
-		sqlite3_finalize(s);
+	if (db_prepare(st->db, sql, &s) != SEMQ_OK) {
 		dberr(st, "preparing a statement");
 		return NULL;
 	}
 	return s;
 }
 
-static void q_put(struct store *st, enum q i, sqlite3_stmt *s)
+static void q_put(struct store *st, enum q i, struct db_stmt *s)
 {
 	if (!s)
 		return;
 	if (s == st->q[i]) {
-		sqlite3_reset(s);
-		sqlite3_clear_bindings(s);
+		db_reset(s);
 		st->busy[i] = 0;
 	} else {
-		sqlite3_finalize(s);
+		db_finalize(s);
 	}
 }
 
 /* Runs a statement without parameters or rows (BEGIN, SAVEPOINT, ...). */
 static int q_exec(struct store *st, enum q i, const char *what)
 {
-	sqlite3_stmt *s = q_get(st, i);
+	struct db_stmt *s = q_get(st, i);
 	int rc;
 
 	if (!s)
 		return SEMQ_ERR_DB;
-	rc = sqlite3_step(s);
-	if (rc != SQLITE_DONE && rc != SQLITE_ROW) {
+	rc = db_step(s);
+	if (rc < 0) {
 		dberr(st, what);
 		q_put(st, i, s);
 		return SEMQ_ERR_DB;
@@ -465,52 +583,76 @@ static int q_exec(struct store *st, enum q i, const char *what)
 	return SEMQ_OK;
 }
 
+/* A transaction ended (or begins): nothing is locked or failed in it. */
+static void tx_reset(struct store *st)
+{
+	st->n_locked = 0;
+	st->tx_failed = 0;
+}
+
 /* ROLLBACK that keeps errmsg: used on paths that already failed. */
 static void rollback_quiet(struct store *st)
 {
-	sqlite3_stmt *s;
+	struct db_stmt *s;
 
-	if (sqlite3_get_autocommit(st->db))
+	tx_reset(st);
+	if (!db_in_tx(st->db))
 		return;
 	s = q_get(st, Q_ROLLBACK);
 	if (s) {
-		sqlite3_step(s);
+		db_step(s);
 		q_put(st, Q_ROLLBACK, s);
 	} else {
-		sqlite3_exec(st->db, "ROLLBACK", NULL, NULL, NULL);
+		db_exec(st->db, "ROLLBACK");
 	}
 }
 
-static void bind_text(sqlite3_stmt *s, int i, const char *t)
+/* PostgreSQL: connects again after the connection was lost, before a new
+ * transaction (never inside one: what it did is gone with the old one). */
+static int revive(struct store *st)
 {
-	if (t)
-		sqlite3_bind_text(s, i, t, -1, SQLITE_STATIC);
-	else
-		sqlite3_bind_null(s, i);
+	if (!st->lost)
+		return SEMQ_OK;
+	if (db_reconnect(st->db) != SEMQ_OK)
+		return dberr(st, "connecting again");
+	st->lost = 0;
+	st->tx.db = db_handle(st->db);
+	return SEMQ_OK;
 }
 
-static void bind_id(sqlite3_stmt *s, const struct msgid *id)
+/* BEGIN (IMMEDIATE on SQLite, READ COMMITTED on PostgreSQL). */
+static int tx_begin(struct store *st)
 {
-	sqlite3_bind_text(s, 1, id->origin, -1, SQLITE_STATIC);
-	sqlite3_bind_text(s, 2, id->dest, -1, SQLITE_STATIC);
-	sqlite3_bind_int64(s, 3, (sqlite3_int64)id->seq);
+	int r = revive(st);
+
+	if (r)
+		return r;
+	tx_reset(st);
+	return q_exec(st, Q_BEGIN, "begin");
 }
 
-static void bind_key(sqlite3_stmt *s, int i, const struct msg *m)
+static void bind_id(struct db_stmt *s, const struct msgid *id)
 {
-	bind_text(s, i, m->has_key && m->key[0] ? m->key : NULL);
-}
-
-static void bind_payload(sqlite3_stmt *s, int i, const struct msg *m)
-{
-	/* Never NULL: the payload columns are NOT NULL, x'' when empty. */
-	sqlite3_bind_blob(s, i, m->payload_len ? (const void *)m->payload : "",
-			  (int)m->payload_len, SQLITE_STATIC);
+	db_bind_text(s, 1, id->origin);
+	db_bind_text(s, 2, id->dest);
+	db_bind_int64(s, 3, (int64_t)id->seq);
 }
 
 static const char *key_of(const struct msg *m)
 {
 	return m->has_key && m->key[0] ? m->key : NULL;
+}
+
+static void bind_key(struct db_stmt *s, int i, const struct msg *m)
+{
+	db_bind_text(s, i, key_of(m));
+}
+
+static void bind_payload(struct db_stmt *s, int i, const struct msg *m)
+{
+	/* Never NULL: the payload columns are NOT NULL, x'' when empty. */
+	db_bind_blob(s, i, m->payload_len ? (const void *)m->payload : "",
+		     m->payload_len);
 }
 
 /* ---- transactions --------------------------------------------------------- */
@@ -520,14 +662,19 @@ static int tx_open(struct store *st, int *own)
 {
 	*own = 0;
 	if (st->in_batch) {
-		if (sqlite3_get_autocommit(st->db))
+		if (!db_in_tx(st->db))
 			return seterr(st, SEMQ_ERR_DB,
 				      "%s: the open batch was already rolled "
 				      "back by an earlier error; roll it back",
-				      st->path);
+				      st->name);
+		if (st->pg && st->tx_failed)
+			return seterr(st, SEMQ_ERR_DB,
+				      "%s: a statement of the open batch "
+				      "failed, which aborted it; roll it back",
+				      st->name);
 		return SEMQ_OK;
 	}
-	if (q_exec(st, Q_BEGIN, "begin") != SEMQ_OK)
+	if (tx_begin(st) != SEMQ_OK)
 		return SEMQ_ERR_DB;
 	*own = 1;
 	return SEMQ_OK;
@@ -539,8 +686,10 @@ static int tx_close(struct store *st, int own, int r)
 	if (!own)
 		return r;
 	if (r >= 0) {
-		if (q_exec(st, Q_COMMIT, "commit") == SEMQ_OK)
+		if (q_exec(st, Q_COMMIT, "commit") == SEMQ_OK) {
+			tx_reset(st);
 			return r;
+		}
 		r = SEMQ_ERR_DB;
 	}
 	rollback_quiet(st);
@@ -611,10 +760,10 @@ static int check_body(struct store *st, const char *what, const struct msg *m)
 
 /* ---- reading rows --------------------------------------------------------- */
 
-static void col_text(char *dst, size_t cap, sqlite3_stmt *s, int col)
+static void col_text(char *dst, size_t cap, struct db_stmt *s, int col)
 {
-	const unsigned char *t = sqlite3_column_text(s, col);
-	size_t n = t ? (size_t)sqlite3_column_bytes(s, col) : 0;
+	const char *t = db_col_text(s, col);
+	size_t n = t ? strlen(t) : 0;
 
 	if (n >= cap)
 		n = cap - 1;
@@ -624,50 +773,54 @@ static void col_text(char *dst, size_t cap, sqlite3_stmt *s, int col)
 }
 
 /* A copy of a text column (NULL stays NULL); -1 when out of memory. */
-static int col_dup(sqlite3_stmt *s, int col, char **out)
+static int col_dup(struct db_stmt *s, int col, char **out)
 {
-	const unsigned char *t = sqlite3_column_text(s, col);
+	const char *t = db_col_null(s, col) ? NULL : db_col_text(s, col);
 
 	*out = NULL;
 	if (!t)
 		return 0;
-	*out = strdup((const char *)t);
+	*out = strdup(t);
 	return *out ? 0 : -1;
 }
 
+static int col_int(struct db_stmt *s, int col)
+{
+	return (int)db_col_int64(s, col);
+}
+
 /* MSG_COLS (0..7) and created_at (8) into m; m->payload is malloc'd. */
-static int col_msg(struct store *st, sqlite3_stmt *s, struct msg *m)
+static int col_msg(struct store *st, struct db_stmt *s, struct msg *m)
 {
 	const void *p;
-	int n;
+	size_t n = 0;
 
 	memset(m, 0, sizeof *m);
 	col_text(m->id.origin, sizeof m->id.origin, s, 0);
 	col_text(m->id.dest, sizeof m->id.dest, s, 1);
-	m->id.seq = (uint64_t)sqlite3_column_int64(s, 2);
-	m->type = (uint32_t)sqlite3_column_int64(s, 3);
-	if (sqlite3_column_type(s, 4) != SQLITE_NULL) {
+	m->id.seq = (uint64_t)db_col_int64(s, 2);
+	m->type = (uint32_t)db_col_int64(s, 3);
+	if (!db_col_null(s, 4)) {
 		m->has_key = 1;
 		col_text(m->key, sizeof m->key, s, 4);
 	}
-	m->prev_seq = (uint64_t)sqlite3_column_int64(s, 5);
-	m->deliver_at = sqlite3_column_int64(s, 6);
-	p = sqlite3_column_blob(s, 7);
-	n = sqlite3_column_bytes(s, 7);
+	m->prev_seq = (uint64_t)db_col_int64(s, 5);
+	m->deliver_at = db_col_int64(s, 6);
+	p = db_col_blob(s, 7, &n);
 	if (n > 0) {
-		m->payload = malloc((size_t)n);
+		m->payload = malloc(n);
 		if (!m->payload)
 			return seterr(st, SEMQ_ERR_NOMEM,
 				      "reading a message: out of memory");
-		memcpy(m->payload, p, (size_t)n);
-		m->payload_len = (size_t)n;
+		memcpy(m->payload, p, n);
+		m->payload_len = n;
 	}
-	m->created_at = sqlite3_column_int64(s, 8);
+	m->created_at = db_col_int64(s, 8);
 	return SEMQ_OK;
 }
 
 /* A row of OUT_COLS; *le gets a malloc'd copy of last_error. */
-static int col_out(struct store *st, sqlite3_stmt *s, struct msg *m,
+static int col_out(struct store *st, struct db_stmt *s, struct msg *m,
 		   struct out_row *row, char **le)
 {
 	int r = col_msg(st, s, m);
@@ -676,26 +829,24 @@ static int col_out(struct store *st, sqlite3_stmt *s, struct msg *m,
 	if (r)
 		return r;
 	memset(row, 0, sizeof *row);
-	row->status = sqlite3_column_int(s, 9);
-	row->attempts = sqlite3_column_int(s, 10);
-	row->next_attempt_at = sqlite3_column_int64(s, 11);
-	row->sent_at = sqlite3_column_int64(s, 12);
-	row->acked_at = sqlite3_column_int64(s, 13);
-	row->result = sqlite3_column_type(s, 14) == SQLITE_NULL
-			      ? -1
-			      : sqlite3_column_int(s, 14);
+	row->status = col_int(s, 9);
+	row->attempts = col_int(s, 10);
+	row->next_attempt_at = db_col_int64(s, 11);
+	row->sent_at = db_col_int64(s, 12);
+	row->acked_at = db_col_int64(s, 13);
+	row->result = db_col_null(s, 14) ? -1 : col_int(s, 14);
 	if (col_dup(s, 15, le))
 		return seterr(st, SEMQ_ERR_NOMEM,
 			      "reading a row: out of memory");
 	row->last_error = *le;
-	row->rowid = sqlite3_column_int64(s, 16);
+	row->rowid = db_col_int64(s, 16);
 	/* A cancelled outbound row stands for its tombstone. */
 	m->tombstone = row->status == SS_CANCELLED;
 	return SEMQ_OK;
 }
 
 /* A row of REDO_COLS; strs[0], strs[1] get last_error, discard_reason. */
-static int col_redo(struct store *st, sqlite3_stmt *s, struct msg *m,
+static int col_redo(struct store *st, struct db_stmt *s, struct msg *m,
 		    struct redo_row *row, char **strs)
 {
 	int r = col_msg(st, s, m);
@@ -704,18 +855,18 @@ static int col_redo(struct store *st, sqlite3_stmt *s, struct msg *m,
 	if (r)
 		return r;
 	memset(row, 0, sizeof *row);
-	row->status = sqlite3_column_int(s, 9);
-	row->tries = sqlite3_column_int(s, 10);
-	row->level = sqlite3_column_int(s, 11);
-	row->next_attempt_at = sqlite3_column_int64(s, 12);
-	row->created_at = sqlite3_column_int64(s, 13);
-	row->updated_at = sqlite3_column_int64(s, 14);
+	row->status = col_int(s, 9);
+	row->tries = col_int(s, 10);
+	row->level = col_int(s, 11);
+	row->next_attempt_at = db_col_int64(s, 12);
+	row->created_at = db_col_int64(s, 13);
+	row->updated_at = db_col_int64(s, 14);
 	if (col_dup(s, 15, &strs[0]) || col_dup(s, 16, &strs[1]))
 		return seterr(st, SEMQ_ERR_NOMEM,
 			      "reading a row: out of memory");
 	row->last_error = strs[0];
 	row->discard_reason = strs[1];
-	row->id = sqlite3_column_int64(s, 17);
+	row->id = db_col_int64(s, 17);
 	return SEMQ_OK;
 }
 
@@ -724,12 +875,12 @@ static int col_redo(struct store *st, sqlite3_stmt *s, struct msg *m,
  * the call, so the callback may use the store. *n counts the rows handed;
  * *stopped = 1 when cb asked to stop.
  */
-static int each_out(struct store *st, sqlite3_stmt *s, store_out_cb cb,
+static int each_out(struct store *st, struct db_stmt *s, store_out_cb cb,
 		    void *ctx, unsigned *n, int *stopped)
 {
 	int rc, r;
 
-	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+	while ((rc = db_step(s)) == DB_ROW) {
 		struct msg m;
 		struct out_row row;
 		char *le = NULL;
@@ -752,17 +903,17 @@ static int each_out(struct store *st, sqlite3_stmt *s, store_out_cb cb,
 			return SEMQ_OK;
 		}
 	}
-	if (rc != SQLITE_DONE)
+	if (rc < 0)
 		return dberr(st, "reading tb_0031");
 	return SEMQ_OK;
 }
 
-static int each_redo(struct store *st, sqlite3_stmt *s, store_redo_cb cb,
+static int each_redo(struct store *st, struct db_stmt *s, store_redo_cb cb,
 		     void *ctx)
 {
 	int rc, r;
 
-	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+	while ((rc = db_step(s)) == DB_ROW) {
 		struct msg m;
 		struct redo_row row;
 		char *strs[2];
@@ -779,22 +930,34 @@ static int each_redo(struct store *st, sqlite3_stmt *s, store_redo_cb cb,
 		if (stop)
 			return SEMQ_OK;
 	}
-	if (rc != SQLITE_DONE)
+	if (rc < 0)
 		return dberr(st, "reading tb_0033");
 	return SEMQ_OK;
 }
 
 /* ---- open, migrate, close ------------------------------------------------- */
 
-int store_schema_latest(void)
+static int latest_of(const struct migration *v, size_t n)
 {
-	int v = 0;
+	int latest = 0;
 	size_t i;
 
-	for (i = 0; i < semq_n_migrations; i++)
-		if (semq_migrations[i].version > v)
-			v = semq_migrations[i].version;
-	return v;
+	for (i = 0; i < n; i++)
+		if (v[i].version > latest)
+			latest = v[i].version;
+	return latest;
+}
+
+/* The migrations of this database's kind (one runner for both). */
+static const struct migration *migrations_of(const struct store *st, size_t *n)
+{
+	*n = st->pg ? semq_pg_n_migrations : semq_n_migrations;
+	return st->pg ? semq_pg_migrations : semq_migrations;
+}
+
+int store_schema_latest(void)
+{
+	return latest_of(semq_migrations, semq_n_migrations);
 }
 
 int store_schema_version(struct store *st)
@@ -802,148 +965,185 @@ int store_schema_version(struct store *st)
 	return st ? st->schema_version : 0;
 }
 
-/* One integer from a one-off query (0 when NULL or no row). */
+/* One integer from a one-off query (0 when NULL or no row); SEMQ_OK or a
+ * failure described by db_errmsg(). */
 static int query_int(struct store *st, const char *sql, int64_t *v)
 {
-	sqlite3_stmt *s = NULL;
-	int rc;
+	struct db_stmt *s = NULL;
+	int r, rc;
 
 	*v = 0;
-	rc = sqlite3_prepare_v2(st->db, sql, -1, &s, NULL);
-	if (rc == SQLITE_OK) {
-		rc = sqlite3_step(s);
-		if (rc == SQLITE_ROW)
-			*v = sqlite3_column_int64(s, 0);
-		if (rc == SQLITE_ROW || rc == SQLITE_DONE)
-			rc = SQLITE_OK;
-	}
-	sqlite3_finalize(s);
-	return rc;
+	r = db_prepare(st->db, sql, &s);
+	if (r)
+		return r;
+	rc = db_step(s);
+	if (rc == DB_ROW)
+		*v = db_col_int64(s, 0);
+	r = rc < 0 ? rc : SEMQ_OK;
+	db_finalize(s);
+	return r;
 }
 
-/* The version the file is at: max(semq_schema.version), 0 when new. */
+/* Runs a one-off statement that may return rows and ignores them. */
+static int query_run(struct store *st, const char *sql)
+{
+	struct db_stmt *s = NULL;
+	int r, rc;
+
+	r = db_prepare(st->db, sql, &s);
+	if (r)
+		return r;
+	while ((rc = db_step(s)) == DB_ROW)
+		;
+	db_finalize(s);
+	return rc < 0 ? rc : SEMQ_OK;
+}
+
+/* The version the database is at: max(semq_schema.version), 0 when new. */
 static int schema_current(struct store *st, int *v)
 {
+	static const char lite_sql[] =
+		"SELECT count(*) FROM sqlite_master WHERE type = 'table'"
+		" AND name = 'semq_schema'";
+	static const char pg_sql[] = "SELECT count(*) FROM pg_catalog.pg_tables"
+				     " WHERE schemaname = current_schema()"
+				     " AND tablename = 'semq_schema'";
 	int64_t n = 0;
-	int rc;
+	int r;
 
 	*v = 0;
-	rc = query_int(st,
-		       "SELECT count(*) FROM sqlite_master WHERE type = 'table'"
-		       " AND name = 'semq_schema'",
-		       &n);
-	if (rc != SQLITE_OK || n == 0)
-		return rc;
-	rc = query_int(st, "SELECT COALESCE(max(version), 0) FROM semq_schema",
-		       &n);
+	r = query_int(st, st->pg ? pg_sql : lite_sql, &n);
+	if (r || n == 0)
+		return r;
+	r = query_int(st, "SELECT COALESCE(max(version), 0) FROM semq_schema",
+		      &n);
 	*v = n > INT_MAX ? INT_MAX : (int)n;
-	return rc;
+	return r;
 }
 
-static int too_new(struct store *st, int v)
+static int too_new(struct store *st, int v, int latest)
 {
 	return seterr(st, SEMQ_ERR_VERSION,
 		      "%s: schema version %d is newer than this SEMQ (knows up "
 		      "to %d); use a newer semqd",
-		      st->path, v, store_schema_latest());
+		      st->name, v, latest);
 }
 
-/* A SQLite failure while opening: the file is unreadable or not ours. */
-static int open_err(struct store *st, int rc, const char *what)
+/* A failure while opening: the file is unreadable, the server is gone, or
+ * the database is not ours. */
+static int open_err(struct store *st, const char *what)
 {
-	int code = SEMQ_ERR_DB;
+	enum db_errclass ec = db_errclass(st->db);
+	const char *msg = db_errmsg(st->db);
+	int code =
+		ec == DB_E_FULL || ec == DB_E_LOST ? SEMQ_ERR_IO : SEMQ_ERR_DB;
 
-	if ((rc & 0xff) == SQLITE_CANTOPEN || (rc & 0xff) == SQLITE_IOERR ||
-	    (rc & 0xff) == SQLITE_PERM || (rc & 0xff) == SQLITE_READONLY)
-		code = SEMQ_ERR_IO;
-	if ((rc & 0xff) == SQLITE_NOTADB)
+	if (ec == DB_E_LOST)
+		st->lost = 1;
+	if (strstr(msg, "file is not a database"))
 		return seterr(st, SEMQ_ERR_DB, "%s: not a SEMQ database (%s)",
-			      st->path, sqlite3_errmsg(st->db));
-	return seterr(st, code, "%s: %s: %s", st->path, what,
-		      sqlite3_errmsg(st->db));
+			      st->name, msg);
+	return seterr(st, code, "%s: %s: %s", st->name, what, msg);
 }
 
 /*
- * Applies every embedded migration above the file's version, each in one
- * BEGIN IMMEDIATE transaction with its semq_schema row. The version is read
- * again inside the transaction, so of two processes opening a new file at
- * once only the first migrates.
+ * Begins a transaction of store_open(): BEGIN IMMEDIATE on SQLite; on
+ * PostgreSQL BEGIN and a transaction-level advisory lock, so that of several
+ * instances opening the database at the same moment one at a time migrates
+ * or records the node id.
+ */
+static int open_begin(struct store *st)
+{
+	if (!st->pg)
+		return db_exec(st->db, "BEGIN IMMEDIATE");
+	if (db_exec(st->db, "BEGIN ISOLATION LEVEL READ COMMITTED"))
+		return SEMQ_ERR_DB;
+	return query_run(st, "SELECT pg_advisory_xact_lock(" MIGRATE_LOCK ")");
+}
+
+/*
+ * Applies every embedded migration of this database's kind above its
+ * version, each in one transaction (open_begin) with its semq_schema row. The
+ * version is read again inside the transaction, so of two processes opening
+ * a new database at once only the first migrates.
  */
 static int migrate(struct store *st)
 {
-	static const char create_schema[] =
+	static const char create_lite[] =
 		"CREATE TABLE IF NOT EXISTS semq_schema ("
 		" version INTEGER PRIMARY KEY, name TEXT, applied_at INTEGER)";
-	static const char insert_schema[] =
+	static const char create_pg[] =
+		"CREATE TABLE IF NOT EXISTS semq_schema ("
+		" version INTEGER PRIMARY KEY, name TEXT, applied_at BIGINT)";
+	static const char insert_lite[] =
 		"INSERT INTO semq_schema(version, name, applied_at)"
 		" VALUES (?1, ?2, CAST((julianday('now') - 2440587.5)"
 		" * 86400000.0 AS INTEGER))";
-	const int latest = store_schema_latest();
-	sqlite3_stmt *s = NULL;
+	static const char insert_pg[] =
+		"INSERT INTO semq_schema(version, name, applied_at)"
+		" VALUES (?1, ?2, (extract(epoch FROM clock_timestamp())"
+		" * 1000)::bigint)";
+	size_t n_mig;
+	const struct migration *mig = migrations_of(st, &n_mig);
+	const int latest = latest_of(mig, n_mig);
+	struct db_stmt *s = NULL;
 	int r = SEMQ_ERR_INTERNAL, rc, cur = 0;
 	size_t i;
 
-	rc = schema_current(st, &cur);
-	if (rc != SQLITE_OK) {
-		r = open_err(st, rc, "reading the schema version");
+	if (schema_current(st, &cur)) {
+		r = open_err(st, "reading the schema version");
 		goto out;
 	}
 	if (cur > latest) {
-		r = too_new(st, cur);
+		r = too_new(st, cur, latest);
 		goto out;
 	}
-	for (i = 0; i < semq_n_migrations; i++) {
-		const struct migration *mg = &semq_migrations[i];
+	for (i = 0; i < n_mig; i++) {
+		const struct migration *mg = &mig[i];
 
 		if (mg->version <= cur)
 			continue;
-		rc = sqlite3_exec(st->db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
-		if (rc != SQLITE_OK) {
-			r = open_err(st, rc, "beginning a migration");
+		if (open_begin(st)) {
+			r = open_err(st, "beginning a migration");
 			goto out;
 		}
-		rc = sqlite3_exec(st->db, create_schema, NULL, NULL, NULL);
-		if (rc == SQLITE_OK)
-			rc = schema_current(st, &cur);
-		if (rc != SQLITE_OK) {
-			r = open_err(st, rc, "reading the schema version");
+		if (db_exec(st->db, st->pg ? create_pg : create_lite) ||
+		    schema_current(st, &cur)) {
+			r = open_err(st, "reading the schema version");
 			goto out;
 		}
 		if (cur > latest) {
-			r = too_new(st, cur);
+			r = too_new(st, cur, latest);
 			goto out;
 		}
 		if (cur >= mg->version) { /* another process was first */
-			rc = sqlite3_exec(st->db, "COMMIT", NULL, NULL, NULL);
-			if (rc != SQLITE_OK) {
-				r = open_err(st, rc, "commit");
+			if (db_exec(st->db, "COMMIT")) {
+				r = open_err(st, "commit");
 				goto out;
 			}
 			continue;
 		}
-		rc = sqlite3_exec(st->db, mg->sql, NULL, NULL, NULL);
-		if (rc != SQLITE_OK) {
+		if (db_exec(st->db, mg->sql)) {
 			r = seterr(st, SEMQ_ERR_DB,
-				   "%s: migration %s failed: %s", st->path,
-				   mg->name, sqlite3_errmsg(st->db));
+				   "%s: migration %s failed: %s", st->name,
+				   mg->name, db_errmsg(st->db));
 			goto out;
 		}
-		rc = sqlite3_prepare_v2(st->db, insert_schema, -1, &s, NULL);
-		if (rc == SQLITE_OK) {
-			sqlite3_bind_int(s, 1, mg->version);
-			sqlite3_bind_text(s, 2, mg->name, -1, SQLITE_STATIC);
-			rc = sqlite3_step(s);
-			if (rc == SQLITE_DONE)
-				rc = SQLITE_OK;
+		rc = db_prepare(st->db, st->pg ? insert_pg : insert_lite, &s);
+		if (rc == SEMQ_OK) {
+			db_bind_int64(s, 1, mg->version);
+			db_bind_text(s, 2, mg->name);
+			rc = db_step(s);
+			rc = rc < 0 ? rc : SEMQ_OK;
 		}
-		sqlite3_finalize(s);
+		db_finalize(s);
 		s = NULL;
-		if (rc == SQLITE_OK)
-			rc = sqlite3_exec(st->db, "COMMIT", NULL, NULL, NULL);
-		if (rc != SQLITE_OK) {
+		if (rc == SEMQ_OK)
+			rc = db_exec(st->db, "COMMIT");
+		if (rc != SEMQ_OK) {
 			r = seterr(st, SEMQ_ERR_DB,
-				   "%s: recording migration %s: %s", st->path,
-				   mg->name, sqlite3_errmsg(st->db));
+				   "%s: recording migration %s: %s", st->name,
+				   mg->name, db_errmsg(st->db));
 			goto out;
 		}
 		cur = mg->version;
@@ -951,9 +1151,9 @@ static int migrate(struct store *st)
 	st->schema_version = cur;
 	r = SEMQ_OK;
 out:
-	sqlite3_finalize(s);
-	if (r != SEMQ_OK && !sqlite3_get_autocommit(st->db))
-		sqlite3_exec(st->db, "ROLLBACK", NULL, NULL, NULL);
+	db_finalize(s);
+	if (r != SEMQ_OK && db_in_tx(st->db))
+		db_exec(st->db, "ROLLBACK");
 	return r;
 }
 
@@ -965,128 +1165,64 @@ static int meta_sync(struct store *st)
 	static const char put_sql[] =
 		"INSERT INTO semq_meta(key, value) VALUES (?1, ?2)"
 		" ON CONFLICT (key) DO UPDATE SET value = excluded.value";
-	sqlite3_stmt *s = NULL;
-	char have[SEMQ_ID_MAX + 1] = "";
+	struct db_stmt *s = NULL;
+	char have[SEMQ_ID_MAX + 1] = "", mp[32];
 	int r = SEMQ_ERR_INTERNAL, rc, found = 0;
 
-	rc = sqlite3_exec(st->db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
-	if (rc != SQLITE_OK) {
-		r = open_err(st, rc, "begin");
+	if (open_begin(st)) {
+		r = open_err(st, "begin");
 		goto out;
 	}
-	rc = sqlite3_prepare_v2(st->db, get_sql, -1, &s, NULL);
-	if (rc == SQLITE_OK) {
-		rc = sqlite3_step(s);
-		if (rc == SQLITE_ROW) {
+	rc = db_prepare(st->db, get_sql, &s);
+	if (rc == SEMQ_OK) {
+		rc = db_step(s);
+		if (rc == DB_ROW) {
 			found = 1;
 			col_text(have, sizeof have, s, 0);
-			rc = SQLITE_OK;
-		} else if (rc == SQLITE_DONE) {
-			rc = SQLITE_OK;
 		}
+		rc = rc < 0 ? rc : SEMQ_OK;
 	}
-	sqlite3_finalize(s);
+	db_finalize(s);
 	s = NULL;
-	if (rc != SQLITE_OK) {
-		r = open_err(st, rc, "reading semq_meta");
+	if (rc != SEMQ_OK) {
+		r = open_err(st, "reading semq_meta");
 		goto out;
 	}
 	if (found && strcmp(have, st->node_id) != 0) {
 		r = seterr(st, SEMQ_ERR_INVALID,
 			   "%s: belongs to node '%s', not to node '%s'",
-			   st->path, have, st->node_id);
+			   st->name, have, st->node_id);
 		goto out;
 	}
-	rc = sqlite3_prepare_v2(st->db, put_sql, -1, &s, NULL);
-	if (rc == SQLITE_OK && !found) {
-		sqlite3_bind_text(s, 1, "node_id", -1, SQLITE_STATIC);
-		sqlite3_bind_text(s, 2, st->node_id, -1, SQLITE_STATIC);
-		rc = sqlite3_step(s);
-		rc = rc == SQLITE_DONE ? SQLITE_OK : rc;
-		sqlite3_reset(s);
-		sqlite3_clear_bindings(s);
+	rc = db_prepare(st->db, put_sql, &s);
+	if (rc == SEMQ_OK && !found) {
+		db_bind_text(s, 1, "node_id");
+		db_bind_text(s, 2, st->node_id);
+		rc = db_step(s);
+		rc = rc < 0 ? rc : SEMQ_OK;
+		db_reset(s);
 	}
-	if (rc == SQLITE_OK) {
-		sqlite3_bind_text(s, 1, "max_payload", -1, SQLITE_STATIC);
-		sqlite3_bind_int64(s, 2, (sqlite3_int64)st->max_payload);
-		rc = sqlite3_step(s);
-		rc = rc == SQLITE_DONE ? SQLITE_OK : rc;
+	if (rc == SEMQ_OK) {
+		/* as text: the column is TEXT on both databases */
+		snprintf(mp, sizeof mp, "%zu", st->max_payload);
+		db_bind_text(s, 1, "max_payload");
+		db_bind_text(s, 2, mp);
+		rc = db_step(s);
+		rc = rc < 0 ? rc : SEMQ_OK;
 	}
-	sqlite3_finalize(s);
+	db_finalize(s);
 	s = NULL;
-	if (rc == SQLITE_OK)
-		rc = sqlite3_exec(st->db, "COMMIT", NULL, NULL, NULL);
-	if (rc != SQLITE_OK) {
-		r = open_err(st, rc, "writing semq_meta");
+	if (rc == SEMQ_OK)
+		rc = db_exec(st->db, "COMMIT");
+	if (rc != SEMQ_OK) {
+		r = open_err(st, "writing semq_meta");
 		goto out;
 	}
 	r = SEMQ_OK;
 out:
-	sqlite3_finalize(s);
-	if (r != SEMQ_OK && !sqlite3_get_autocommit(st->db))
-		sqlite3_exec(st->db, "ROLLBACK", NULL, NULL, NULL);
-	return r;
-}
-
-/*
- * PRAGMA journal_mode = WAL: the first statement that reads the file, so a
- * foreign file fails here ("file is not a database"). While another process
- * converts a new file, SQLite answers SQLITE_BUSY at once instead of calling
- * the busy handler: retry for the busy budget (counted in sleeps, not read
- * from a clock).
- */
-/*
- * The busy handler: while another writer (the application inserting into
- * tb_0031, semqctl) holds the lock, try again every BUSY_STEP_US, up to
- * busy_ms. SQLite's own handler sleeps 1, 2, 5 ... 100 ms between tries and
- * is never woken when the lock frees: with an application that commits every
- * few ms, the store thread lost tens of ms per batch (measured: 12 sleeps of
- * 100 ms in 6 s of a 500 msgs/s run).
- */
-#define BUSY_STEP_US 250
-
-static int busy_wait(void *arg, int tries)
-{
-	const struct store *st = arg;
-	struct timespec ts = {0, BUSY_STEP_US * 1000L};
-
-	if ((int64_t)tries * BUSY_STEP_US >= (int64_t)st->busy_ms * 1000)
-		return 0;
-	nanosleep(&ts, NULL);
-	return 1;
-}
-
-static int set_wal(struct store *st, int budget_ms)
-{
-	const char *mode;
-	sqlite3_stmt *s = NULL;
-	int r = SEMQ_ERR_INTERNAL, rc, slept = 0;
-
-	for (;;) {
-		rc = sqlite3_prepare_v2(st->db, "PRAGMA journal_mode = WAL", -1,
-					&s, NULL);
-		if (rc == SQLITE_OK)
-			rc = sqlite3_step(s);
-		if ((rc & 0xff) != SQLITE_BUSY || slept >= budget_ms)
-			break;
-		sqlite3_finalize(s);
-		s = NULL;
-		slept += sqlite3_sleep(10);
-	}
-	if (rc != SQLITE_ROW) {
-		r = open_err(st, rc, "setting WAL journal mode");
-		goto out;
-	}
-	mode = (const char *)sqlite3_column_text(s, 0);
-	if (!mode || strcmp(mode, "wal") != 0) {
-		r = seterr(st, SEMQ_ERR_DB,
-			   "%s: cannot use WAL journal mode (got '%s')",
-			   st->path, mode ? mode : "");
-		goto out;
-	}
-	r = SEMQ_OK;
-out:
-	sqlite3_finalize(s);
+	db_finalize(s);
+	if (r != SEMQ_OK && db_in_tx(st->db))
+		db_exec(st->db, "ROLLBACK");
 	return r;
 }
 
@@ -1124,12 +1260,11 @@ static int check_opts(const struct store_opts *o, char *err, size_t errsz)
 int store_open(const struct store_opts *o, struct store **out, char *err,
 	       size_t errsz)
 {
-	static const char *const sync_sql[] = {
-		"PRAGMA synchronous = OFF", "PRAGMA synchronous = NORMAL",
-		"PRAGMA synchronous = FULL", "PRAGMA synchronous = EXTRA"};
+	struct db_open_opts dbo;
 	struct store *st = NULL;
 	const int64_t *lv;
-	int r = SEMQ_ERR_INTERNAL, rc;
+	char derr[STORE_ERRMAX] = "";
+	int r = SEMQ_ERR_INTERNAL;
 
 	if (out)
 		*out = NULL;
@@ -1143,12 +1278,13 @@ int store_open(const struct store_opts *o, struct store **out, char *err,
 		return r;
 
 	st = calloc(1, sizeof *st);
-	if (!st || !(st->path = strdup(o->path))) {
+	if (!st) {
 		if (err && errsz)
-			snprintf(err, errsz, "%s: out of memory", o->path);
+			snprintf(err, errsz, "store_open: out of memory");
 		r = SEMQ_ERR_NOMEM;
 		goto out;
 	}
+	st->name = "(not open)";
 	snprintf(st->node_id, sizeof st->node_id, "%s", o->node_id);
 	st->max_payload = o->max_payload ? o->max_payload : DEFAULT_MAX_PAYLOAD;
 	st->max_tries = o->max_tries ? o->max_tries : DEFAULT_MAX_TRIES;
@@ -1158,39 +1294,34 @@ int store_open(const struct store_opts *o, struct store **out, char *err,
 						   sizeof default_levels[0];
 	st->levels = calloc(st->n_levels, sizeof *st->levels);
 	if (!st->levels) {
-		r = seterr(st, SEMQ_ERR_NOMEM, "%s: out of memory", st->path);
+		r = seterr(st, SEMQ_ERR_NOMEM, "store_open: out of memory");
 		goto out;
 	}
 	memcpy(st->levels, lv, st->n_levels * sizeof *st->levels);
 
-	rc = sqlite3_open_v2(st->path, &st->db,
-			     SQLITE_OPEN_CREATE | SQLITE_OPEN_READWRITE |
-				     SQLITE_OPEN_NOMUTEX,
-			     NULL);
-	if (rc != SQLITE_OK) {
-		r = st->db ? open_err(st, rc, "cannot open")
-			   : seterr(st, SEMQ_ERR_NOMEM, "%s: out of memory",
-				    st->path);
+	/* The driver sets up the connection (SQLite: WAL, synchronous,
+	 * busy handler, foreign keys; PostgreSQL: lock_timeout,
+	 * synchronous_commit); it names the target in its messages, a URL
+	 * without its password. */
+	memset(&dbo, 0, sizeof dbo);
+	dbo.target = o->path;
+	dbo.synchronous = o->synchronous;
+	dbo.busy_timeout_ms = o->busy_timeout_ms;
+	r = db_open(&dbo, &st->db, derr, sizeof derr);
+	if (r) {
+		st->db = NULL;
+		if (!db_is_url(o->path) && r == SEMQ_ERR_DB &&
+		    strstr(derr, "file is not a database"))
+			seterr(st, SEMQ_ERR_DB,
+			       "%s: not a SEMQ database (file is not a "
+			       "database)",
+			       o->path);
+		else
+			seterr(st, r, "%s", derr[0] ? derr : "cannot open");
 		goto out;
 	}
-	sqlite3_extended_result_codes(st->db, 1);
-	st->busy_ms = o->busy_timeout_ms ? o->busy_timeout_ms : DEFAULT_BUSY_MS;
-	sqlite3_busy_handler(st->db, busy_wait, st);
-
-	r = set_wal(st,
-		    o->busy_timeout_ms ? o->busy_timeout_ms : DEFAULT_BUSY_MS);
-	if (r)
-		goto out;
-	rc = sqlite3_exec(st->db,
-			  sync_sql[o->synchronous < 0 ? 2 : o->synchronous],
-			  NULL, NULL, NULL);
-	if (rc == SQLITE_OK)
-		rc = sqlite3_exec(st->db, "PRAGMA foreign_keys = ON", NULL,
-				  NULL, NULL);
-	if (rc != SQLITE_OK) {
-		r = open_err(st, rc, "setting pragmas");
-		goto out;
-	}
+	st->name = db_name(st->db);
+	st->pg = db_kind(st->db) == DB_PG;
 
 	r = migrate(st);
 	if (r)
@@ -1199,8 +1330,8 @@ int store_open(const struct store_opts *o, struct store **out, char *err,
 	if (r)
 		goto out;
 
-	st->tx.db_kind = SEMQ_DB_SQLITE;
-	st->tx.db = st->db;
+	st->tx.db_kind = (int)db_kind(st->db);
+	st->tx.db = db_handle(st->db);
 	*out = st;
 	st = NULL;
 	r = SEMQ_OK;
@@ -1220,13 +1351,11 @@ void store_free(struct store *st)
 	if (st->db && st->in_batch)
 		rollback_quiet(st);
 	for (i = 0; i < Q__N; i++)
-		sqlite3_finalize(st->q[i]);
-	if (st->db)
-		sqlite3_close(st->db);
+		db_finalize(st->q[i]);
+	db_close(st->db);
 	free(st->row_str[0]);
 	free(st->row_str[1]);
 	free(st->levels);
-	free(st->path);
 	free(st);
 }
 
@@ -1249,7 +1378,7 @@ const struct semq_plugin_tx *store_plugin_tx(struct store *st)
 
 int store_probe_space(struct store *st, size_t bytes)
 {
-	sqlite3_stmt *s = NULL;
+	struct db_stmt *s = NULL;
 	enum q i = bytes ? Q_PROBE_SET : Q_PROBE_DEL;
 	int r = SEMQ_ERR_INTERNAL, own = 0;
 
@@ -1267,8 +1396,8 @@ int store_probe_space(struct store *st, size_t bytes)
 		goto out;
 	}
 	if (bytes)
-		sqlite3_bind_int(s, 1, (int)bytes);
-	if (sqlite3_step(s) != SQLITE_DONE) {
+		db_bind_int64(s, 1, (int64_t)bytes);
+	if (db_step(s) != DB_DONE) {
 		r = dberr(st, bytes ? "writing the disk probe"
 				    : "removing the disk probe");
 		goto out;
@@ -1288,7 +1417,7 @@ int store_begin(struct store *st)
 	if (st->in_batch)
 		return seterr(st, SEMQ_ERR_INTERNAL, "%s",
 			      "store_begin: a batch is already open");
-	if (q_exec(st, Q_BEGIN, "begin") != SEMQ_OK)
+	if (tx_begin(st) != SEMQ_OK)
 		return SEMQ_ERR_DB;
 	st->in_batch = 1;
 	return SEMQ_OK;
@@ -1304,26 +1433,43 @@ int store_commit(struct store *st)
 		return seterr(st, SEMQ_ERR_INTERNAL, "%s",
 			      "store_commit: no batch is open");
 	st->in_batch = 0;
-	if (sqlite3_get_autocommit(st->db))
+	if (!db_in_tx(st->db)) {
+		tx_reset(st);
 		return seterr(st, SEMQ_ERR_DB,
 			      "%s: commit: the batch was already rolled back "
 			      "by an earlier error",
-			      st->path);
+			      st->name);
+	}
+	/* PostgreSQL answers COMMIT of an aborted transaction by rolling it
+	 * back without an error: never report that as committed. */
+	if (st->pg && st->tx_failed) {
+		rollback_quiet(st);
+		return seterr(st, SEMQ_ERR_DB,
+			      "%s: commit: a statement of the batch failed, "
+			      "which aborted it; rolled back",
+			      st->name);
+	}
 	r = q_exec(st, Q_COMMIT, "commit");
 	if (r)
 		rollback_quiet(st);
+	tx_reset(st);
 	return r;
 }
 
 /* Rolling back with no batch open is harmless (after a failed commit). */
 int store_rollback(struct store *st)
 {
+	int r;
+
 	if (!st)
 		return SEMQ_ERR_INVALID;
 	st->in_batch = 0;
-	if (sqlite3_get_autocommit(st->db))
+	tx_reset(st);
+	if (!db_in_tx(st->db))
 		return SEMQ_OK;
-	return q_exec(st, Q_ROLLBACK, "rollback");
+	r = q_exec(st, Q_ROLLBACK, "rollback");
+	tx_reset(st);
+	return r;
 }
 
 int store_in_batch(const struct store *st)
@@ -1336,9 +1482,9 @@ int store_in_batch(const struct store *st)
 int store_enqueue(struct store *st, const struct msg *m, uint64_t *seq_out,
 		  char *err, size_t errsz)
 {
-	sqlite3_stmt *s = NULL;
+	struct db_stmt *s = NULL;
 	int r = SEMQ_ERR_INTERNAL, rc, own = 0;
-	int64_t rowid;
+	int64_t rowid = 0;
 
 	if (!st)
 		return SEMQ_ERR_INVALID;
@@ -1367,50 +1513,64 @@ int store_enqueue(struct store *st, const struct msg *m, uint64_t *seq_out,
 		r = SEMQ_ERR_DB;
 		goto out;
 	}
-	sqlite3_bind_text(s, 1, m->id.dest, -1, SQLITE_STATIC);
-	sqlite3_bind_int64(s, 2, m->type);
+	db_bind_text(s, 1, m->id.dest);
+	db_bind_int64(s, 2, m->type);
 	bind_key(s, 3, m);
 	bind_payload(s, 4, m);
-	sqlite3_bind_int64(s, 5, m->deliver_at);
+	db_bind_int64(s, 5, m->deliver_at);
 	if (m->created_at > 0)
-		sqlite3_bind_int64(s, 6, m->created_at);
+		db_bind_int64(s, 6, m->created_at);
 	else
-		sqlite3_bind_null(s, 6);
-	rc = sqlite3_step(s);
-	q_put(st, Q_OUT_INSERT, s);
-	s = NULL;
-	if (rc != SQLITE_DONE) {
-		const char *msg = sqlite3_errmsg(st->db);
+		db_bind_null(s, 6);
+	rc = db_step(s);
+	if (rc == DB_ROW) {
+		rowid = db_col_int64(s, 0);
+		rc = db_step(s); /* to the end: the insert is complete */
+	}
+	if (rc < 0) {
+		const char *msg = db_errmsg(st->db);
+		enum db_errclass ec = db_errclass(st->db);
 
 		if (strstr(msg, "larger than max_payload"))
 			r = seterr(st, SEMQ_ERR_TOO_BIG, "enqueue to %s: %s",
 				   m->id.dest, msg);
-		else if ((rc & 0xff) == SQLITE_CONSTRAINT)
+		else if (ec == DB_E_CONSTRAINT || ec == DB_E_UNIQUE)
 			r = seterr(st, SEMQ_ERR_INVALID, "enqueue to %s: %s",
 				   m->id.dest, msg);
 		else
 			r = dberr(st, "enqueue");
+		st->tx_failed = 1;
 		goto out;
 	}
-	rowid = sqlite3_last_insert_rowid(st->db);
+	q_put(st, Q_OUT_INSERT, s);
+	s = NULL;
+	if (!rowid) {
+		r = seterr(st, SEMQ_ERR_INTERNAL, "%s",
+			   "enqueue: the insert returned no row id");
+		goto out;
+	}
 	s = q_get(st, Q_OUT_SEQ);
 	if (!s) {
 		r = SEMQ_ERR_DB;
 		goto out;
 	}
-	sqlite3_bind_int64(s, 1, rowid);
-	rc = sqlite3_step(s);
-	if (rc != SQLITE_ROW) {
-		r = rc == SQLITE_DONE ? seterr(st, SEMQ_ERR_INTERNAL, "%s",
-					       "enqueue: inserted row vanished")
-				      : dberr(st, "enqueue: reading seq");
+	db_bind_int64(s, 1, rowid);
+	rc = db_step(s);
+	if (rc != DB_ROW) {
+		r = rc == DB_DONE ? seterr(st, SEMQ_ERR_INTERNAL, "%s",
+					   "enqueue: inserted row vanished")
+				  : dberr(st, "enqueue: reading seq");
+		q_put(st, Q_OUT_SEQ, s);
+		s = NULL;
 		goto out;
 	}
 	if (seq_out)
-		*seq_out = (uint64_t)sqlite3_column_int64(s, 0);
+		*seq_out = (uint64_t)db_col_int64(s, 0);
+	q_put(st, Q_OUT_SEQ, s);
+	s = NULL;
 	r = SEMQ_OK;
 out:
-	q_put(st, Q_OUT_SEQ, s);
+	q_put(st, Q_OUT_INSERT, s);
 	r = tx_close(st, own, r);
 	if (r < 0)
 		copy_err(st, err, errsz);
@@ -1419,7 +1579,7 @@ out:
 
 int store_enqueue_copy(struct store *st, const struct msg *m, int64_t now)
 {
-	sqlite3_stmt *s = NULL;
+	struct db_stmt *s = NULL;
 	int r = SEMQ_ERR_INTERNAL, rc, own = 0;
 	char idb[MSGID_STRLEN];
 
@@ -1449,25 +1609,29 @@ int store_enqueue_copy(struct store *st, const struct msg *m, int64_t now)
 		goto out;
 	}
 	bind_id(s, &m->id);
-	sqlite3_bind_int64(s, 4, m->type);
+	db_bind_int64(s, 4, m->type);
 	bind_key(s, 5, m);
-	sqlite3_bind_int64(s, 6, (sqlite3_int64)m->prev_seq);
-	sqlite3_bind_int64(s, 7, m->deliver_at);
+	db_bind_int64(s, 6, (int64_t)m->prev_seq);
+	db_bind_int64(s, 7, m->deliver_at);
 	bind_payload(s, 8, m);
-	sqlite3_bind_int64(s, 9, m->created_at);
+	db_bind_int64(s, 9, m->created_at);
 	/* A tombstone is kept as what it is: a cancelled row to deliver. */
-	sqlite3_bind_int(s, 10, m->tombstone ? SS_CANCELLED : SS_UNSEND);
-	sqlite3_bind_int64(s, 11, now);
-	rc = sqlite3_step(s);
-	if (rc != SQLITE_DONE) {
-		if ((rc & 0xff) == SQLITE_CONSTRAINT)
+	db_bind_int64(s, 10, m->tombstone ? SS_CANCELLED : SS_UNSEND);
+	db_bind_int64(s, 11, now);
+	rc = db_step(s);
+	if (rc < 0) {
+		enum db_errclass ec = db_errclass(st->db);
+
+		if (ec == DB_E_CONSTRAINT || ec == DB_E_UNIQUE) {
 			r = seterr(st, SEMQ_ERR_INVALID, "%s: %s", idb,
-				   sqlite3_errmsg(st->db));
-		else
+				   db_errmsg(st->db));
+			st->tx_failed = 1;
+		} else {
 			r = dberr(st, idb);
+		}
 		goto out;
 	}
-	if (sqlite3_changes(st->db) == 0) {
+	if (db_changes(st->db) == 0) {
 		r = seterr(st, SEMQ_DUPLICATE, "%s: already stored", idb);
 		goto out;
 	}
@@ -1482,26 +1646,21 @@ static int next_stream(struct store *st, const char *dest, char *sd, char *so,
 		       int *found)
 {
 	enum q i = dest ? Q_OUT_NEXT_STREAM_DEST : Q_OUT_NEXT_STREAM;
-	sqlite3_stmt *s = q_get(st, i);
+	struct db_stmt *s = q_get(st, i);
 	char nd[SEMQ_ID_MAX + 1], no[SEMQ_ID_MAX + 1];
 	int rc, r = SEMQ_OK;
 
 	*found = 0;
 	if (!s)
 		return SEMQ_ERR_DB;
-	if (dest) {
-		sqlite3_bind_text(s, 1, dest, -1, SQLITE_STATIC);
-		sqlite3_bind_text(s, 2, so, -1, SQLITE_STATIC);
-	} else {
-		sqlite3_bind_text(s, 1, sd, -1, SQLITE_STATIC);
-		sqlite3_bind_text(s, 2, so, -1, SQLITE_STATIC);
-	}
-	rc = sqlite3_step(s);
-	if (rc == SQLITE_ROW) {
+	db_bind_text(s, 1, dest ? dest : sd);
+	db_bind_text(s, 2, so);
+	rc = db_step(s);
+	if (rc == DB_ROW) {
 		*found = 1;
 		col_text(nd, sizeof nd, s, 0);
 		col_text(no, sizeof no, s, 1);
-	} else if (rc != SQLITE_DONE) {
+	} else if (rc < 0) {
 		r = dberr(st, "fetch_sendable: listing streams");
 	}
 	q_put(st, i, s); /* sd and so are bound: overwrite them after */
@@ -1527,7 +1686,7 @@ int store_fetch_sendable(struct store *st, const char *dest, int64_t now,
 	char cd[SEMQ_ID_MAX + 1] = "", co[SEMQ_ID_MAX + 1] = ""; /* cursor */
 	char sd[SEMQ_ID_MAX + 1] = "", so[SEMQ_ID_MAX + 1] = ""; /* stream */
 	char ld[SEMQ_ID_MAX + 1] = "", lo[SEMQ_ID_MAX + 1] = ""; /* served */
-	sqlite3_stmt *s = NULL;
+	struct db_stmt *s = NULL;
 	unsigned left = limit, n;
 	int r = SEMQ_ERR_INTERNAL, found, wrapped = 0, stopped = 0;
 
@@ -1572,14 +1731,14 @@ int store_fetch_sendable(struct store *st, const char *dest, int64_t now,
 			r = SEMQ_ERR_DB;
 			goto out;
 		}
-		sqlite3_bind_text(s, 1, so, -1, SQLITE_STATIC);
-		sqlite3_bind_text(s, 2, sd, -1, SQLITE_STATIC);
-		rc = sqlite3_step(s);
-		if (rc != SQLITE_ROW) {
+		db_bind_text(s, 1, so);
+		db_bind_text(s, 2, sd);
+		rc = db_step(s);
+		if (rc != DB_ROW) {
 			r = dberr(st, "fetch_sendable: counting in flight");
 			goto out;
 		}
-		inflight = sqlite3_column_int64(s, 0);
+		inflight = db_col_int64(s, 0);
 		q_put(st, Q_OUT_INFLIGHT, s);
 		s = NULL;
 		room = (int64_t)window > inflight
@@ -1595,10 +1754,10 @@ int store_fetch_sendable(struct store *st, const char *dest, int64_t now,
 			r = SEMQ_ERR_DB;
 			goto out;
 		}
-		sqlite3_bind_text(s, 1, sd, -1, SQLITE_STATIC);
-		sqlite3_bind_text(s, 2, so, -1, SQLITE_STATIC);
-		sqlite3_bind_int64(s, 3, now);
-		sqlite3_bind_int64(s, 4, room);
+		db_bind_text(s, 1, sd);
+		db_bind_text(s, 2, so);
+		db_bind_int64(s, 3, now);
+		db_bind_int64(s, 4, room);
 		n = 0;
 		r = each_out(st, s, cb, ctx, &n, &stopped);
 		q_put(st, Q_OUT_SENDABLE, s);
@@ -1628,7 +1787,7 @@ out:
 static int out_declined(struct store *st, const struct msgid *id,
 			const char *what, const char *wanted, int *status)
 {
-	sqlite3_stmt *s = q_get(st, Q_OUT_STATUS);
+	struct db_stmt *s = q_get(st, Q_OUT_STATUS);
 	char idb[MSGID_STRLEN];
 	int rc, r;
 
@@ -1637,12 +1796,12 @@ static int out_declined(struct store *st, const struct msgid *id,
 	if (!s)
 		return SEMQ_ERR_DB;
 	bind_id(s, id);
-	rc = sqlite3_step(s);
-	if (rc == SQLITE_ROW) {
-		*status = sqlite3_column_int(s, 0);
+	rc = db_step(s);
+	if (rc == DB_ROW) {
+		*status = col_int(s, 0);
 		r = seterr(st, SEMQ_DECLINED, "%s: %s: in status %d, not %s",
 			   idb, what, *status, wanted);
-	} else if (rc == SQLITE_DONE) {
+	} else if (rc == DB_DONE) {
 		r = seterr(st, SEMQ_DECLINED, "%s: %s: no such message", idb,
 			   what);
 	} else {
@@ -1653,17 +1812,18 @@ static int out_declined(struct store *st, const struct msgid *id,
 }
 
 /*
- * Runs one of the outbound transitions: `i` binds the id as ?1..?3 and
- * a4/a5 (a5_text when `a5_is_text`) as ?4/?5. SEMQ_DECLINED (errmsg says
- * why, *declined_status the status found or INT_MIN when there is no row)
- * when no row was in a status the transition applies to.
+ * Runs one of the outbound transitions: `i` binds the id as ?1..?3 and, as
+ * far as its statement has `nargs` parameters, a4/a5 (a5_text when
+ * `a5_is_text`) as ?4/?5. SEMQ_DECLINED (errmsg says why, *declined_status
+ * the status found or INT_MIN when there is no row) when no row was in a
+ * status the transition applies to.
  */
 static int out_transition(struct store *st, enum q i, const struct msgid *id,
-			  int64_t a4, int64_t a5, const char *a5_text,
-			  int a5_is_text, const char *what, const char *wanted,
-			  int *declined_status)
+			  int nargs, int64_t a4, int64_t a5,
+			  const char *a5_text, int a5_is_text, const char *what,
+			  const char *wanted, int *declined_status)
 {
-	sqlite3_stmt *s = NULL;
+	struct db_stmt *s = NULL;
 	int r = SEMQ_ERR_INTERNAL, rc, own = 0, ds;
 	char idb[MSGID_STRLEN];
 
@@ -1684,19 +1844,20 @@ static int out_transition(struct store *st, enum q i, const struct msgid *id,
 		goto out;
 	}
 	bind_id(s, id);
-	sqlite3_bind_int64(s, 4, a4);
-	if (a5_is_text)
-		bind_text(s, 5, a5_text);
-	else
-		sqlite3_bind_int64(s, 5, a5);
-	rc = sqlite3_step(s);
+	if (nargs >= 4)
+		db_bind_int64(s, 4, a4);
+	if (nargs >= 5 && a5_is_text)
+		db_bind_text(s, 5, a5_text);
+	else if (nargs >= 5)
+		db_bind_int64(s, 5, a5);
+	rc = db_step(s);
 	q_put(st, i, s);
 	s = NULL;
-	if (rc != SQLITE_DONE) {
+	if (rc < 0) {
 		r = dberr(st, msgid_str(id, idb, sizeof idb));
 		goto out;
 	}
-	if (sqlite3_changes(st->db) == 0) {
+	if (db_changes(st->db) == 0) {
 		r = out_declined(st, id, what, wanted, declined_status);
 		goto out;
 	}
@@ -1708,22 +1869,22 @@ out:
 int store_mark_sent(struct store *st, const struct msgid *id, int64_t now,
 		    int64_t query_at)
 {
-	return out_transition(st, Q_OUT_MARK_SENT, id, now, query_at, NULL, 0,
-			      "mark sent", "0", NULL);
+	return out_transition(st, Q_OUT_MARK_SENT, id, 5, now, query_at, NULL,
+			      0, "mark sent", "0", NULL);
 }
 
 int store_mark_relay_acked(struct store *st, const struct msgid *id,
 			   int64_t now, int64_t query_at)
 {
-	return out_transition(st, Q_OUT_MARK_RELAY, id, query_at, 0, NULL, 0,
+	return out_transition(st, Q_OUT_MARK_RELAY, id, 4, query_at, 0, NULL, 0,
 			      "mark relay-acked", "4", NULL);
 }
 
 int store_mark_unsent(struct store *st, const struct msgid *id,
 		      int64_t retry_at, const char *error)
 {
-	return out_transition(st, Q_OUT_MARK_UNSENT, id, retry_at, 0, error, 1,
-			      "mark unsent", "4 or 6", NULL);
+	return out_transition(st, Q_OUT_MARK_UNSENT, id, 5, retry_at, 0, error,
+			      1, "mark unsent", "4 or 6", NULL);
 }
 
 int store_mark_confirmed(struct store *st, const struct msgid *id, int result,
@@ -1734,15 +1895,15 @@ int store_mark_confirmed(struct store *st, const struct msgid *id, int result,
 	if (result < RES_PROCESSED || result > RES_CANCELLED)
 		return seterr(st, SEMQ_ERR_INVALID,
 			      "mark confirmed: result %d is not 0..4", result);
-	return out_transition(st, Q_OUT_MARK_CONFIRMED, id, result, now, NULL,
-			      0, "mark confirmed", "0, 4, 6 or -2", NULL);
+	return out_transition(st, Q_OUT_MARK_CONFIRMED, id, 5, result, now,
+			      NULL, 0, "mark confirmed", "0, 4, 6 or -2", NULL);
 }
 
 int store_cancel(struct store *st, const struct msgid *id, int64_t now)
 {
 	int r, status;
 
-	r = out_transition(st, Q_OUT_CANCEL, id, now, 0, NULL, 0, "cancel",
+	r = out_transition(st, Q_OUT_CANCEL, id, 4, now, 0, NULL, 0, "cancel",
 			   "0, 4 or 6", &status);
 	if (r != SEMQ_DECLINED)
 		return r;
@@ -1757,7 +1918,7 @@ int store_cancel(struct store *st, const struct msgid *id, int64_t now)
 static int fetch_due(struct store *st, enum q i, const char *what, int64_t now,
 		     unsigned limit, store_out_cb cb, void *ctx)
 {
-	sqlite3_stmt *s;
+	struct db_stmt *s;
 	int r;
 
 	if (!st)
@@ -1768,8 +1929,8 @@ static int fetch_due(struct store *st, enum q i, const char *what, int64_t now,
 	s = q_get(st, i);
 	if (!s)
 		return SEMQ_ERR_DB;
-	sqlite3_bind_int64(s, 1, now);
-	sqlite3_bind_int64(s, 2, limit);
+	db_bind_int64(s, 1, now);
+	db_bind_int64(s, 2, limit);
 	r = each_out(st, s, cb, ctx, NULL, NULL);
 	q_put(st, i, s);
 	return r;
@@ -1784,13 +1945,13 @@ int store_fetch_in_doubt(struct store *st, int64_t now, unsigned limit,
 
 int store_defer(struct store *st, const struct msgid *id, int64_t next_at)
 {
-	return out_transition(st, Q_OUT_DEFER, id, next_at, 0, NULL, 0, "defer",
-			      "4, 6 or unanswered -2", NULL);
+	return out_transition(st, Q_OUT_DEFER, id, 4, next_at, 0, NULL, 0,
+			      "defer", "4, 6 or unanswered -2", NULL);
 }
 
 int store_drop_copy(struct store *st, const struct msgid *id)
 {
-	return out_transition(st, Q_OUT_DROP_COPY, id, 0, 0, NULL, 0,
+	return out_transition(st, Q_OUT_DROP_COPY, id, 3, 0, 0, NULL, 0,
 			      "drop copy", "a relay copy", NULL);
 }
 
@@ -1804,8 +1965,8 @@ int store_fetch_tombstones(struct store *st, int64_t now, unsigned limit,
 int store_purge(struct store *st, int64_t now, int64_t retention_ms,
 		unsigned limit, unsigned *n_out)
 {
-	sqlite3_stmt *s = NULL;
-	int r = SEMQ_ERR_INTERNAL, rc, own = 0;
+	struct db_stmt *s = NULL;
+	int r = SEMQ_ERR_INTERNAL, own = 0;
 
 	if (n_out)
 		*n_out = 0;
@@ -1823,15 +1984,14 @@ int store_purge(struct store *st, int64_t now, int64_t retention_ms,
 		r = SEMQ_ERR_DB;
 		goto out;
 	}
-	sqlite3_bind_int64(s, 1, now - retention_ms);
-	sqlite3_bind_int64(s, 2, limit);
-	rc = sqlite3_step(s);
-	if (rc != SQLITE_DONE) {
+	db_bind_int64(s, 1, now - retention_ms);
+	db_bind_int64(s, 2, limit);
+	if (db_step(s) < 0) {
 		r = dberr(st, "purge");
 		goto out;
 	}
 	if (n_out)
-		*n_out = (unsigned)sqlite3_changes(st->db);
+		*n_out = (unsigned)db_changes(st->db);
 	r = SEMQ_OK;
 out:
 	q_put(st, Q_OUT_PURGE, s);
@@ -1850,7 +2010,7 @@ static void keep_row_strs(struct store *st, char *a, char *b)
 int store_outbound_get(struct store *st, const struct msgid *id, struct msg *m,
 		       struct out_row *row)
 {
-	sqlite3_stmt *s = NULL;
+	struct db_stmt *s = NULL;
 	char idb[MSGID_STRLEN];
 	char *le = NULL;
 	int r = SEMQ_ERR_INTERNAL, rc;
@@ -1869,13 +2029,13 @@ int store_outbound_get(struct store *st, const struct msgid *id, struct msg *m,
 	if (!s)
 		return SEMQ_ERR_DB;
 	bind_id(s, id);
-	rc = sqlite3_step(s);
-	if (rc == SQLITE_DONE) {
+	rc = db_step(s);
+	if (rc == DB_DONE) {
 		r = seterr(st, SEMQ_ERR_NOT_FOUND,
 			   "%s: no such outbound message", idb);
 		goto out;
 	}
-	if (rc != SQLITE_ROW) {
+	if (rc != DB_ROW) {
 		r = dberr(st, idb);
 		goto out;
 	}
@@ -1905,7 +2065,7 @@ int store_outbound_list(struct store *st, int status, unsigned limit,
 			store_out_cb cb, void *ctx)
 {
 	enum q i = status < -99 ? Q_OUT_LIST_ALL : Q_OUT_LIST;
-	sqlite3_stmt *s;
+	struct db_stmt *s;
 	int r;
 
 	if (!st)
@@ -1920,10 +2080,10 @@ int store_outbound_list(struct store *st, int status, unsigned limit,
 	if (!s)
 		return SEMQ_ERR_DB;
 	if (i == Q_OUT_LIST_ALL) {
-		sqlite3_bind_int64(s, 1, limit);
+		db_bind_int64(s, 1, limit);
 	} else {
-		sqlite3_bind_int(s, 1, status);
-		sqlite3_bind_int64(s, 2, limit);
+		db_bind_int64(s, 1, status);
+		db_bind_int64(s, 2, limit);
 	}
 	r = each_out(st, s, cb, ctx, NULL, NULL);
 	q_put(st, i, s);
@@ -1936,7 +2096,7 @@ int store_outbound_list(struct store *st, int status, unsigned limit,
 static int stream_w(struct store *st, const char *origin, const char *dest,
 		    uint64_t *w, int *known)
 {
-	sqlite3_stmt *s = q_get(st, Q_W_GET);
+	struct db_stmt *s = q_get(st, Q_W_GET);
 	int rc, r = SEMQ_OK;
 
 	*w = 0;
@@ -1944,17 +2104,88 @@ static int stream_w(struct store *st, const char *origin, const char *dest,
 		*known = 0;
 	if (!s)
 		return SEMQ_ERR_DB;
-	sqlite3_bind_text(s, 1, origin, -1, SQLITE_STATIC);
-	sqlite3_bind_text(s, 2, dest, -1, SQLITE_STATIC);
-	rc = sqlite3_step(s);
-	if (rc == SQLITE_ROW) {
-		*w = (uint64_t)sqlite3_column_int64(s, 0);
+	db_bind_text(s, 1, origin);
+	db_bind_text(s, 2, dest);
+	rc = db_step(s);
+	if (rc == DB_ROW) {
+		*w = (uint64_t)db_col_int64(s, 0);
 		if (known)
 			*known = 1;
-	} else if (rc != SQLITE_DONE) {
+	} else if (rc < 0) {
 		r = dberr(st, "reading a watermark");
 	}
 	q_put(st, Q_W_GET, s);
+	return r;
+}
+
+/* Does this transaction hold the stream's lock already? */
+static int stream_held(const struct store *st, const char *origin,
+		       const char *dest)
+{
+	unsigned i;
+
+	for (i = 0; i < st->n_locked; i++)
+		if (!strcmp(st->locked[i].origin, origin) &&
+		    !strcmp(st->locked[i].dest, dest))
+			return 1;
+	return 0;
+}
+
+static void stream_remember(struct store *st, const char *origin,
+			    const char *dest)
+{
+	if (st->n_locked >= LOCKS_MAX)
+		return; /* locking it again later is cheap and harmless */
+	snprintf(st->locked[st->n_locked].origin,
+		 sizeof st->locked[st->n_locked].origin, "%s", origin);
+	snprintf(st->locked[st->n_locked].dest,
+		 sizeof st->locked[st->n_locked].dest, "%s", dest);
+	st->n_locked++;
+}
+
+/*
+ * PostgreSQL: locks the stream's row in semq_stream_in (creating it first)
+ * until the end of the transaction, waiting for an instance that holds it;
+ * *w gets the watermark as that instance left it. SQLite (one writer at a
+ * time already): only reads the watermark. *known = 0 when the stream has no
+ * row (SQLite only: on PostgreSQL the lock made one).
+ */
+static int stream_lock(struct store *st, const char *origin, const char *dest,
+		       uint64_t *w, int *known)
+{
+	struct db_stmt *s;
+	int rc, r = SEMQ_OK;
+
+	if (!st->pg || stream_held(st, origin, dest))
+		return stream_w(st, origin, dest, w, known);
+	*w = 0;
+	*known = 1;
+	s = q_get(st, Q_W_CREATE);
+	if (!s)
+		return SEMQ_ERR_DB;
+	db_bind_text(s, 1, origin);
+	db_bind_text(s, 2, dest);
+	rc = db_step(s);
+	q_put(st, Q_W_CREATE, s);
+	if (rc < 0)
+		return dberr(st, "creating a stream's row");
+	s = q_get(st, Q_W_LOCK);
+	if (!s)
+		return SEMQ_ERR_DB;
+	db_bind_text(s, 1, origin);
+	db_bind_text(s, 2, dest);
+	rc = db_step(s);
+	if (rc == DB_ROW)
+		*w = (uint64_t)db_col_int64(s, 0);
+	else if (rc == DB_DONE)
+		r = seterr(st, SEMQ_ERR_INTERNAL,
+			   "%s: stream %s/%s: its row vanished while locking",
+			   st->name, origin, dest);
+	else
+		r = dberr(st, "locking a stream");
+	q_put(st, Q_W_LOCK, s);
+	if (!r)
+		stream_remember(st, origin, dest);
 	return r;
 }
 
@@ -1962,50 +2193,50 @@ static int stream_w(struct store *st, const char *origin, const char *dest,
 static int in_get(struct store *st, const char *origin, const char *dest,
 		  uint64_t seq, int *found, int *result)
 {
-	sqlite3_stmt *s = q_get(st, Q_IN_GET);
+	struct db_stmt *s = q_get(st, Q_IN_GET);
 	int rc, r = SEMQ_OK;
 
 	*found = 0;
 	if (!s)
 		return SEMQ_ERR_DB;
-	sqlite3_bind_text(s, 1, origin, -1, SQLITE_STATIC);
-	sqlite3_bind_text(s, 2, dest, -1, SQLITE_STATIC);
-	sqlite3_bind_int64(s, 3, (sqlite3_int64)seq);
-	rc = sqlite3_step(s);
-	if (rc == SQLITE_ROW) {
+	db_bind_text(s, 1, origin);
+	db_bind_text(s, 2, dest);
+	db_bind_int64(s, 3, (int64_t)seq);
+	rc = db_step(s);
+	if (rc == DB_ROW) {
 		*found = 1;
 		if (result)
-			*result = sqlite3_column_int(s, 0);
-	} else if (rc != SQLITE_DONE) {
+			*result = col_int(s, 0);
+	} else if (rc < 0) {
 		r = dberr(st, "reading tb_0030");
 	}
 	q_put(st, Q_IN_GET, s);
 	return r;
 }
 
-/* Inserts the tb_0030 row; SEMQ_DUPLICATE when the unique index has it. */
+/* Inserts the tb_0030 row; SEMQ_DUPLICATE when the unique index has it
+ * (recorded by another connection after our check). */
 static int in_insert(struct store *st, const struct msg *m, const char *via,
 		     unsigned need, int64_t now, int result, const char *idb)
 {
-	sqlite3_stmt *s = q_get(st, Q_IN_INSERT);
+	struct db_stmt *s = q_get(st, Q_IN_INSERT);
 	int rc, r = SEMQ_OK;
 
 	if (!s)
 		return SEMQ_ERR_DB;
 	bind_id(s, &m->id);
-	sqlite3_bind_int64(s, 4, m->type);
+	db_bind_int64(s, 4, m->type);
 	bind_key(s, 5, m);
-	sqlite3_bind_int64(s, 6, (sqlite3_int64)m->prev_seq);
-	sqlite3_bind_int64(s, 7, now);
-	bind_text(s, 8, via);
-	sqlite3_bind_int(s, 9, result);
-	sqlite3_bind_int(s, 10, (int)need);
-	rc = sqlite3_step(s);
-	if (rc == SQLITE_CONSTRAINT_UNIQUE ||
-	    rc == SQLITE_CONSTRAINT_PRIMARYKEY)
-		r = seterr(st, SEMQ_DUPLICATE, "%s: already received", idb);
-	else if (rc != SQLITE_DONE)
+	db_bind_int64(s, 6, (int64_t)m->prev_seq);
+	db_bind_int64(s, 7, now);
+	db_bind_text(s, 8, via);
+	db_bind_int64(s, 9, result);
+	db_bind_int64(s, 10, need);
+	rc = db_step(s);
+	if (rc < 0)
 		r = dberr(st, idb);
+	else if (db_changes(st->db) == 0)
+		r = seterr(st, SEMQ_DUPLICATE, "%s: already received", idb);
 	q_put(st, Q_IN_INSERT, s);
 	return r;
 }
@@ -2013,16 +2244,16 @@ static int in_insert(struct store *st, const struct msg *m, const char *via,
 static int in_set_result(struct store *st, const struct msgid *id, int result,
 			 const char *idb)
 {
-	sqlite3_stmt *s = q_get(st, Q_IN_SET_RESULT);
+	struct db_stmt *s = q_get(st, Q_IN_SET_RESULT);
 	int rc;
 
 	if (!s)
 		return SEMQ_ERR_DB;
 	bind_id(s, id);
-	sqlite3_bind_int(s, 4, result);
-	rc = sqlite3_step(s);
+	db_bind_int64(s, 4, result);
+	rc = db_step(s);
 	q_put(st, Q_IN_SET_RESULT, s);
-	return rc == SQLITE_DONE ? SEMQ_OK : dberr(st, idb);
+	return rc < 0 ? dberr(st, idb) : SEMQ_OK;
 }
 
 /* A new tb_0033 entry for m. */
@@ -2030,46 +2261,46 @@ static int redo_insert(struct store *st, const struct msg *m, int status,
 		       int tries, int level, int64_t next_at,
 		       const char *last_error, int64_t now, const char *idb)
 {
-	sqlite3_stmt *s = q_get(st, Q_REDO_INSERT);
+	struct db_stmt *s = q_get(st, Q_REDO_INSERT);
 	int rc;
 
 	if (!s)
 		return SEMQ_ERR_DB;
 	bind_id(s, &m->id);
-	sqlite3_bind_int64(s, 4, m->type);
+	db_bind_int64(s, 4, m->type);
 	bind_key(s, 5, m);
-	sqlite3_bind_int64(s, 6, (sqlite3_int64)m->prev_seq);
-	sqlite3_bind_int64(s, 7, m->deliver_at);
-	sqlite3_bind_int64(s, 8, m->created_at);
+	db_bind_int64(s, 6, (int64_t)m->prev_seq);
+	db_bind_int64(s, 7, m->deliver_at);
+	db_bind_int64(s, 8, m->created_at);
 	bind_payload(s, 9, m);
-	sqlite3_bind_int(s, 10, status);
-	sqlite3_bind_int(s, 11, tries);
-	sqlite3_bind_int(s, 12, level);
-	sqlite3_bind_int64(s, 13, next_at);
-	bind_text(s, 14, last_error);
-	sqlite3_bind_int64(s, 15, now);
-	rc = sqlite3_step(s);
+	db_bind_int64(s, 10, status);
+	db_bind_int64(s, 11, tries);
+	db_bind_int64(s, 12, level);
+	db_bind_int64(s, 13, next_at);
+	db_bind_text(s, 14, last_error);
+	db_bind_int64(s, 15, now);
+	rc = db_step(s);
 	q_put(st, Q_REDO_INSERT, s);
-	return rc == SQLITE_DONE ? SEMQ_OK : dberr(st, idb);
+	return rc < 0 ? dberr(st, idb) : SEMQ_OK;
 }
 
 /* Does the key have an entry with one of the statuses of query `i`? */
 static int redo_key_has(struct store *st, enum q i, const char *origin,
 			const char *dest, const char *key, int *yes)
 {
-	sqlite3_stmt *s = q_get(st, i);
+	struct db_stmt *s = q_get(st, i);
 	int rc, r = SEMQ_OK;
 
 	*yes = 0;
 	if (!s)
 		return SEMQ_ERR_DB;
-	sqlite3_bind_text(s, 1, origin, -1, SQLITE_STATIC);
-	sqlite3_bind_text(s, 2, dest, -1, SQLITE_STATIC);
-	sqlite3_bind_text(s, 3, key, -1, SQLITE_STATIC);
-	rc = sqlite3_step(s);
-	if (rc == SQLITE_ROW)
+	db_bind_text(s, 1, origin);
+	db_bind_text(s, 2, dest);
+	db_bind_text(s, 3, key);
+	rc = db_step(s);
+	if (rc == DB_ROW)
 		*yes = 1;
-	else if (rc != SQLITE_DONE)
+	else if (rc < 0)
 		r = dberr(st, "reading tb_0033 by key");
 	q_put(st, i, s);
 	return r;
@@ -2080,7 +2311,7 @@ static int redo_key_has(struct store *st, enum q i, const char *origin,
 static int redo_release_next(struct store *st, const char *origin,
 			     const char *dest, const char *key, int64_t now)
 {
-	sqlite3_stmt *s = NULL;
+	struct db_stmt *s = NULL;
 	int64_t id = 0, at = now;
 	int r = SEMQ_ERR_INTERNAL, rc, head;
 
@@ -2090,15 +2321,15 @@ static int redo_release_next(struct store *st, const char *origin,
 	s = q_get(st, Q_REDO_KEY_NEXT);
 	if (!s)
 		return SEMQ_ERR_DB;
-	sqlite3_bind_text(s, 1, origin, -1, SQLITE_STATIC);
-	sqlite3_bind_text(s, 2, dest, -1, SQLITE_STATIC);
-	sqlite3_bind_text(s, 3, key, -1, SQLITE_STATIC);
-	rc = sqlite3_step(s);
-	if (rc == SQLITE_ROW) {
-		id = sqlite3_column_int64(s, 0);
-		if (sqlite3_column_int64(s, 1) > at)
-			at = sqlite3_column_int64(s, 1);
-	} else if (rc != SQLITE_DONE) {
+	db_bind_text(s, 1, origin);
+	db_bind_text(s, 2, dest);
+	db_bind_text(s, 3, key);
+	rc = db_step(s);
+	if (rc == DB_ROW) {
+		id = db_col_int64(s, 0);
+		if (db_col_int64(s, 1) > at)
+			at = db_col_int64(s, 1);
+	} else if (rc < 0) {
 		r = dberr(st, "reading tb_0033 by key");
 		goto out;
 	}
@@ -2113,17 +2344,39 @@ static int redo_release_next(struct store *st, const char *origin,
 		r = SEMQ_ERR_DB;
 		goto out;
 	}
-	sqlite3_bind_int64(s, 1, id);
-	sqlite3_bind_int64(s, 2, at);
-	sqlite3_bind_int64(s, 3, now);
-	rc = sqlite3_step(s);
+	db_bind_int64(s, 1, id);
+	db_bind_int64(s, 2, at);
+	db_bind_int64(s, 3, now);
+	rc = db_step(s);
 	q_put(st, Q_REDO_RELEASE, s);
 	s = NULL;
-	r = rc == SQLITE_DONE ? SEMQ_OK
-			      : dberr(st, "releasing a waiting entry");
+	r = rc < 0 ? dberr(st, "releasing a waiting entry") : SEMQ_OK;
 out:
 	q_put(st, Q_REDO_KEY_NEXT, s);
 	return r;
+}
+
+/*
+ * SQLite rolled the transaction back during the plugin's call: was it because
+ * the disk is full or a write failed (then errmsg says so and store_disk_full
+ * is set)? The plugin writes through the `sqlite3 *` itself, past node/db.h,
+ * so only SQLite's own last error knows.
+ */
+static int plugin_hit_full(struct store *st, const char *idb)
+{
+	sqlite3 *h;
+	int rc;
+
+	if (st->pg)
+		return 0;
+	h = db_handle(st->db);
+	rc = sqlite3_extended_errcode(h) & 0xff;
+	if (rc != SQLITE_FULL && rc != SQLITE_IOERR)
+		return 0;
+	seterr(st, SEMQ_ERR_DB, "%s: %s: %s", st->name, idb, sqlite3_errmsg(h));
+	st->full = 1;
+	st->tx_failed = 1;
+	return 1;
 }
 
 /*
@@ -2142,14 +2395,17 @@ static int apply_sp(struct store *st, const struct msg *m, unsigned tries,
 	perr[0] = '\0';
 	v = apply(ctx, m, tries, &st->tx, perr, perrsz);
 	perr[perrsz - 1] = '\0';
-	if (sqlite3_get_autocommit(st->db) &&
-	    rc_full(sqlite3_extended_errcode(st->db)))
-		return dberr(st, idb); /* SQLite ended it: the disk is full */
-	if (sqlite3_get_autocommit(st->db))
+	if (!db_in_tx(st->db)) {
+		/* SQLite ends the transaction itself when the disk is full;
+		 * anything else that ended it was the plugin. */
+		if (plugin_hit_full(st, idb))
+			return SEMQ_ERR_DB;
+		st->tx_failed = 1;
 		return seterr(st, SEMQ_ERR_PLUGIN,
 			      "%s: the transaction ended inside the plugin (a "
 			      "plugin must not BEGIN, COMMIT or ROLLBACK)",
 			      idb);
+	}
 	if (v == SEMQ_PLUGIN_OK) {
 		*verdict = v;
 		return q_exec(st, Q_SP_RELEASE, "release savepoint");
@@ -2229,8 +2485,9 @@ int store_receive(struct store *st, const struct msg *m, const char *via,
 	if (r)
 		goto out;
 
-	/* Seen before: at or below the watermark, or in tb_0030. */
-	r = stream_w(st, m->id.origin, m->id.dest, &w, &known);
+	/* Seen before: at or below the watermark, or in tb_0030 — as the
+	 * other instances left the stream (PostgreSQL: we hold its lock). */
+	r = stream_lock(st, m->id.origin, m->id.dest, &w, &known);
 	if (r)
 		goto out;
 	found = m->id.seq <= w;
@@ -2281,18 +2538,18 @@ int store_receive(struct store *st, const struct msg *m, const char *via,
 		goto out;
 	}
 	if (!known) {
-		sqlite3_stmt *s = q_get(st, Q_W_CREATE);
+		struct db_stmt *s = q_get(st, Q_W_CREATE);
 		int rc;
 
 		if (!s) {
 			r = SEMQ_ERR_DB;
 			goto out;
 		}
-		sqlite3_bind_text(s, 1, m->id.origin, -1, SQLITE_STATIC);
-		sqlite3_bind_text(s, 2, m->id.dest, -1, SQLITE_STATIC);
-		rc = sqlite3_step(s);
+		db_bind_text(s, 1, m->id.origin);
+		db_bind_text(s, 2, m->id.dest);
+		rc = db_step(s);
 		q_put(st, Q_W_CREATE, s);
-		if (rc != SQLITE_DONE) {
+		if (rc < 0) {
 			r = dberr(st, idb);
 			goto out;
 		}
@@ -2376,7 +2633,7 @@ int store_lookup_received(struct store *st, const struct msgid *id,
 int store_ack_response(struct store *st, const struct msgid *id, unsigned bit,
 		       int *now_ok)
 {
-	sqlite3_stmt *s = NULL;
+	struct db_stmt *s = NULL;
 	char idb[MSGID_STRLEN];
 	int r = SEMQ_ERR_INTERNAL, rc, own = 0, ok = -1;
 
@@ -2400,10 +2657,10 @@ int store_ack_response(struct store *st, const struct msgid *id, unsigned bit,
 		goto out;
 	}
 	bind_id(s, id);
-	sqlite3_bind_int(s, 4, (int)bit);
-	while ((rc = sqlite3_step(s)) == SQLITE_ROW)
-		ok = sqlite3_column_int(s, 0);
-	if (rc != SQLITE_DONE) {
+	db_bind_int64(s, 4, bit);
+	while ((rc = db_step(s)) == DB_ROW)
+		ok = col_int(s, 0);
+	if (rc < 0) {
 		r = dberr(st, idb);
 		goto out;
 	}
@@ -2424,7 +2681,7 @@ out:
 int store_fetch_unacked(struct store *st, int64_t before, unsigned limit,
 			store_unacked_cb cb, void *ctx)
 {
-	sqlite3_stmt *s;
+	struct db_stmt *s;
 	int r = SEMQ_OK, rc;
 
 	if (!st)
@@ -2435,25 +2692,23 @@ int store_fetch_unacked(struct store *st, int64_t before, unsigned limit,
 	s = q_get(st, Q_IN_UNACKED);
 	if (!s)
 		return SEMQ_ERR_DB;
-	sqlite3_bind_int64(s, 1, before);
-	sqlite3_bind_int64(s, 2, limit);
-	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+	db_bind_int64(s, 1, before);
+	db_bind_int64(s, 2, limit);
+	while ((rc = db_step(s)) == DB_ROW) {
 		struct msgid id;
 		char via[SEMQ_ID_MAX + 1];
-		int has_via = sqlite3_column_type(s, 6) != SQLITE_NULL;
+		int has_via = !db_col_null(s, 6);
 
 		memset(&id, 0, sizeof id);
 		col_text(id.origin, sizeof id.origin, s, 0);
 		col_text(id.dest, sizeof id.dest, s, 1);
-		id.seq = (uint64_t)sqlite3_column_int64(s, 2);
+		id.seq = (uint64_t)db_col_int64(s, 2);
 		col_text(via, sizeof via, s, 6);
-		if (cb(ctx, &id, sqlite3_column_int(s, 3),
-		       (unsigned)sqlite3_column_int(s, 4),
-		       (unsigned)sqlite3_column_int(s, 5),
-		       has_via ? via : NULL))
+		if (cb(ctx, &id, col_int(s, 3), (unsigned)col_int(s, 4),
+		       (unsigned)col_int(s, 5), has_via ? via : NULL))
 			break;
 	}
-	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+	if (rc < 0)
 		r = dberr(st, "fetch_unacked");
 	q_put(st, Q_IN_UNACKED, s);
 	return r;
@@ -2463,7 +2718,7 @@ int store_received_list(struct store *st, const char *origin, unsigned limit,
 			store_recv_cb cb, void *ctx)
 {
 	enum q i = origin ? Q_IN_LIST : Q_IN_LIST_ALL;
-	sqlite3_stmt *s;
+	struct db_stmt *s;
 	int r = SEMQ_OK, rc;
 
 	if (!st)
@@ -2480,12 +2735,12 @@ int store_received_list(struct store *st, const char *origin, unsigned limit,
 	if (!s)
 		return SEMQ_ERR_DB;
 	if (origin) {
-		sqlite3_bind_text(s, 1, origin, -1, SQLITE_STATIC);
-		sqlite3_bind_int64(s, 2, limit);
+		db_bind_text(s, 1, origin);
+		db_bind_int64(s, 2, limit);
 	} else {
-		sqlite3_bind_int64(s, 1, limit);
+		db_bind_int64(s, 1, limit);
 	}
-	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+	while ((rc = db_step(s)) == DB_ROW) {
 		/* Copied out first: the callback may use the store. */
 		char key[SEMQ_KEY_MAX + 1], via[SEMQ_ID_MAX + 1];
 		struct recv_row row;
@@ -2493,23 +2748,23 @@ int store_received_list(struct store *st, const char *origin, unsigned limit,
 		memset(&row, 0, sizeof row);
 		col_text(row.id.origin, sizeof row.id.origin, s, 0);
 		col_text(row.id.dest, sizeof row.id.dest, s, 1);
-		row.id.seq = (uint64_t)sqlite3_column_int64(s, 2);
-		row.type = (uint32_t)sqlite3_column_int64(s, 3);
+		row.id.seq = (uint64_t)db_col_int64(s, 2);
+		row.type = (uint32_t)db_col_int64(s, 3);
 		col_text(key, sizeof key, s, 4);
-		row.key = sqlite3_column_type(s, 4) == SQLITE_NULL ? NULL : key;
-		row.prev_seq = (uint64_t)sqlite3_column_int64(s, 5);
-		row.received_at = sqlite3_column_int64(s, 6);
+		row.key = db_col_null(s, 4) ? NULL : key;
+		row.prev_seq = (uint64_t)db_col_int64(s, 5);
+		row.received_at = db_col_int64(s, 6);
 		col_text(via, sizeof via, s, 7);
-		row.via = sqlite3_column_type(s, 7) == SQLITE_NULL ? NULL : via;
-		row.result = sqlite3_column_int(s, 8);
-		row.ack_status = sqlite3_column_int(s, 9);
-		row.confirm_need = (unsigned)sqlite3_column_int(s, 10);
-		row.confirm_got = (unsigned)sqlite3_column_int(s, 11);
-		row.rowid = sqlite3_column_int64(s, 12);
+		row.via = db_col_null(s, 7) ? NULL : via;
+		row.result = col_int(s, 8);
+		row.ack_status = col_int(s, 9);
+		row.confirm_need = (unsigned)col_int(s, 10);
+		row.confirm_got = (unsigned)col_int(s, 11);
+		row.rowid = db_col_int64(s, 12);
 		if (cb(ctx, &row))
 			break;
 	}
-	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+	if (rc < 0)
 		r = dberr(st, "reading tb_0030");
 	q_put(st, i, s);
 	return r;
@@ -2526,14 +2781,14 @@ static int streams_load(struct store *st, struct stream_w **out, size_t *n)
 {
 	struct stream_w *v = NULL, *nv;
 	size_t cap = 0, len = 0;
-	sqlite3_stmt *s = q_get(st, Q_W_LIST);
+	struct db_stmt *s = q_get(st, Q_W_LIST);
 	int rc, r = SEMQ_OK;
 
 	*out = NULL;
 	*n = 0;
 	if (!s)
 		return SEMQ_ERR_DB;
-	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+	while ((rc = db_step(s)) == DB_ROW) {
 		if (len == cap) {
 			cap = cap ? 2 * cap : 16;
 			nv = realloc(v, cap * sizeof *v);
@@ -2546,10 +2801,10 @@ static int streams_load(struct store *st, struct stream_w **out, size_t *n)
 		}
 		col_text(v[len].origin, sizeof v[len].origin, s, 0);
 		col_text(v[len].dest, sizeof v[len].dest, s, 1);
-		v[len].w = (uint64_t)sqlite3_column_int64(s, 2);
+		v[len].w = (uint64_t)db_col_int64(s, 2);
 		len++;
 	}
-	if (rc != SQLITE_DONE)
+	if (rc < 0)
 		r = dberr(st, "listing streams");
 out:
 	q_put(st, Q_W_LIST, s);
@@ -2562,54 +2817,107 @@ out:
 	return SEMQ_OK;
 }
 
-/* Moves one stream's watermark over its run of AS_OK rows, compacting. */
+/* The end of the run of AS_OK rows right above w: *nw (w when none). */
+static int run_end(struct store *st, const struct stream_w *sw, uint64_t w,
+		   uint64_t *nw)
+{
+	struct db_stmt *s = q_get(st, Q_IN_RUN);
+	int rc, r = SEMQ_OK;
+
+	*nw = w;
+	if (!s)
+		return SEMQ_ERR_DB;
+	db_bind_text(s, 1, sw->origin);
+	db_bind_text(s, 2, sw->dest);
+	db_bind_int64(s, 3, (int64_t)w);
+	while ((rc = db_step(s)) == DB_ROW) {
+		if ((uint64_t)db_col_int64(s, 0) != *nw + 1 ||
+		    col_int(s, 1) != AS_OK)
+			break;
+		(*nw)++;
+	}
+	if (rc < 0)
+		r = dberr(st, "advancing a watermark");
+	q_put(st, Q_IN_RUN, s);
+	return r;
+}
+
+/* PostgreSQL: takes the stream's row unless another instance holds it
+ * (*got = 0 then: leave it to the next pass); *w gets its watermark. */
+static int stream_try_lock(struct store *st, const struct stream_w *sw,
+			   uint64_t *w, int *got)
+{
+	struct db_stmt *s;
+	int rc, r = SEMQ_OK;
+
+	*got = 0;
+	if (stream_held(st, sw->origin, sw->dest)) {
+		*got = 1;
+		return stream_w(st, sw->origin, sw->dest, w, NULL);
+	}
+	s = q_get(st, Q_W_LOCK_SKIP);
+	if (!s)
+		return SEMQ_ERR_DB;
+	db_bind_text(s, 1, sw->origin);
+	db_bind_text(s, 2, sw->dest);
+	rc = db_step(s);
+	if (rc == DB_ROW) {
+		*got = 1;
+		*w = (uint64_t)db_col_int64(s, 0);
+	} else if (rc < 0) {
+		r = dberr(st, "locking a stream");
+	}
+	q_put(st, Q_W_LOCK_SKIP, s);
+	if (!r && *got)
+		stream_remember(st, sw->origin, sw->dest);
+	return r;
+}
+
+/* Moves one stream's watermark over its run of AS_OK rows, compacting. On
+ * PostgreSQL only a stream with something to do is locked, and one that
+ * another instance holds is skipped. */
 static int advance_one(struct store *st, const struct stream_w *sw,
 		       unsigned *compacted)
 {
-	sqlite3_stmt *s = q_get(st, Q_IN_RUN);
-	uint64_t nw = sw->w;
-	int rc, r = SEMQ_OK;
+	struct db_stmt *s;
+	uint64_t w = sw->w, nw;
+	int rc, r, got;
 
-	if (!s)
-		return SEMQ_ERR_DB;
-	sqlite3_bind_text(s, 1, sw->origin, -1, SQLITE_STATIC);
-	sqlite3_bind_text(s, 2, sw->dest, -1, SQLITE_STATIC);
-	sqlite3_bind_int64(s, 3, (sqlite3_int64)sw->w);
-	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-		if ((uint64_t)sqlite3_column_int64(s, 0) != nw + 1 ||
-		    sqlite3_column_int(s, 1) != AS_OK)
-			break;
-		nw++;
-	}
-	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
-		r = dberr(st, "advancing a watermark");
-	q_put(st, Q_IN_RUN, s);
-	if (r || nw == sw->w)
+	r = run_end(st, sw, w, &nw);
+	if (r || nw == w)
 		return r;
+	if (st->pg) {
+		r = stream_try_lock(st, sw, &w, &got);
+		if (r || !got)
+			return r;
+		r = run_end(st, sw, w, &nw); /* as of the lock */
+		if (r || nw == w)
+			return r;
+	}
 
 	s = q_get(st, Q_W_SET);
 	if (!s)
 		return SEMQ_ERR_DB;
-	sqlite3_bind_text(s, 1, sw->origin, -1, SQLITE_STATIC);
-	sqlite3_bind_text(s, 2, sw->dest, -1, SQLITE_STATIC);
-	sqlite3_bind_int64(s, 3, (sqlite3_int64)nw);
-	rc = sqlite3_step(s);
+	db_bind_text(s, 1, sw->origin);
+	db_bind_text(s, 2, sw->dest);
+	db_bind_int64(s, 3, (int64_t)nw);
+	rc = db_step(s);
 	q_put(st, Q_W_SET, s);
-	if (rc != SQLITE_DONE)
+	if (rc < 0)
 		return dberr(st, "advancing a watermark");
 
 	s = q_get(st, Q_IN_COMPACT);
 	if (!s)
 		return SEMQ_ERR_DB;
-	sqlite3_bind_text(s, 1, sw->origin, -1, SQLITE_STATIC);
-	sqlite3_bind_text(s, 2, sw->dest, -1, SQLITE_STATIC);
-	sqlite3_bind_int64(s, 3, (sqlite3_int64)sw->w);
-	sqlite3_bind_int64(s, 4, (sqlite3_int64)nw);
-	rc = sqlite3_step(s);
+	db_bind_text(s, 1, sw->origin);
+	db_bind_text(s, 2, sw->dest);
+	db_bind_int64(s, 3, (int64_t)w);
+	db_bind_int64(s, 4, (int64_t)nw);
+	rc = db_step(s);
 	q_put(st, Q_IN_COMPACT, s);
-	if (rc != SQLITE_DONE)
+	if (rc < 0)
 		return dberr(st, "compacting tb_0030");
-	*compacted += (unsigned)sqlite3_changes(st->db);
+	*compacted += (unsigned)db_changes(st->db);
 	return SEMQ_OK;
 }
 
@@ -2682,24 +2990,48 @@ int store_streams_in(struct store *st, store_stream_cb cb, void *ctx)
 static int redo_load(struct store *st, int64_t id, struct msg *m,
 		     struct redo_row *row, char **strs)
 {
-	sqlite3_stmt *s = q_get(st, Q_REDO_GET);
+	struct db_stmt *s = q_get(st, Q_REDO_GET);
 	int rc, r;
 
 	memset(m, 0, sizeof *m);
 	strs[0] = strs[1] = NULL;
 	if (!s)
 		return SEMQ_ERR_DB;
-	sqlite3_bind_int64(s, 1, id);
-	rc = sqlite3_step(s);
-	if (rc == SQLITE_ROW)
+	db_bind_int64(s, 1, id);
+	rc = db_step(s);
+	if (rc == DB_ROW)
 		r = col_redo(st, s, m, row, strs);
-	else if (rc == SQLITE_DONE)
+	else if (rc == DB_DONE)
 		r = seterr(st, SEMQ_ERR_NOT_FOUND,
 			   "redo %" PRId64 ": no such entry", id);
 	else
 		r = dberr(st, "reading tb_0033");
 	q_put(st, Q_REDO_GET, s);
 	return r;
+}
+
+/*
+ * Loads entry `id` for a change that may release or run entries of its key:
+ * on PostgreSQL the entry's stream is locked first (see stream_lock) and the
+ * entry read again under the lock, as the instance that held it left it.
+ */
+static int redo_load_locked(struct store *st, int64_t id, struct msg *m,
+			    struct redo_row *row, char **strs)
+{
+	uint64_t w;
+	int r, known;
+
+	r = redo_load(st, id, m, row, strs);
+	if (r || !st->pg || stream_held(st, m->id.origin, m->id.dest))
+		return r;
+	r = stream_lock(st, m->id.origin, m->id.dest, &w, &known);
+	msg_clear(m);
+	free(strs[0]);
+	free(strs[1]);
+	strs[0] = strs[1] = NULL;
+	if (r)
+		return r;
+	return redo_load(st, id, m, row, strs);
 }
 
 static const char *redo_status_name(int status)
@@ -2717,7 +3049,7 @@ static const char *redo_status_name(int status)
 int store_redo_due(struct store *st, int64_t now, unsigned limit,
 		   store_redo_cb cb, void *ctx)
 {
-	sqlite3_stmt *s;
+	struct db_stmt *s;
 	int r;
 
 	if (!st)
@@ -2728,8 +3060,8 @@ int store_redo_due(struct store *st, int64_t now, unsigned limit,
 	s = q_get(st, Q_REDO_DUE);
 	if (!s)
 		return SEMQ_ERR_DB;
-	sqlite3_bind_int64(s, 1, now);
-	sqlite3_bind_int64(s, 2, limit);
+	db_bind_int64(s, 1, now);
+	db_bind_int64(s, 2, limit);
 	r = each_redo(st, s, cb, ctx);
 	q_put(st, Q_REDO_DUE, s);
 	return r;
@@ -2737,7 +3069,7 @@ int store_redo_due(struct store *st, int64_t now, unsigned limit,
 
 int store_redo_next_due(struct store *st, int64_t *at)
 {
-	sqlite3_stmt *s;
+	struct db_stmt *s;
 	int r, rc;
 
 	if (!st)
@@ -2748,13 +3080,15 @@ int store_redo_next_due(struct store *st, int64_t *at)
 	s = q_get(st, Q_REDO_NEXT_DUE);
 	if (!s)
 		return SEMQ_ERR_DB;
-	rc = sqlite3_step(s);
-	if (rc != SQLITE_ROW)
-		r = dberr(st, "redo_next_due");
-	else if (sqlite3_column_type(s, 0) == SQLITE_NULL)
+	rc = db_step(s);
+	if (rc != DB_ROW)
+		r = rc < 0 ? dberr(st, "redo_next_due")
+			   : seterr(st, SEMQ_ERR_INTERNAL, "%s",
+				    "redo_next_due: no row");
+	else if (db_col_null(s, 0))
 		r = seterr(st, SEMQ_DECLINED, "%s", "no pending redo entry");
 	else {
-		*at = sqlite3_column_int64(s, 0);
+		*at = db_col_int64(s, 0);
 		r = SEMQ_OK;
 	}
 	q_put(st, Q_REDO_NEXT_DUE, s);
@@ -2765,21 +3099,21 @@ static int redo_update(struct store *st, int64_t id, int status, int tries,
 		       int level, int64_t next_at, const char *last_error,
 		       int64_t now)
 {
-	sqlite3_stmt *s = q_get(st, Q_REDO_UPDATE);
+	struct db_stmt *s = q_get(st, Q_REDO_UPDATE);
 	int rc;
 
 	if (!s)
 		return SEMQ_ERR_DB;
-	sqlite3_bind_int64(s, 1, id);
-	sqlite3_bind_int(s, 2, status);
-	sqlite3_bind_int(s, 3, tries);
-	sqlite3_bind_int(s, 4, level);
-	sqlite3_bind_int64(s, 5, next_at);
-	bind_text(s, 6, last_error);
-	sqlite3_bind_int64(s, 7, now);
-	rc = sqlite3_step(s);
+	db_bind_int64(s, 1, id);
+	db_bind_int64(s, 2, status);
+	db_bind_int64(s, 3, tries);
+	db_bind_int64(s, 4, level);
+	db_bind_int64(s, 5, next_at);
+	db_bind_text(s, 6, last_error);
+	db_bind_int64(s, 7, now);
+	rc = db_step(s);
 	q_put(st, Q_REDO_UPDATE, s);
-	return rc == SQLITE_DONE ? SEMQ_OK : dberr(st, "updating tb_0033");
+	return rc < 0 ? dberr(st, "updating tb_0033") : SEMQ_OK;
 }
 
 int store_redo_run(struct store *st, int64_t id, int64_t now,
@@ -2801,7 +3135,8 @@ int store_redo_run(struct store *st, int64_t id, int64_t now,
 	r = tx_open(st, &own);
 	if (r)
 		goto out;
-	r = redo_load(st, id, &m, &row, strs);
+	/* Under the stream's lock: another instance may have run it. */
+	r = redo_load_locked(st, id, &m, &row, strs);
 	if (r)
 		goto out;
 	if (row.status != RS_PENDING) {
@@ -2864,7 +3199,7 @@ int store_redo_list(struct store *st, int status, unsigned limit,
 		    store_redo_cb cb, void *ctx)
 {
 	enum q i = status < -99 ? Q_REDO_LIST_ALL : Q_REDO_LIST;
-	sqlite3_stmt *s;
+	struct db_stmt *s;
 	int r;
 
 	if (!st)
@@ -2879,10 +3214,10 @@ int store_redo_list(struct store *st, int status, unsigned limit,
 	if (!s)
 		return SEMQ_ERR_DB;
 	if (i == Q_REDO_LIST_ALL) {
-		sqlite3_bind_int64(s, 1, limit);
+		db_bind_int64(s, 1, limit);
 	} else {
-		sqlite3_bind_int(s, 1, status);
-		sqlite3_bind_int64(s, 2, limit);
+		db_bind_int64(s, 1, status);
+		db_bind_int64(s, 2, limit);
 	}
 	r = each_redo(st, s, cb, ctx);
 	q_put(st, i, s);
@@ -2913,7 +3248,7 @@ int store_redo_get(struct store *st, int64_t id, struct msg *m,
 
 int store_redo_retry(struct store *st, int64_t id, int64_t now)
 {
-	sqlite3_stmt *s = NULL;
+	struct db_stmt *s = NULL;
 	struct msg m;
 	struct redo_row row;
 	char *strs[2] = {NULL, NULL};
@@ -2930,15 +3265,15 @@ int store_redo_retry(struct store *st, int64_t id, int64_t now)
 		r = SEMQ_ERR_DB;
 		goto out;
 	}
-	sqlite3_bind_int64(s, 1, id);
-	sqlite3_bind_int64(s, 2, now);
-	rc = sqlite3_step(s);
+	db_bind_int64(s, 1, id);
+	db_bind_int64(s, 2, now);
+	rc = db_step(s);
 	q_put(st, Q_REDO_RETRY, s);
-	if (rc != SQLITE_DONE) {
+	if (rc < 0) {
 		r = dberr(st, "redo retry");
 		goto out;
 	}
-	if (sqlite3_changes(st->db) == 0) {
+	if (db_changes(st->db) == 0) {
 		r = redo_load(st, id, &m, &row, strs);
 		if (!r)
 			r = seterr(st, SEMQ_DECLINED,
@@ -2956,8 +3291,8 @@ out:
 
 int store_redo_retry_all_dead(struct store *st, int64_t now, unsigned *n_out)
 {
-	sqlite3_stmt *s = NULL;
-	int r = SEMQ_ERR_INTERNAL, rc, own = 0;
+	struct db_stmt *s = NULL;
+	int r = SEMQ_ERR_INTERNAL, own = 0;
 
 	if (n_out)
 		*n_out = 0;
@@ -2971,14 +3306,13 @@ int store_redo_retry_all_dead(struct store *st, int64_t now, unsigned *n_out)
 		r = SEMQ_ERR_DB;
 		goto out;
 	}
-	sqlite3_bind_int64(s, 1, now);
-	rc = sqlite3_step(s);
-	if (rc != SQLITE_DONE) {
+	db_bind_int64(s, 1, now);
+	if (db_step(s) < 0) {
 		r = dberr(st, "redo retry all dead");
 		goto out;
 	}
 	if (n_out)
-		*n_out = (unsigned)sqlite3_changes(st->db);
+		*n_out = (unsigned)db_changes(st->db);
 	r = SEMQ_OK;
 out:
 	q_put(st, Q_REDO_RETRY_ALL, s);
@@ -2988,7 +3322,7 @@ out:
 int store_redo_discard(struct store *st, int64_t id, const char *reason,
 		       int64_t now)
 {
-	sqlite3_stmt *s = NULL;
+	struct db_stmt *s = NULL;
 	struct msg m;
 	struct redo_row row;
 	char *strs[2] = {NULL, NULL};
@@ -3003,7 +3337,7 @@ int store_redo_discard(struct store *st, int64_t id, const char *reason,
 	r = tx_open(st, &own);
 	if (r)
 		goto out;
-	r = redo_load(st, id, &m, &row, strs);
+	r = redo_load_locked(st, id, &m, &row, strs);
 	if (r)
 		goto out;
 	if (row.status != RS_PENDING && row.status != RS_WAITING &&
@@ -3018,13 +3352,13 @@ int store_redo_discard(struct store *st, int64_t id, const char *reason,
 		r = SEMQ_ERR_DB;
 		goto out;
 	}
-	sqlite3_bind_int64(s, 1, id);
-	sqlite3_bind_text(s, 2, reason, -1, SQLITE_STATIC);
-	sqlite3_bind_int64(s, 3, now);
-	rc = sqlite3_step(s);
+	db_bind_int64(s, 1, id);
+	db_bind_text(s, 2, reason);
+	db_bind_int64(s, 3, now);
+	rc = db_step(s);
 	q_put(st, Q_REDO_DISCARD, s);
 	s = NULL;
-	if (rc != SQLITE_DONE) {
+	if (rc < 0) {
 		r = dberr(st, "redo discard");
 		goto out;
 	}
@@ -3043,12 +3377,12 @@ out:
 static int stats_of(struct store *st, enum q i, const char *table,
 		    store_stat_cb cb, void *ctx, int *stopped)
 {
-	sqlite3_stmt *s = q_get(st, i);
+	struct db_stmt *s = q_get(st, i);
 	int rc, r = SEMQ_OK;
 
 	if (!s)
 		return SEMQ_ERR_DB;
-	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+	while ((rc = db_step(s)) == DB_ROW) {
 		char origin[SEMQ_ID_MAX + 1], dest[SEMQ_ID_MAX + 1];
 		struct stat_row sr;
 
@@ -3057,15 +3391,15 @@ static int stats_of(struct store *st, enum q i, const char *table,
 		sr.table = table;
 		sr.origin = origin;
 		sr.dest = dest;
-		sr.status = sqlite3_column_int(s, 2);
-		sr.count = sqlite3_column_int64(s, 3);
-		sr.oldest = sqlite3_column_int64(s, 4);
+		sr.status = col_int(s, 2);
+		sr.count = db_col_int64(s, 3);
+		sr.oldest = db_col_int64(s, 4);
 		if (cb(ctx, &sr)) {
 			*stopped = 1;
 			break;
 		}
 	}
-	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+	if (rc < 0)
 		r = dberr(st, table);
 	q_put(st, i, s);
 	return r;

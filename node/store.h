@@ -14,9 +14,19 @@
  *    callers collect what store_receive() etc. report and act on it only after
  *    store_commit() returned SEMQ_OK.
  *  - Nothing here knows which database is behind it beyond store_open():
- *    callers never see SQL or a `sqlite3 *` (except store_plugin_tx(), which
- *    hands the open transaction to plugins). A second back end implements the
- *    same functions.
+ *    callers never see SQL or a connection (except store_plugin_tx(), which
+ *    hands the open transaction to plugins). store.c runs on node/db.h: a
+ *    SQLite file, or a PostgreSQL database (a postgresql:// URL) that several
+ *    semqd instances of one node may share; the functions and their results
+ *    are the same on both.
+ *  - Several instances on one PostgreSQL database: calls that work on an
+ *    inbound stream (store_receive, store_redo_run, store_redo_discard) hold
+ *    that stream's lock to the end of the transaction, so another instance's
+ *    call on the same stream waits for the commit or rollback and then sees
+ *    what it left (a duplicate, a redo entry already run: SEMQ_DECLINED).
+ *    store_advance_watermarks() skips a stream another instance holds. A
+ *    deadlock or a lost connection fails the call (SEMQ_ERR_DB); the batch
+ *    must then be rolled back, and the next batch connects again.
  *  - Time is a parameter (`now`, unix ms): the store never reads a clock.
  */
 #ifndef SEMQ_STORE_H
@@ -33,13 +43,16 @@ struct store;
 
 /* How a store is opened. */
 struct store_opts {
-	const char *path;    /* database file; created if missing */
+	const char *path;    /* database file, created if missing; or a
+				postgresql:// (postgres://) URL of an existing
+				database, migrated on open */
 	const char *node_id; /* this node; recorded in the database on first
 				   open, and a later open with another id fails */
 	size_t max_payload;  /* recorded for the tb_0031 trigger; 0 = 16 MiB */
 	int synchronous;     /* 0 OFF, 1 NORMAL, 2 FULL (default), 3 EXTRA;
-				   -1 = default */
-	int busy_timeout_ms; /* 0 = default (5000) */
+				   -1 = default. PostgreSQL: below 2 turns
+				   synchronous_commit off */
+	int busy_timeout_ms; /* 0 = default (5000); PostgreSQL: lock_timeout */
 	const int64_t
 		*redo_levels_ms; /* backoff levels; NULL = SPEC defaults */
 	size_t n_redo_levels;
@@ -49,15 +62,17 @@ struct store_opts {
 /*
  * Opens (creating and migrating as needed) the database. On success *out owns
  * the store (free with store_free). On failure err gets one line naming the
- * file and the problem: SEMQ_ERR_VERSION when the file was written by a newer
- * SEMQ, SEMQ_ERR_INVALID when it belongs to another node id, SEMQ_ERR_DB or
- * SEMQ_ERR_IO otherwise.
+ * file (a URL without its password) and the problem: SEMQ_ERR_VERSION when
+ * the database was written by a newer SEMQ, SEMQ_ERR_INVALID when it belongs
+ * to another node id, SEMQ_ERR_DB or SEMQ_ERR_IO otherwise. Several
+ * processes may open one new database at once: one migrates it.
  */
 int store_open(const struct store_opts *o, struct store **out, char *err,
 	       size_t errsz);
 void store_free(struct store *st); /* accepts NULL; rolls back an open batch */
 
-/* Highest schema version this build knows, and the one the file is at. */
+/* Highest schema version this build knows (db/ and db/postgresql/ have the
+ * same versions), and the one the database is at. */
 int store_schema_latest(void);
 int store_schema_version(struct store *st);
 
@@ -68,9 +83,10 @@ const char *store_errmsg(const struct store *st);
  * SQLITE_IOERR)? Then waiting for space is the remedy, not dropping work. */
 int store_disk_full(const struct store *st);
 /* Inside the open batch: replaces this node's scratch row with one of
- * `bytes` zero bytes (0: removes it), so that the commit needs at least that
- * much room on the disk. A retry after a full disk commits it to learn that
- * there is space again. */
+ * `bytes` bytes (zeros on SQLite, text the server cannot compress on
+ * PostgreSQL; 0: removes it), so that the commit needs at least that much
+ * room on the disk. A retry after a full disk commits it to learn that there
+ * is space again. */
 int store_probe_space(struct store *st, size_t bytes);
 
 /* Batches. Nested begin is SEMQ_ERR_INTERNAL, and so is a commit with no
@@ -190,7 +206,8 @@ typedef int (*store_apply_fn)(void *ctx, const struct msg *m, unsigned tries,
  *  - seq <= the stream's watermark or already in tb_0030: SEMQ_DUPLICATE,
  *    *result_out = RES_DUPLICATE, nothing written, apply not called;
  *  - prev_seq > 0 and that predecessor has not been recorded: SEMQ_AGAIN,
- *    nothing written (hold it and offer it again later);
+ *    nothing written (hold it and offer it again later) — on PostgreSQL
+ *    beyond the stream's row in semq_stream_in (watermark 0), its lock;
  *  - a tombstone: tb_0030 row with RES_CANCELLED, apply not called;
  *  - deliver_at > now: tb_0030 row + tb_0033 pending at deliver_at,
  *    RES_SCHEDULED (waiting instead when its key has an unfinished entry;
@@ -333,7 +350,8 @@ typedef int (*store_stream_cb)(void *ctx, const char *origin, const char *dest,
 			       uint64_t confirmed_through);
 int store_streams_in(struct store *st, store_stream_cb cb, void *ctx);
 
-/* The open transaction for plugins (borrowed while the store lives). */
+/* The open transaction for plugins (borrowed while the store lives):
+ * {SEMQ_DB_SQLITE, sqlite3 *} or {SEMQ_DB_PG, PGconn *}. */
 const struct semq_plugin_tx *store_plugin_tx(struct store *st);
 
 #endif

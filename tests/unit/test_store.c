@@ -1,16 +1,27 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Unit tests of the store (node/store.h) on real database files: opening and
+ * Unit tests of the store (node/store.h) on real databases: opening and
  * migrating, the exactly-once receive path with plugin failures rolled back
  * to their savepoint, key order through the redo queue, the outbound state
- * machine, and watermark compaction. Each test gets a fresh directory made
- * with mkdtemp under $TMPDIR; the plugin is played by apply callbacks that
- * write to a table `effect` through tx->db and then return what the test
- * asks for.
+ * machine, and watermark compaction; on PostgreSQL also several instances
+ * (stores) on one database: one effect when two receive the same message,
+ * one run when two run the same redo entry, compaction that never waits for
+ * a stream another instance holds, a lost connection.
+ *
+ * The back end: SQLite by default (each test gets a database file in a fresh
+ * mkdtemp directory under $TMPDIR); with --pg (or SEMQ_TEST_BACKEND=pg)
+ * PostgreSQL: one database per run, created from SEMQ_TEST_PG_URL and
+ * dropped at the end, and a fresh schema per test that the store reaches
+ * through search_path in its URL. Without SEMQ_TEST_PG_URL the PostgreSQL
+ * run says so loudly and exits 77 (skipped). The plugin is played by apply
+ * callbacks that write to a table `effect` through tx->db (a `sqlite3 *` or
+ * a `PGconn *`) and then return what the test asks for; tests read tables
+ * through small helpers that speak to either.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -23,6 +34,7 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <libpq-fe.h>
 #include <sqlite3.h>
 
 #include <semq/error.h>
@@ -34,19 +46,180 @@
 
 #define NOW INT64_C(1700000000000)
 
+/* ---- the back end under test --------------------------------------------- */
+
+static int pg_mode;        /* --pg: PostgreSQL, else SQLite */
+static PGconn *admin;      /* PostgreSQL: to the run's database */
+static char run_db[64];    /* PostgreSQL: the run's database */
+static char run_url[1024]; /* ... and its URL */
+static unsigned n_schemas; /* schemas made so far (their names) */
+
+/* The SQL text for the back end under test. */
+#define SQL2(lite, pg) (pg_mode ? (pg) : (lite))
+/* "s1,s2,...": the seq column of TABLE's rows (WHERE clause W), in the order
+ * they were written (id). */
+#define SEQS(table, w)                                                         \
+	SQL2("SELECT group_concat(seq) FROM (SELECT seq FROM " table " " w     \
+	     " ORDER BY id)",                                                  \
+	     "SELECT string_agg(seq::text, ',' ORDER BY id) FROM " table       \
+	     " " w)
+
+/*
+ * url with its database replaced by db (and, when schema is not NULL,
+ * search_path set to schema through the connection's options) into out.
+ */
+static int url_with(const char *url, const char *db, const char *schema,
+		    char *out, size_t outsz)
+{
+	const char *auth = strstr(url, "://"), *end, *query;
+	size_t n;
+
+	if (!auth)
+		return -1;
+	auth += 3;
+	end = auth + strcspn(auth, "/?");
+	query = strchr(end, '?');
+	n = (size_t)snprintf(out, outsz, "%.*s/%s%s", (int)(end - url), url, db,
+			     query ? query : "");
+	if (schema)
+		n += (size_t)snprintf(out + n, n < outsz ? outsz - n : 0,
+				      "%coptions=-csearch_path%%3D%s",
+				      query ? '&' : '?', schema);
+	return n < outsz ? 0 : -1;
+}
+
+/* Runs sql on a libpq connection (no rows wanted); -1 with msg on failure. */
+static int pg_run(PGconn *c, const char *sql, char *msg, size_t msgsz)
+{
+	PGresult *res = PQexec(c, sql);
+	ExecStatusType t = PQresultStatus(res);
+	int r = t == PGRES_COMMAND_OK || t == PGRES_TUPLES_OK ? 0 : -1;
+
+	if (r && msg)
+		snprintf(msg, msgsz, "%s", PQerrorMessage(c));
+	PQclear(res);
+	return r;
+}
+
+/* "drop cascades to ..." and the like: not news. */
+static void quiet_notice(void *arg, const char *message)
+{
+	(void)arg;
+	(void)message;
+}
+
+/* The run's database: made from SEMQ_TEST_PG_URL; 0, 77 when there is no
+ * server to test with, or -1 (said why). */
+static int pg_run_setup(void)
+{
+	const char *base = getenv("SEMQ_TEST_PG_URL");
+	char sql[128], msg[512];
+	PGconn *c;
+	int r;
+
+	if (!base || !*base) {
+		fprintf(stderr,
+			"\n!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!"
+			"!"
+			"!!!!!!!!!!!!!!!!!!\n"
+			"!! test_store --pg: SEMQ_TEST_PG_URL is not set: the "
+			"store's PostgreSQL\n"
+			"!! tests did NOT run (tools/pgcluster.sh start DIR "
+			"prints a URL to set).\n"
+			"!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!"
+			"!!!!!!!!!!!!!!!!!!\n\n");
+		return 77;
+	}
+	snprintf(run_db, sizeof run_db, "semq_test_store_%ld_%ld",
+		 (long)getpid(), (long)time(NULL));
+	if (url_with(base, run_db, NULL, run_url, sizeof run_url)) {
+		fprintf(stderr,
+			"test_store: SEMQ_TEST_PG_URL '%s' is not a "
+			"postgresql:// URL\n",
+			base);
+		return -1;
+	}
+	c = PQconnectdb(base);
+	if (PQstatus(c) != CONNECTION_OK) {
+		fprintf(stderr, "test_store: cannot connect to %s: %s", base,
+			PQerrorMessage(c));
+		PQfinish(c);
+		return -1;
+	}
+	snprintf(sql, sizeof sql, "CREATE DATABASE %s", run_db);
+	r = pg_run(c, sql, msg, sizeof msg);
+	PQfinish(c);
+	if (r) {
+		fprintf(stderr, "test_store: %s: %s", sql, msg);
+		return -1;
+	}
+	admin = PQconnectdb(run_url);
+	if (PQstatus(admin) != CONNECTION_OK) {
+		fprintf(stderr, "test_store: cannot connect to %s: %s", run_url,
+			PQerrorMessage(admin));
+		return -1;
+	}
+	PQsetNoticeProcessor(admin, quiet_notice, NULL);
+	return 0;
+}
+
+static void pg_run_teardown(void)
+{
+	const char *base = getenv("SEMQ_TEST_PG_URL");
+	char sql[128], msg[512];
+	PGconn *c;
+
+	PQfinish(admin);
+	admin = NULL;
+	if (!run_db[0])
+		return;
+	c = PQconnectdb(base);
+	snprintf(sql, sizeof sql, "DROP DATABASE IF EXISTS %s WITH (FORCE)",
+		 run_db);
+	if (PQstatus(c) != CONNECTION_OK || pg_run(c, sql, msg, sizeof msg))
+		fprintf(stderr, "test_store: warning: %s failed: %s", sql,
+			PQerrorMessage(c));
+	PQfinish(c);
+}
+
+/* A statement on the run's database (schemas, another connection's view). */
+static void admin_run(const char *sql)
+{
+	char msg[512];
+
+	if (pg_run(admin, sql, msg, sizeof msg))
+		fail_msg("%s: %s", sql, msg);
+}
+
 struct fx {
 	char dir[PATH_MAX];
-	char path[PATH_MAX + 16];
-	struct store *st; /* owned; closed by teardown */
+	char path[PATH_MAX + 16]; /* a file, or a URL with its schema */
+	char schema[32];          /* PostgreSQL: this test's schema */
+	struct store *st;         /* owned; closed by teardown */
+	struct store *st2;        /* owned: a second instance, if any */
 };
 
 static int setup(void **state)
 {
 	const char *tmp = getenv("TMPDIR");
 	struct fx *fx = calloc(1, sizeof *fx);
+	char sql[64], msg[512];
 
 	if (!fx)
 		return -1;
+	*state = fx;
+	if (pg_mode) {
+		snprintf(fx->schema, sizeof fx->schema, "t%u", ++n_schemas);
+		snprintf(sql, sizeof sql, "CREATE SCHEMA %s", fx->schema);
+		if (pg_run(admin, sql, msg, sizeof msg) ||
+		    url_with(run_url, run_db, fx->schema, fx->path,
+			     sizeof fx->path)) {
+			fprintf(stderr, "%s: %s", sql, msg);
+			free(fx);
+			return -1;
+		}
+		return 0;
+	}
 	snprintf(fx->dir, sizeof fx->dir, "%s/store-XXXXXX",
 		 tmp && *tmp ? tmp : "/tmp");
 	if (!mkdtemp(fx->dir)) {
@@ -54,7 +227,6 @@ static int setup(void **state)
 		return -1;
 	}
 	snprintf(fx->path, sizeof fx->path, "%s/node.db", fx->dir);
-	*state = fx;
 	return 0;
 }
 
@@ -62,10 +234,18 @@ static int teardown(void **state)
 {
 	static const char *const sfx[] = {"", "-wal", "-shm", "-journal"};
 	struct fx *fx = *state;
-	char p[PATH_MAX + 32];
+	char p[PATH_MAX + 32], msg[512];
 	size_t i;
 
 	store_free(fx->st);
+	store_free(fx->st2);
+	if (pg_mode) {
+		snprintf(p, sizeof p, "DROP SCHEMA %s CASCADE", fx->schema);
+		if (pg_run(admin, p, msg, sizeof msg))
+			fprintf(stderr, "%s: %s", p, msg);
+		free(fx);
+		return 0;
+	}
 	for (i = 0; i < sizeof sfx / sizeof sfx[0]; i++) {
 		snprintf(p, sizeof p, "%s%s", fx->path, sfx[i]);
 		unlink(p);
@@ -75,52 +255,86 @@ static int teardown(void **state)
 	return 0;
 }
 
-static sqlite3 *dbof(struct store *st)
+/* The store's own connection (tx->db), checked to be of the kind tested. */
+static void *dbof(struct store *st)
 {
 	const struct semq_plugin_tx *tx = store_plugin_tx(st);
 
 	assert_non_null(tx);
-	assert_int_equal(tx->db_kind, SEMQ_DB_SQLITE);
+	assert_int_equal(tx->db_kind, pg_mode ? SEMQ_DB_PG : SEMQ_DB_SQLITE);
+	assert_non_null(tx->db);
 	return tx->db;
 }
 
 static void exec(struct store *st, const char *sql)
 {
-	char *e = NULL;
+	char *e = NULL, msg[512];
 
+	if (pg_mode) {
+		if (pg_run(dbof(st), sql, msg, sizeof msg))
+			fail_msg("%s: %s", sql, msg);
+		return;
+	}
 	if (sqlite3_exec(dbof(st), sql, NULL, NULL, &e) != SQLITE_OK)
 		fail_msg("%s: %s", sql, e ? e : "?");
+}
+
+/* The first column of the first row of sql as text into buf (NULL when
+ * there is none: no row, or NULL). */
+static const char *q1_text(struct store *st, const char *sql, char *buf,
+			   size_t bufsz)
+{
+	sqlite3_stmt *s = NULL;
+	const char *v = NULL;
+
+	buf[0] = '\0';
+	if (pg_mode) {
+		PGresult *res = PQexec(dbof(st), sql);
+
+		if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+			snprintf(buf, bufsz, "%s", PQerrorMessage(dbof(st)));
+			PQclear(res);
+			fail_msg("%s: %s", sql, buf);
+		}
+		if (PQntuples(res) > 0 && !PQgetisnull(res, 0, 0)) {
+			snprintf(buf, bufsz, "%s", PQgetvalue(res, 0, 0));
+			v = buf;
+		}
+		PQclear(res);
+		return v;
+	}
+	if (sqlite3_prepare_v2(dbof(st), sql, -1, &s, NULL) != SQLITE_OK)
+		fail_msg("%s: %s", sql, sqlite3_errmsg(dbof(st)));
+	if (sqlite3_step(s) == SQLITE_ROW && sqlite3_column_text(s, 0)) {
+		snprintf(buf, bufsz, "%s",
+			 (const char *)sqlite3_column_text(s, 0));
+		v = buf;
+	}
+	sqlite3_finalize(s);
+	return v;
 }
 
 /* First column of the first row of sql, as an integer (-999 when none). */
 static int64_t q1(struct store *st, const char *sql)
 {
-	sqlite3_stmt *s = NULL;
-	int64_t v = -999;
+	char buf[64];
 
-	if (sqlite3_prepare_v2(dbof(st), sql, -1, &s, NULL) != SQLITE_OK)
-		fail_msg("%s: %s", sql, sqlite3_errmsg(dbof(st)));
-	if (sqlite3_step(s) == SQLITE_ROW &&
-	    sqlite3_column_type(s, 0) != SQLITE_NULL)
-		v = sqlite3_column_int64(s, 0);
-	sqlite3_finalize(s);
-	return v;
+	return q1_text(st, sql, buf, sizeof buf) ? strtoll(buf, NULL, 10)
+						 : -999;
 }
 
 /* The same as text, into buf ("" when none). */
 static const char *q1s(struct store *st, const char *sql, char *buf,
 		       size_t bufsz)
 {
-	sqlite3_stmt *s = NULL;
-
-	buf[0] = '\0';
-	if (sqlite3_prepare_v2(dbof(st), sql, -1, &s, NULL) != SQLITE_OK)
-		fail_msg("%s: %s", sql, sqlite3_errmsg(dbof(st)));
-	if (sqlite3_step(s) == SQLITE_ROW && sqlite3_column_text(s, 0))
-		snprintf(buf, bufsz, "%s",
-			 (const char *)sqlite3_column_text(s, 0));
-	sqlite3_finalize(s);
+	q1_text(st, sql, buf, bufsz);
 	return buf;
+}
+
+/* How many migrations the back end under test has. */
+static size_t n_migrations(void)
+{
+	return pg_mode ? semq_pg_n_migrations : semq_n_migrations;
 }
 
 static int open_opts(struct fx *fx, const char *node,
@@ -146,8 +360,12 @@ static struct store *open_ok(struct fx *fx, const char *node,
 
 	if (r != SEMQ_OK)
 		fail_msg("store_open: %d %s", r, err);
-	exec(fx->st, "CREATE TABLE IF NOT EXISTS effect(origin TEXT,"
-		     " dest TEXT, seq INTEGER, tries INTEGER)");
+	exec(fx->st, SQL2("CREATE TABLE IF NOT EXISTS effect(id INTEGER"
+			  " PRIMARY KEY, origin TEXT, dest TEXT, seq INTEGER,"
+			  " tries INTEGER)",
+			  "CREATE TABLE IF NOT EXISTS effect(id BIGSERIAL"
+			  " PRIMARY KEY, origin TEXT, dest TEXT, seq BIGINT,"
+			  " tries BIGINT)"));
 	return fx->st;
 }
 
@@ -168,35 +386,96 @@ struct applier {
 	unsigned tries[16]; /* `tries` of each call */
 	const char *why;    /* err text on failure; NULL = leave it empty */
 	int end_tx;         /* COMMIT from inside the plugin (misbehave) */
+	int bad_sql;        /* run failing SQL, ignore it, return OK */
+	int in_thread;      /* called off the test's thread: record, no
+			       cmocka asserts (they jump) */
+	char fault[256];    /* in_thread: what went wrong, "" if nothing */
 };
+
+/* The plugin's write: a row in `effect` through the open transaction;
+ * 0, or -1 with why in msg. */
+static int effect_insert(const struct semq_plugin_tx *tx, const struct msg *m,
+			 unsigned tries, char *msg, size_t msgsz)
+{
+	char seq[24], tr[24];
+	int r = -1;
+
+	snprintf(seq, sizeof seq, "%llu", (unsigned long long)m->id.seq);
+	snprintf(tr, sizeof tr, "%u", tries);
+	if (tx->db_kind == SEMQ_DB_PG) {
+		const char *v[4] = {m->id.origin, m->id.dest, seq, tr};
+		PGresult *res = PQexecParams(
+			tx->db,
+			"INSERT INTO effect(origin, dest, seq, tries)"
+			" VALUES ($1, $2, $3, $4)",
+			4, NULL, v, NULL, NULL, 0);
+
+		if (PQresultStatus(res) == PGRES_COMMAND_OK)
+			r = 0;
+		else
+			snprintf(msg, msgsz, "%s", PQerrorMessage(tx->db));
+		PQclear(res);
+	} else {
+		sqlite3_stmt *s = NULL;
+
+		if (sqlite3_prepare_v2(tx->db,
+				       "INSERT INTO effect(origin, dest, seq,"
+				       " tries) VALUES (?1, ?2, ?3, ?4)",
+				       -1, &s, NULL) == SQLITE_OK) {
+			sqlite3_bind_text(s, 1, m->id.origin, -1,
+					  SQLITE_STATIC);
+			sqlite3_bind_text(s, 2, m->id.dest, -1, SQLITE_STATIC);
+			sqlite3_bind_int64(s, 3, (sqlite3_int64)m->id.seq);
+			sqlite3_bind_int(s, 4, (int)tries);
+			if (sqlite3_step(s) == SQLITE_DONE)
+				r = 0;
+		}
+		if (r)
+			snprintf(msg, msgsz, "%s", sqlite3_errmsg(tx->db));
+		sqlite3_finalize(s);
+	}
+	return r;
+}
+
+/* Runs SQL through the plugin's connection, ignoring the outcome. */
+static void plugin_sql(const struct semq_plugin_tx *tx, const char *sql)
+{
+	if (tx->db_kind == SEMQ_DB_PG)
+		PQclear(PQexec(tx->db, sql));
+	else
+		sqlite3_exec(tx->db, sql, NULL, NULL, NULL);
+}
 
 static int apply_cb(void *ctx, const struct msg *m, unsigned tries,
 		    const struct semq_plugin_tx *tx, char *err, size_t errsz)
 {
 	struct applier *a = ctx;
-	sqlite3_stmt *s = NULL;
+	char msg[256] = "";
 	int v = a->next < a->n_verdicts ? a->verdicts[a->next++]
 					: SEMQ_PLUGIN_OK;
+	int want = pg_mode ? SEMQ_DB_PG : SEMQ_DB_SQLITE;
 
-	assert_int_equal(tx->db_kind, SEMQ_DB_SQLITE);
 	if (a->calls < 16)
 		a->tries[a->calls] = tries;
 	a->calls++;
+	if (tx->db_kind != want || !tx->db)
+		snprintf(msg, sizeof msg, "tx: kind %d, db %p; want kind %d",
+			 tx->db_kind, tx->db, want);
 	/* The effect is written first in every case: a failure must roll it
 	 * back. */
-	assert_int_equal(sqlite3_prepare_v2(tx->db,
-					    "INSERT INTO effect VALUES (?1,"
-					    " ?2, ?3, ?4)",
-					    -1, &s, NULL),
-			 SQLITE_OK);
-	sqlite3_bind_text(s, 1, m->id.origin, -1, SQLITE_STATIC);
-	sqlite3_bind_text(s, 2, m->id.dest, -1, SQLITE_STATIC);
-	sqlite3_bind_int64(s, 3, (sqlite3_int64)m->id.seq);
-	sqlite3_bind_int(s, 4, (int)tries);
-	assert_int_equal(sqlite3_step(s), SQLITE_DONE);
-	sqlite3_finalize(s);
+	else
+		effect_insert(tx, m, tries, msg, sizeof msg);
+	if (msg[0]) {
+		if (!a->in_thread)
+			fail_msg("apply %s/%s/%llu: %s", m->id.origin,
+				 m->id.dest, (unsigned long long)m->id.seq,
+				 msg);
+		snprintf(a->fault, sizeof a->fault, "%s", msg);
+	}
+	if (a->bad_sql)
+		plugin_sql(tx, "SELECT * FROM no_such_table");
 	if (a->end_tx)
-		sqlite3_exec(tx->db, "COMMIT", NULL, NULL, NULL);
+		plugin_sql(tx, "COMMIT");
 	if (v != SEMQ_PLUGIN_OK && a->why)
 		snprintf(err, errsz, "%s", a->why);
 	return v;
@@ -256,6 +535,45 @@ static void recv_expect(struct store *st, const struct msg *m,
 		fail_msg("receive seq %llu: %d (%s), wanted %d",
 			 (unsigned long long)m->id.seq, r, err, want_r);
 	assert_int_equal(res, want_res);
+}
+
+/*
+ * PostgreSQL: busy_timeout_ms is the lock_timeout. While another connection
+ * holds a stream's row, a receive on that stream waits at least busy_ms and
+ * then fails cleanly (naming the lock timeout); once it is free, it works.
+ */
+static void expect_lock_wait(struct fx *fx, struct store *st, int busy_ms)
+{
+	PGconn *other = PQconnectdb(fx->path);
+	struct applier a = {0};
+	struct timespec t0, t1;
+	struct msg m;
+	char err[SEMQ_ERRLEN] = "", msg[512];
+	int64_t waited_ms;
+	int res;
+
+	assert_int_equal(PQstatus(other), CONNECTION_OK);
+	if (pg_run(other,
+		   "BEGIN; INSERT INTO semq_stream_in(origin, dest)"
+		   " VALUES ('R9', 'S1'); SELECT * FROM semq_stream_in"
+		   " WHERE origin = 'R9' FOR UPDATE",
+		   msg, sizeof msg))
+		fail_msg("locking R9/S1: %s", msg);
+	mkmsg(&m, "R9", "S1", 1, NULL, 0);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	assert_int_equal(store_receive(st, &m, NULL, CONFIRM_ORIGIN, NOW,
+				       apply_cb, &a, &res, err, sizeof err),
+			 SEMQ_ERR_DB);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	waited_ms = (t1.tv_sec - t0.tv_sec) * 1000 +
+		    (t1.tv_nsec - t0.tv_nsec) / 1000000;
+	assert_true(waited_ms >= busy_ms - 5);
+	assert_non_null(strstr(err, "lock timeout"));
+	assert_int_equal(a.calls, 0);
+	assert_int_equal(pg_run(other, "ROLLBACK", msg, sizeof msg), 0);
+	PQfinish(other);
+	/* free again: the same message goes through */
+	recv_expect(st, &m, &a, NOW, SEMQ_OK, RES_PROCESSED);
 }
 
 /* ---- collecting listings ---------------------------------------------- */
@@ -426,12 +744,17 @@ static void test_open_creates_and_migrates(void **state)
 	assert_true(store_schema_latest() >= 1);
 	assert_int_equal(store_schema_version(st), store_schema_latest());
 	assert_int_equal(q1(st, "SELECT count(*) FROM semq_schema"),
-			 (int64_t)semq_n_migrations);
+			 (int64_t)n_migrations());
 	assert_int_equal(q1(st, "SELECT max(version) FROM semq_schema"),
 			 store_schema_latest());
 	assert_true(q1(st, "SELECT applied_at FROM semq_schema") > NOW);
-	assert_int_equal(q1(st, "SELECT count(*) FROM sqlite_master WHERE"
-				" name IN ('tb_0030', 'tb_0031', 'tb_0033')"),
+	assert_int_equal(q1(st, SQL2("SELECT count(*) FROM sqlite_master WHERE"
+				     " name IN ('tb_0030', 'tb_0031',"
+				     " 'tb_0033')",
+				     "SELECT count(*) FROM pg_tables WHERE"
+				     " schemaname = current_schema() AND"
+				     " tablename IN ('tb_0030', 'tb_0031',"
+				     " 'tb_0033')")),
 			 3);
 	assert_string_equal(q1s(st,
 				"SELECT value FROM semq_meta WHERE key ="
@@ -441,10 +764,17 @@ static void test_open_creates_and_migrates(void **state)
 	assert_int_equal(q1(st, "SELECT value FROM semq_meta WHERE key ="
 				" 'max_payload'"),
 			 16777216);
-	assert_string_equal(q1s(st, "PRAGMA journal_mode", buf, sizeof buf),
-			    "wal");
-	assert_int_equal(q1(st, "PRAGMA foreign_keys"), 1);
-	assert_int_equal(q1(st, "PRAGMA synchronous"), 2);
+	if (pg_mode) {
+		/* the default keeps the server's durable commits */
+		assert_string_equal(
+			q1s(st, "SHOW synchronous_commit", buf, sizeof buf),
+			"on");
+	} else {
+		assert_string_equal(
+			q1s(st, "PRAGMA journal_mode", buf, sizeof buf), "wal");
+		assert_int_equal(q1(st, "PRAGMA foreign_keys"), 1);
+		assert_int_equal(q1(st, "PRAGMA synchronous"), 2);
+	}
 	assert_int_equal(store_in_batch(st), 0);
 
 	/* Reopening keeps the data and does not migrate again. */
@@ -454,9 +784,16 @@ static void test_open_creates_and_migrates(void **state)
 	reopen(fx, "S1", &o);
 	st = fx->st;
 	assert_int_equal(q1(st, "SELECT count(*) FROM semq_schema"),
-			 (int64_t)semq_n_migrations);
-	assert_int_equal(q1(st, "PRAGMA synchronous"), 1);
-	expect_busy_wait(fx, st, 1234);
+			 (int64_t)n_migrations());
+	if (pg_mode) {
+		assert_string_equal(
+			q1s(st, "SHOW synchronous_commit", buf, sizeof buf),
+			"off");
+		expect_lock_wait(fx, st, 1234);
+	} else {
+		assert_int_equal(q1(st, "PRAGMA synchronous"), 1);
+		expect_busy_wait(fx, st, 1234);
+	}
 	assert_int_equal(q1(st, "SELECT value FROM semq_meta WHERE key ="
 				" 'max_payload'"),
 			 1000);
@@ -518,6 +855,18 @@ static void test_open_bad_files_and_options(void **state)
 	char err[SEMQ_ERRLEN], buf[4096];
 	FILE *f;
 
+	if (pg_mode) {
+		/* A server that is not there: named, its password not. */
+		o.path = "postgresql://semq:s3cret@127.0.0.1:1/semq";
+		o.node_id = "S1";
+		assert_int_equal(store_open(&o, &st2, err, sizeof err),
+				 SEMQ_ERR_DB);
+		assert_null(st2);
+		assert_non_null(
+			strstr(err, "postgresql://semq:***@127.0.0.1:1/semq"));
+		assert_null(strstr(err, "s3cret"));
+		goto options;
+	}
 	/* A file that is not a database: named, not overwritten. */
 	memset(buf, 'x', sizeof buf);
 	f = fopen(fx->path, "wb");
@@ -541,7 +890,8 @@ static void test_open_bad_files_and_options(void **state)
 	assert_int_equal(store_open(&o, &st2, err, sizeof err), SEMQ_ERR_IO);
 	assert_non_null(strstr(err, "/nonexistent-semq-dir/node.db"));
 
-	/* Options, each refused before the file is touched. */
+options:
+	/* Options, each refused before the database is touched. */
 	assert_int_equal(store_open(NULL, &st2, err, sizeof err),
 			 SEMQ_ERR_INVALID);
 	o.path = "";
@@ -564,7 +914,23 @@ static void test_open_bad_files_and_options(void **state)
 			 SEMQ_ERR_INVALID);
 	assert_non_null(strstr(err, "n_redo_levels"));
 	assert_null(st2);
-	assert_int_equal(access(fx->path, F_OK), -1);
+	if (pg_mode) {
+		char sql[160];
+
+		/* admin sees the schema from outside: nothing was made */
+		snprintf(sql, sizeof sql,
+			 "SELECT 1 FROM pg_tables WHERE schemaname = '%s'",
+			 fx->schema);
+		{
+			PGresult *res = PQexec(admin, sql);
+			int n = PQntuples(res);
+
+			PQclear(res);
+			assert_int_equal(n, 0);
+		}
+	} else {
+		assert_int_equal(access(fx->path, F_OK), -1);
+	}
 }
 
 /* Several processes open a new file at the same moment: each succeeds and
@@ -608,7 +974,7 @@ static void test_open_concurrent_fresh(void **state)
 	assert_int_equal(failed, 0);
 	open_ok(fx, "S1", NULL);
 	assert_int_equal(q1(fx->st, "SELECT count(*) FROM semq_schema"),
-			 (int64_t)semq_n_migrations);
+			 (int64_t)n_migrations());
 	assert_int_equal(q1(fx->st, "SELECT count(*) FROM semq_meta WHERE"
 				    " key = 'node_id'"),
 			 1);
@@ -955,7 +1321,13 @@ static void test_predecessor_missing(void **state)
 	assert_int_equal(a.calls, 0);
 	assert_int_equal(q1(st, "SELECT count(*) FROM tb_0030"), 0);
 	assert_int_equal(q1(st, "SELECT count(*) FROM tb_0033"), 0);
-	assert_int_equal(q1(st, "SELECT count(*) FROM semq_stream_in"), 0);
+	/* PostgreSQL: the stream's row is its lock, made before anything is
+	 * read; it holds watermark 0, as no row at all means. */
+	assert_int_equal(q1(st, "SELECT count(*) FROM semq_stream_in"),
+			 pg_mode ? 1 : 0);
+	assert_int_equal(q1(st, "SELECT count(*) FROM semq_stream_in WHERE"
+				" confirmed_through <> 0"),
+			 0);
 	assert_int_equal(q1(st, "SELECT count(*) FROM effect"), 0);
 	assert_non_null(strstr(store_errmsg(st), "predecessor seq 1"));
 
@@ -963,8 +1335,7 @@ static void test_predecessor_missing(void **state)
 	recv_expect(st, &m, &a, NOW, SEMQ_OK, RES_PROCESSED);
 	mkmsg(&m, "R1", "S1", 2, "K", 1);
 	recv_expect(st, &m, &a, NOW, SEMQ_OK, RES_PROCESSED);
-	assert_string_equal(q1s(st, "SELECT group_concat(seq) FROM effect", buf,
-				sizeof buf),
+	assert_string_equal(q1s(st, SEQS("effect", ""), buf, sizeof buf),
 			    "1,2");
 
 	/* A predecessor at or below the watermark counts as recorded. */
@@ -1162,9 +1533,8 @@ static void test_key_waiting_and_release_order(void **state)
 		SEMQ_OK);
 	/* K took effect in seq order. */
 	assert_string_equal(q1s(st,
-				"SELECT group_concat(seq) FROM (SELECT seq"
-				" FROM effect WHERE origin = 'R1' AND seq IN"
-				" (1, 2, 4) ORDER BY rowid)",
+				SEQS("effect", "WHERE origin = 'R1' AND seq IN"
+					       " (1, 2, 4)"),
 				buf, sizeof buf),
 			    "1,2,4");
 	/* Nothing unfinished for K now: the next one runs at once. */
@@ -1224,7 +1594,7 @@ static void test_redo_discard_releases(void **state)
 	assert_int_equal(store_redo_discard(st, id3, "late", NOW + 4),
 			 SEMQ_DECLINED);
 	/* The operator's discard left no effect behind. */
-	assert_int_equal(q1(st, "SELECT group_concat(seq) FROM effect"), 3);
+	assert_int_equal(q1(st, SEQS("effect", "")), 3);
 }
 
 static void test_redo_levels_and_dead(void **state)
@@ -1721,7 +2091,7 @@ static void test_purge_by_retention(void **state)
 	assert_int_equal(store_purge(st, NOW + 99999, 500, 100, &n), SEMQ_OK);
 	assert_int_equal(n, 1);
 	/* The unconfirmed one stays, and seqs are never reused. */
-	assert_int_equal(q1(st, "SELECT group_concat(seq) FROM tb_0031"), 3);
+	assert_int_equal(q1(st, SEQS("tb_0031", "")), 3);
 	assert_int_equal(enqueue(st, "S1", NULL), 4);
 	assert_int_equal(store_purge(st, NOW, -1, 100, &n), SEMQ_ERR_INVALID);
 }
@@ -1809,10 +2179,7 @@ static void test_watermark_gaps(void **state)
 	assert_int_equal(n, 2);
 	assert_int_equal(store_watermark(st, "R1", "S1", &w), SEMQ_OK);
 	assert_int_equal(w, 2);
-	assert_string_equal(q1s(st,
-				"SELECT group_concat(seq) FROM (SELECT seq"
-				" FROM tb_0030 ORDER BY seq)",
-				buf, sizeof buf),
+	assert_string_equal(q1s(st, SEQS("tb_0030", ""), buf, sizeof buf),
 			    "3,4");
 	ack(st, 3, CONFIRM_ORIGIN, 1);
 	assert_int_equal(store_advance_watermarks(st, &n), SEMQ_OK);
@@ -2151,7 +2518,408 @@ static void test_stats_and_streams(void **state)
 	assert_int_equal(store_stats(st, NULL, &c), SEMQ_ERR_INVALID);
 }
 
-int main(void)
+/* ---- PostgreSQL: several instances on one database ----------------------- */
+
+/* A second instance of node S1 on the fixture's database (fx->st2). */
+static struct store *open_second(struct fx *fx, const struct store_opts *extra)
+{
+	char err[SEMQ_ERRLEN];
+	int r = open_opts(fx, "S1", extra, &fx->st2, err);
+
+	if (r != SEMQ_OK)
+		fail_msg("store_open (second instance): %d %s", r, err);
+	return fx->st2;
+}
+
+/* One store call run on a thread of its own (the store is used by that
+ * thread alone until it is joined). */
+struct bg {
+	pthread_t th;
+	struct store *st;
+	int batch; /* in a batch of its own: begin, the calls, commit */
+	struct msg m[2];
+	int n_msgs;   /* receive these, or ... */
+	int64_t redo; /* ... run this redo entry (when n_msgs is 0) */
+	int64_t now;
+	struct applier a;
+	int r[2], res[2], status, commit_r;
+	char err[SEMQ_ERRLEN];
+};
+
+static void *bg_main(void *arg)
+{
+	struct bg *b = arg;
+	int i;
+
+	b->a.in_thread = 1;
+	if (b->batch)
+		b->commit_r = store_begin(b->st);
+	if (b->n_msgs == 0) {
+		b->r[0] = store_redo_run(b->st, b->redo, b->now, apply_cb,
+					 &b->a, &b->status);
+		snprintf(b->err, sizeof b->err, "%s", store_errmsg(b->st));
+	}
+	for (i = 0; i < b->n_msgs; i++)
+		b->r[i] = store_receive(b->st, &b->m[i], NULL, CONFIRM_ORIGIN,
+					b->now, apply_cb, &b->a, &b->res[i],
+					b->err, sizeof b->err);
+	if (b->batch && b->commit_r == SEMQ_OK)
+		b->commit_r = store_commit(b->st);
+	return NULL;
+}
+
+static void bg_start(struct bg *b)
+{
+	assert_int_equal(pthread_create(&b->th, NULL, bg_main, b), 0);
+}
+
+static void bg_join(struct bg *b)
+{
+	assert_int_equal(pthread_join(b->th, NULL), 0);
+	if (b->a.fault[0])
+		fail_msg("the second instance's plugin: %s", b->a.fault);
+}
+
+/* Waits (up to 20 s) until the server shows backend `pid` waiting for a
+ * lock: the other instance is blocked, not merely slow. */
+static void wait_blocked(int pid)
+{
+	char sql[160];
+	int i;
+
+	snprintf(sql, sizeof sql,
+		 "SELECT 1 FROM pg_stat_activity WHERE pid = %d"
+		 " AND wait_event_type = 'Lock'",
+		 pid);
+	for (i = 0; i < 2000; i++) {
+		PGresult *res = PQexec(admin, sql);
+		int n = PQntuples(res);
+		struct timespec ts = {0, 10 * 1000 * 1000};
+
+		PQclear(res);
+		if (n == 1)
+			return;
+		nanosleep(&ts, NULL);
+	}
+	fail_msg("backend %d never waited for a lock", pid);
+}
+
+/* The backend serving a store's connection. */
+static int backend_of(struct store *st)
+{
+	return PQbackendPID(dbof(st));
+}
+
+/*
+ * Two instances receive the same message: the second waits for the stream
+ * the first holds inside its open batch; when the first commits, the second
+ * reports a duplicate; when the first rolls back, the second applies it.
+ * Either way exactly one apply() took effect.
+ */
+static void test_pg_two_instances_receive(void **state)
+{
+	struct fx *fx = *state;
+	struct store *a_st = open_ok(fx, "S1", NULL);
+	struct store *b_st = open_second(fx, NULL);
+	struct applier a = {0};
+	struct bg b;
+
+	/* committed by A: B's copy is a duplicate */
+	memset(&b, 0, sizeof b);
+	b.st = b_st;
+	b.now = NOW;
+	b.n_msgs = 1;
+	mkmsg(&b.m[0], "R1", "S1", 1, "K", 0);
+	assert_int_equal(store_begin(a_st), SEMQ_OK);
+	recv_expect(a_st, &b.m[0], &a, NOW, SEMQ_OK, RES_PROCESSED);
+	bg_start(&b);
+	wait_blocked(backend_of(b_st));
+	assert_int_equal(store_commit(a_st), SEMQ_OK);
+	bg_join(&b);
+	assert_int_equal(b.r[0], SEMQ_DUPLICATE);
+	assert_int_equal(b.res[0], RES_DUPLICATE);
+	assert_int_equal(b.a.calls, 0);
+	assert_int_equal(a.calls, 1);
+	assert_int_equal(q1(a_st, "SELECT count(*) FROM effect WHERE seq = 1"),
+			 1);
+	assert_int_equal(q1(a_st, "SELECT count(*) FROM tb_0030"), 1);
+
+	/* rolled back by A: B applies it, once */
+	memset(&b, 0, sizeof b);
+	b.st = b_st;
+	b.now = NOW;
+	b.n_msgs = 1;
+	mkmsg(&b.m[0], "R1", "S1", 2, "K", 1);
+	assert_int_equal(store_begin(a_st), SEMQ_OK);
+	recv_expect(a_st, &b.m[0], &a, NOW, SEMQ_OK, RES_PROCESSED);
+	bg_start(&b);
+	wait_blocked(backend_of(b_st));
+	assert_int_equal(store_rollback(a_st), SEMQ_OK);
+	bg_join(&b);
+	assert_int_equal(b.r[0], SEMQ_OK);
+	assert_int_equal(b.res[0], RES_PROCESSED);
+	assert_int_equal(b.a.calls, 1);
+	assert_int_equal(q1(a_st, "SELECT count(*) FROM effect WHERE seq = 2"),
+			 1);
+	/* ... and now A sees it as received */
+	recv_expect(a_st, &b.m[0], &a, NOW, SEMQ_DUPLICATE, RES_DUPLICATE);
+}
+
+/*
+ * The unique index idx_0030_1 is the backstop: a copy recorded by a
+ * connection that does not take the stream's lock, not yet committed. The
+ * instance waits for it, then reports a duplicate without calling apply()
+ * and without failing its batch: the next message of the batch is applied
+ * and the batch commits.
+ */
+static void test_pg_unique_index_backstop(void **state)
+{
+	struct fx *fx = *state;
+	struct store *a_st = open_ok(fx, "S1", NULL);
+	PGconn *raw = PQconnectdb(fx->path);
+	char msg[512];
+	struct bg b;
+
+	assert_int_equal(PQstatus(raw), CONNECTION_OK);
+	if (pg_run(raw,
+		   "BEGIN; INSERT INTO tb_0030(origin, dest, seq, type,"
+		   " received_at, result) VALUES ('R1', 'S1', 1, 2800, 0, 0)",
+		   msg, sizeof msg))
+		fail_msg("raw insert: %s", msg);
+	memset(&b, 0, sizeof b);
+	b.st = a_st;
+	b.now = NOW;
+	b.batch = 1;
+	b.n_msgs = 2;
+	mkmsg(&b.m[0], "R1", "S1", 1, NULL, 0);
+	mkmsg(&b.m[1], "R1", "S1", 2, NULL, 0);
+	bg_start(&b);
+	wait_blocked(backend_of(a_st));
+	assert_int_equal(pg_run(raw, "COMMIT", msg, sizeof msg), 0);
+	PQfinish(raw);
+	bg_join(&b);
+	if (b.r[0] != SEMQ_DUPLICATE)
+		fail_msg("the copy recorded meanwhile: %d (%s)", b.r[0], b.err);
+	assert_int_equal(b.res[0], RES_DUPLICATE);
+	assert_int_equal(b.r[1], SEMQ_OK);
+	assert_int_equal(b.res[1], RES_PROCESSED);
+	assert_int_equal(b.commit_r, SEMQ_OK);
+	assert_int_equal(b.a.calls, 1);
+	assert_int_equal(q1(a_st, SEQS("effect", "")), 2);
+	assert_int_equal(q1(a_st, "SELECT count(*) FROM tb_0030"), 2);
+}
+
+/*
+ * Two instances run the same redo entry: the second waits for the first's
+ * stream; after the first committed, it reads the entry again, finds it
+ * done and declines; after the first rolled back, it runs it itself.
+ */
+static void test_pg_two_instances_redo(void **state)
+{
+	struct fx *fx = *state;
+	struct store *a_st = open_ok(fx, "S1", NULL);
+	struct store *b_st = open_second(fx, NULL);
+	struct applier a = {.why = "down"};
+	struct msg m;
+	struct bg b;
+	int64_t id1, id2;
+	int status = -9;
+
+	verdicts(&a, 2, SEMQ_PLUGIN_RETRY, SEMQ_PLUGIN_RETRY);
+	mkmsg(&m, "R1", "S1", 1, "K", 0);
+	recv_expect(a_st, &m, &a, NOW, SEMQ_OK, RES_REDO);
+	mkmsg(&m, "R1", "S1", 2, "L", 0);
+	recv_expect(a_st, &m, &a, NOW, SEMQ_OK, RES_REDO);
+	id1 = redo_id_of(a_st, 1);
+	id2 = redo_id_of(a_st, 2);
+
+	/* A runs it and commits: B declines */
+	memset(&b, 0, sizeof b);
+	b.st = b_st;
+	b.redo = id1;
+	b.now = NOW + 5000;
+	assert_int_equal(store_begin(a_st), SEMQ_OK);
+	assert_int_equal(
+		store_redo_run(a_st, id1, NOW + 5000, apply_cb, &a, &status),
+		SEMQ_OK);
+	assert_int_equal(status, RS_DONE);
+	bg_start(&b);
+	wait_blocked(backend_of(b_st));
+	assert_int_equal(store_commit(a_st), SEMQ_OK);
+	bg_join(&b);
+	if (b.r[0] != SEMQ_DECLINED)
+		fail_msg("second run of redo %lld: %d (%s)", (long long)id1,
+			 b.r[0], b.err);
+	assert_non_null(strstr(b.err, "done, not pending"));
+	assert_int_equal(b.a.calls, 0);
+	assert_int_equal(q1(a_st, "SELECT count(*) FROM effect WHERE seq = 1"),
+			 1);
+	redo_expect(a_st, id1, RS_DONE, 2, 1, -1, NULL);
+
+	/* A runs it and rolls back: B runs it, once */
+	memset(&b, 0, sizeof b);
+	b.st = b_st;
+	b.redo = id2;
+	b.now = NOW + 5000;
+	assert_int_equal(store_begin(a_st), SEMQ_OK);
+	assert_int_equal(
+		store_redo_run(a_st, id2, NOW + 5000, apply_cb, &a, &status),
+		SEMQ_OK);
+	bg_start(&b);
+	wait_blocked(backend_of(b_st));
+	assert_int_equal(store_rollback(a_st), SEMQ_OK);
+	bg_join(&b);
+	assert_int_equal(b.r[0], SEMQ_OK);
+	assert_int_equal(b.status, RS_DONE);
+	assert_int_equal(b.a.calls, 1);
+	assert_int_equal(q1(a_st, "SELECT count(*) FROM effect WHERE seq = 2"),
+			 1);
+	redo_expect(a_st, id2, RS_DONE, 2, 1, -1, NULL);
+}
+
+/*
+ * Compaction never waits for a stream another instance holds: it leaves
+ * that stream for a later pass (at once, well inside the lock timeout), and
+ * compacts it once the other committed.
+ */
+static void test_pg_advance_skips_locked(void **state)
+{
+	struct fx *fx = *state;
+	struct store_opts o = {.synchronous = -1, .busy_timeout_ms = 3000};
+	struct store *a_st = open_ok(fx, "S1", &o);
+	struct store *b_st = open_second(fx, NULL);
+	struct applier a = {0};
+	struct timespec t0, t1;
+	struct msg m;
+	unsigned n = 99;
+	uint64_t w = 99, i;
+	int64_t ms;
+
+	for (i = 1; i <= 2; i++) {
+		mkmsg(&m, "R1", "S1", i, NULL, 0);
+		recv_expect(a_st, &m, &a, NOW, SEMQ_OK, RES_PROCESSED);
+		ack(a_st, i, CONFIRM_ORIGIN, 1);
+	}
+	mkmsg(&m, "R2", "S1", 1, NULL, 0);
+	recv_expect(a_st, &m, &a, NOW, SEMQ_OK, RES_PROCESSED);
+	m.id.seq = 1;
+	{
+		int ok = 0;
+
+		assert_int_equal(
+			store_ack_response(a_st, &m.id, CONFIRM_ORIGIN, &ok),
+			SEMQ_OK);
+		assert_int_equal(ok, 1);
+	}
+	/* B holds stream R1/S1 in an open batch */
+	assert_int_equal(store_begin(b_st), SEMQ_OK);
+	mkmsg(&m, "R1", "S1", 3, NULL, 0);
+	recv_expect(b_st, &m, &a, NOW, SEMQ_OK, RES_PROCESSED);
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	assert_int_equal(store_advance_watermarks(a_st, &n), SEMQ_OK);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	ms = (t1.tv_sec - t0.tv_sec) * 1000 +
+	     (t1.tv_nsec - t0.tv_nsec) / 1000000;
+	if (ms >= 2000)
+		fail_msg("advance_watermarks took %lld ms: it waited",
+			 (long long)ms);
+	assert_int_equal(n, 1); /* R2/S1 only */
+	assert_int_equal(store_watermark(a_st, "R1", "S1", &w), SEMQ_OK);
+	assert_int_equal(w, 0);
+	assert_int_equal(store_watermark(a_st, "R2", "S1", &w), SEMQ_OK);
+	assert_int_equal(w, 1);
+
+	assert_int_equal(store_commit(b_st), SEMQ_OK);
+	assert_int_equal(store_advance_watermarks(a_st, &n), SEMQ_OK);
+	assert_int_equal(n, 2);
+	assert_int_equal(store_watermark(a_st, "R1", "S1", &w), SEMQ_OK);
+	assert_int_equal(w, 2);
+	assert_int_equal(q1(a_st, SEQS("tb_0030", "")), 3);
+}
+
+/*
+ * The connection to the server is lost (the backend is terminated): the
+ * call that meets it fails; the next batch connects again first, its
+ * statements are prepared again, and it works; plugins get the live
+ * connection.
+ */
+static void test_pg_connection_lost(void **state)
+{
+	struct fx *fx = *state;
+	struct store *st = open_ok(fx, "S1", NULL);
+	struct applier a = {0};
+	struct msg m;
+	char sql[96];
+	int pid;
+
+	mkmsg(&m, "R1", "S1", 1, NULL, 0);
+	recv_expect(st, &m, &a, NOW, SEMQ_OK, RES_PROCESSED);
+	pid = backend_of(st);
+	snprintf(sql, sizeof sql, "SELECT pg_terminate_backend(%d, 5000)", pid);
+	admin_run(sql);
+
+	assert_int_equal(store_begin(st), SEMQ_ERR_DB);
+	assert_int_equal(store_in_batch(st), 0);
+	assert_int_equal(store_begin(st), SEMQ_OK);
+	assert_true(backend_of(st) != pid);
+	mkmsg(&m, "R1", "S1", 2, NULL, 0);
+	recv_expect(st, &m, &a, NOW, SEMQ_OK, RES_PROCESSED);
+	assert_int_equal(store_commit(st), SEMQ_OK);
+	assert_int_equal(a.calls, 2);
+	{
+		char buf[32];
+
+		assert_string_equal(
+			q1s(st, SEQS("effect", ""), buf, sizeof buf), "1,2");
+	}
+
+	/* outside a batch too: a call of its own connects again */
+	pid = backend_of(st);
+	snprintf(sql, sizeof sql, "SELECT pg_terminate_backend(%d, 5000)", pid);
+	admin_run(sql);
+	mkmsg(&m, "R1", "S1", 3, NULL, 0);
+	recv_expect(st, &m, &a, NOW, SEMQ_ERR_DB, -1);
+	recv_expect(st, &m, &a, NOW, SEMQ_OK, RES_PROCESSED);
+	assert_int_equal(q1(st, "SELECT count(*) FROM tb_0030"), 3);
+}
+
+/*
+ * A failed statement aborts a PostgreSQL transaction (SQLite keeps it): a
+ * plugin that ignores its own failed SQL and returns OK fails the receive,
+ * and the batch can only be rolled back — store_commit refuses instead of
+ * letting the server turn COMMIT into a silent ROLLBACK.
+ */
+static void test_pg_aborted_batch_not_committed(void **state)
+{
+	struct fx *fx = *state;
+	struct store *st = open_ok(fx, "S1", NULL);
+	struct applier a = {.bad_sql = 1};
+	struct msg m;
+	char err[SEMQ_ERRLEN] = "";
+	int res;
+
+	assert_int_equal(store_begin(st), SEMQ_OK);
+	mkmsg(&m, "R1", "S1", 1, NULL, 0);
+	assert_int_equal(store_receive(st, &m, NULL, CONFIRM_ORIGIN, NOW,
+				       apply_cb, &a, &res, err, sizeof err),
+			 SEMQ_ERR_DB);
+	assert_int_equal(res, -1);
+	a.bad_sql = 0;
+	mkmsg(&m, "R1", "S1", 2, NULL, 0);
+	assert_int_equal(store_receive(st, &m, NULL, CONFIRM_ORIGIN, NOW,
+				       apply_cb, &a, &res, err, sizeof err),
+			 SEMQ_ERR_DB);
+	assert_non_null(strstr(err, "roll it back"));
+	assert_int_equal(store_commit(st), SEMQ_ERR_DB);
+	assert_non_null(strstr(store_errmsg(st), "aborted"));
+	assert_int_equal(store_in_batch(st), 0);
+	assert_int_equal(q1(st, "SELECT count(*) FROM tb_0030"), 0);
+	/* the store goes on */
+	recv_expect(st, &m, &a, NOW, SEMQ_OK, RES_PROCESSED);
+}
+
+int main(int argc, char **argv)
 {
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 	const struct CMUnitTest tests[] = {
@@ -2189,6 +2957,31 @@ int main(void)
 		T(test_received_list),
 		T(test_stats_and_streams),
 	};
+	const struct CMUnitTest pg_tests[] = {
+		T(test_pg_two_instances_receive),
+		T(test_pg_unique_index_backstop),
+		T(test_pg_two_instances_redo),
+		T(test_pg_advance_skips_locked),
+		T(test_pg_connection_lost),
+		T(test_pg_aborted_batch_not_committed),
+	};
 #undef T
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	const char *be = getenv("SEMQ_TEST_BACKEND");
+	int r;
+
+	pg_mode = (argc > 1 && strcmp(argv[1], "--pg") == 0) ||
+		  (be && strcmp(be, "pg") == 0);
+	if (!pg_mode)
+		return cmocka_run_group_tests(tests, NULL, NULL);
+	r = pg_run_setup();
+	if (r) {
+		pg_run_teardown();
+		return r;
+	}
+	r = cmocka_run_group_tests_name("store on PostgreSQL", tests, NULL,
+					NULL);
+	r += cmocka_run_group_tests_name(
+		"store on PostgreSQL: several instances", pg_tests, NULL, NULL);
+	pg_run_teardown();
+	return r;
 }
