@@ -233,6 +233,11 @@ static int check_message(const char *path, const Semq__Message *m, char *err,
 	snprintf(p, sizeof p, "%s.key", path);
 	if ((r = check_text(p, m->key, SEMQ_KEY_MAX, err, errsz)))
 		return r;
+	/* A key is compared for equality only, but it is text everywhere
+	 * (protobuf string, JSON listings, a PostgreSQL TEXT column). */
+	if (!semq_utf8_valid((const uint8_t *)m->key, strlen(m->key)))
+		return fail(err, errsz, SEMQ_ERR_PROTO, "%s: not UTF-8 text",
+			    p);
 	if (m->deliver_at < 0)
 		return fail(err, errsz, SEMQ_ERR_PROTO,
 			    "%s.deliver_at: %lld is negative", path,

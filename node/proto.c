@@ -52,10 +52,12 @@ struct proto {
 	int wm_dirty;
 	int64_t last_unacked_pass;
 	int64_t last_purge;
-	struct wheel *wheel;  /* redo and delayed entries due soon */
-	int64_t filled_until; /* the wheel holds all entries due before */
-	int redo_dirty;       /* the schedule changed: scan again */
-	double drain_tokens;  /* drain_rate: messages we may send now */
+	int64_t now;            /* of the running send_pending() */
+	int64_t bad_key_warned; /* last warning about a key that is not UTF-8 */
+	struct wheel *wheel;    /* redo and delayed entries due soon */
+	int64_t filled_until;   /* the wheel holds all entries due before */
+	int redo_dirty;         /* the schedule changed: scan again */
+	double drain_tokens;    /* drain_rate: messages we may send now */
 	int64_t drain_at;
 	struct proto_counts cnt; /* this batch so far, for metrics */
 	size_t stored;           /* copies this batch stored (crash points) */
@@ -1383,6 +1385,21 @@ static int send_cb(void *ctx, const struct msg *m, const struct out_row *row)
 
 	(void)row;
 	x->fetched++;
+	/* A key that is not UTF-8 (written into tb_0031 by hand: the store
+	 * and the wire refuse them) would make every peer refuse the whole
+	 * frame: the row stays unsent, visible in `semqctl outbound`, and
+	 * the rest of the stream goes on (key order only binds its key). */
+	if (m->has_key &&
+	    !semq_utf8_valid((const uint8_t *)m->key, strlen(m->key))) {
+		if (x->p->now - x->p->bad_key_warned >= 60000) {
+			x->p->bad_key_warned = x->p->now;
+			log_msg(LOG_ERROR, "proto", NULL, &m->id,
+				"msg_key is not UTF-8 text: not sent; fix it "
+				"(UPDATE tb_0031 SET msg_key = ...) or cancel "
+				"it (semqctl outbound cancel)");
+		}
+		return 0;
+	}
 	/* A relay's copy never goes back towards the node it came from. */
 	if (conn && strcmp(m->id.origin, x->p->c->id) != 0 &&
 	    strcmp(hop->peer, m->id.origin) == 0)
@@ -1521,6 +1538,7 @@ static int send_pending(struct proto *p, int64_t now, struct outbox *ob)
 	size_t i, j, n_sent = 0;
 	int r;
 
+	p->now = now;
 	p->more_to_send = 0;
 	if (!p->routes || !p->routes->n_hops)
 		return SEMQ_OK;

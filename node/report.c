@@ -29,6 +29,7 @@
 #include <event2/keyvalq_struct.h>
 #include <jansson.h>
 
+#include "jsontext.h"
 #include "log.h"
 
 #define REDO_LIMIT_DEFAULT 100
@@ -161,96 +162,6 @@ static int reply_error(struct outbox *ob, uint64_t req_id, int status,
 }
 
 /* ---- JSON of rows ------------------------------------------------------------ */
-
-/* Length of the UTF-8 character at p (1..4), 0 when it is not one. */
-static size_t utf8_char(const uint8_t *p, size_t n)
-{
-	size_t k, i;
-	uint32_t c;
-
-	if (p[0] < 0x80)
-		return 1;
-	if (p[0] >= 0xc2 && p[0] <= 0xdf)
-		k = 2, c = p[0] & 0x1f;
-	else if (p[0] >= 0xe0 && p[0] <= 0xef)
-		k = 3, c = p[0] & 0x0f;
-	else if (p[0] >= 0xf0 && p[0] <= 0xf4)
-		k = 4, c = p[0] & 0x07;
-	else
-		return 0;
-	if (n < k)
-		return 0;
-	for (i = 1; i < k; i++) {
-		if ((p[i] & 0xc0) != 0x80)
-			return 0;
-		c = c << 6 | (p[i] & 0x3f);
-	}
-	if ((k == 3 && (c < 0x800 || (c >= 0xd800 && c <= 0xdfff))) ||
-	    (k == 4 && (c < 0x10000 || c > 0x10ffff)))
-		return 0;
-	return k;
-}
-
-static int utf8_valid(const uint8_t *p, size_t n)
-{
-	size_t k;
-
-	while (n) {
-		k = utf8_char(p, n);
-		if (!k)
-			return 0;
-		p += k;
-		n -= k;
-	}
-	return 1;
-}
-
-/* A JSON string of s (new reference): null for NULL, bytes that are not
- * UTF-8 as '?'. NULL when out of memory. */
-static json_t *json_text(const char *s)
-{
-	const uint8_t *p = (const uint8_t *)s;
-	size_t n, k, o = 0;
-	json_t *j;
-	char *c;
-
-	if (!s)
-		return json_null();
-	n = strlen(s);
-	if (utf8_valid(p, n))
-		return json_string(s);
-	c = malloc(n + 1);
-	if (!c)
-		return NULL;
-	while (n) {
-		k = utf8_char(p, n);
-		if (!k) {
-			c[o++] = '?';
-			k = 1;
-		} else {
-			memcpy(c + o, p, k);
-			o += k;
-		}
-		p += k;
-		n -= k;
-	}
-	c[o] = '\0';
-	j = json_string(c);
-	free(c);
-	return j;
-}
-
-/* Sets key: v in o (v stolen, also when o is NULL; a NULL o or v means out
- * of memory: *failed = 1). */
-static void jset(json_t *o, const char *key, json_t *v, int *failed)
-{
-	if (!o) {
-		json_decref(v);
-		*failed = 1;
-	} else if (!v || json_object_set_new(o, key, v)) {
-		*failed = 1;
-	}
-}
 
 /* One tb_0033 entry with the fields of `semqctl redo list --json` (new
  * reference; NULL when out of memory); the payload only by its length. */
@@ -479,7 +390,7 @@ static int redo_show(struct store *st, const struct admin_req *rq, int64_t id,
 	b64 = base64_encode(m.payload, m.payload_len);
 	failed = !o;
 	jset(o, "payload", b64 ? json_string(b64) : NULL, &failed);
-	if (utf8_valid(m.payload, m.payload_len))
+	if (semq_utf8_valid(m.payload, m.payload_len))
 		jset(o, "payload_text",
 		     m.payload_len ? json_stringn((const char *)m.payload,
 						  m.payload_len)

@@ -738,6 +738,10 @@ static int check_body(struct store *st, const char *what, const struct msg *m)
 		return seterr(st, SEMQ_ERR_INVALID,
 			      "%s: key longer than %d bytes", what,
 			      SEMQ_KEY_MAX);
+	if (m->has_key &&
+	    !semq_utf8_valid((const uint8_t *)m->key, strlen(m->key)))
+		return seterr(st, SEMQ_ERR_INVALID, "%s: key is not UTF-8 text",
+			      what);
 	if (!m->payload && m->payload_len)
 		return seterr(st, SEMQ_ERR_INVALID,
 			      "%s: payload NULL with length %zu", what,

@@ -111,3 +111,51 @@ void semq_db_shown(const char *url, char *out, size_t outsz)
 	out[n] = '\0';
 #undef PUT
 }
+
+size_t semq_utf8_char(const uint8_t *p, size_t n)
+{
+	uint32_t cp;
+	size_t len, i;
+
+	if (!n)
+		return 0;
+	if (p[0] < 0x80)
+		return 1;
+	if (p[0] >= 0xc2 && p[0] <= 0xdf) {
+		len = 2;
+		cp = p[0] & 0x1f;
+	} else if ((p[0] & 0xf0) == 0xe0) {
+		len = 3;
+		cp = p[0] & 0x0f;
+	} else if (p[0] >= 0xf0 && p[0] <= 0xf4) {
+		len = 4;
+		cp = p[0] & 0x07;
+	} else {
+		return 0;
+	}
+	if (n < len)
+		return 0;
+	for (i = 1; i < len; i++) {
+		if ((p[i] & 0xc0) != 0x80)
+			return 0;
+		cp = cp << 6 | (p[i] & 0x3f);
+	}
+	if ((len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
+	    cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+		return 0;
+	return len;
+}
+
+int semq_utf8_valid(const uint8_t *p, size_t n)
+{
+	size_t k;
+
+	while (n) {
+		k = semq_utf8_char(p, n);
+		if (!k)
+			return 0;
+		p += k;
+		n -= k;
+	}
+	return 1;
+}

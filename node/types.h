@@ -88,4 +88,11 @@ char *base64_encode(const uint8_t *p, size_t n);
  * replaced by "***"; a file path unchanged. Always NUL-terminated. */
 void semq_db_shown(const char *target, char *out, size_t outsz);
 
+/* The length of the UTF-8 character at p (n bytes left), 0 when it is not
+ * one: strict, as jansson and PostgreSQL check it (no overlong forms, no
+ * surrogates, nothing above U+10FFFF). */
+size_t semq_utf8_char(const uint8_t *p, size_t n);
+/* Are the n bytes at p UTF-8? */
+int semq_utf8_valid(const uint8_t *p, size_t n);
+
 #endif

@@ -48,6 +48,7 @@
 #include <semq/semq.h>
 
 #include "config.h"
+#include "jsontext.h"
 #include "store.h"
 #include "types.h"
 
@@ -314,7 +315,8 @@ static const struct ctl_cmd ctl_cmds[] = {
 	 "Exit 1 when [node] admin is not set or the daemon does not answer.\n"
 	 "--json prints the daemon's answer: {\"node\", \"now\", \"peers\":\n"
 	 "[{\"peer\", \"instance\", \"state\", \"direction\", \"address\",\n"
-	 "\"conn_id\", \"since\", \"ready_at\", \"pending_bytes\"}...]}, a peer\n"
+	 "\"conn_id\", \"since\", \"ready_at\", \"pending_bytes\"}...]}, a "
+	 "peer\n"
 	 "without a connection with \"next_dial_at\", \"next_dial_in_ms\"\n"
 	 "and \"attempts\" (times in unix ms, null when none); \"instance\"\n"
 	 "is null for a node's only instance.\n"},
@@ -1308,59 +1310,6 @@ static int parse_status(const char *table, const int *v, size_t n,
 	return SEMQ_ERR_INVALID;
 }
 
-/*
- * The length of the UTF-8 character at p (n bytes left), 0 when it is not
- * one: strict, as jansson checks it (no overlong forms, no surrogates,
- * nothing above U+10FFFF).
- */
-static size_t utf8_char(const uint8_t *p, size_t n)
-{
-	uint32_t cp;
-	size_t len, i;
-
-	if (!n)
-		return 0;
-	if (p[0] < 0x80)
-		return 1;
-	if (p[0] >= 0xc2 && p[0] <= 0xdf) {
-		len = 2;
-		cp = p[0] & 0x1f;
-	} else if ((p[0] & 0xf0) == 0xe0) {
-		len = 3;
-		cp = p[0] & 0x0f;
-	} else if (p[0] >= 0xf0 && p[0] <= 0xf4) {
-		len = 4;
-		cp = p[0] & 0x07;
-	} else {
-		return 0;
-	}
-	if (n < len)
-		return 0;
-	for (i = 1; i < len; i++) {
-		if ((p[i] & 0xc0) != 0x80)
-			return 0;
-		cp = cp << 6 | (p[i] & 0x3f);
-	}
-	if ((len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
-	    cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-		return 0;
-	return len;
-}
-
-static int utf8_valid(const uint8_t *p, size_t n)
-{
-	size_t k;
-
-	while (n) {
-		k = utf8_char(p, n);
-		if (!k)
-			return 0;
-		p += k;
-		n -= k;
-	}
-	return 1;
-}
-
 /* Text a terminal shows as it is: UTF-8 with no control characters but
  * tab, newline and carriage return. */
 static int printable(const uint8_t *p, size_t n)
@@ -1372,7 +1321,7 @@ static int printable(const uint8_t *p, size_t n)
 		     p[i] != '\r') ||
 		    p[i] == 0x7f)
 			return 0;
-	return utf8_valid(p, n);
+	return semq_utf8_valid(p, n);
 }
 
 /*
@@ -1395,7 +1344,7 @@ static const char *cell(const char *s, size_t max_chars, char *buf,
 			o += 3;
 			break;
 		}
-		k = utf8_char(p, n);
+		k = semq_utf8_char(p, n);
 		if (!k) {
 			buf[o++] = '?';
 			k = 1;
@@ -1500,48 +1449,6 @@ static const char *fmt_time(int64_t ms, char *buf, size_t sz)
 	else
 		snprintf(buf, sz, "%lld", (long long)ms);
 	return buf;
-}
-
-/* A JSON string of s (new reference): null for NULL; bytes that are not
- * UTF-8 become '?', since JSON text is UTF-8. NULL when out of memory. */
-static json_t *json_text(const char *s)
-{
-	const uint8_t *p = (const uint8_t *)s;
-	size_t n, k, o = 0;
-	json_t *j;
-	char *c;
-
-	if (!s)
-		return json_null();
-	n = strlen(s);
-	if (utf8_valid(p, n))
-		return json_string(s);
-	c = malloc(n + 1);
-	if (!c)
-		return NULL;
-	while (n) {
-		k = utf8_char(p, n);
-		if (!k) {
-			c[o++] = '?';
-			k = 1;
-		} else {
-			memcpy(c + o, p, k);
-			o += k;
-		}
-		p += k;
-		n -= k;
-	}
-	c[o] = '\0';
-	j = json_string(c);
-	free(c);
-	return j;
-}
-
-/* Adds key: v to o (v stolen; NULL means out of memory: *failed = 1). */
-static void jset(json_t *o, const char *key, json_t *v, int *failed)
-{
-	if (!v || json_object_set_new(o, key, v))
-		*failed = 1;
 }
 
 /* Every column of one tb_0031 row as a JSON object (new reference, NULL
@@ -1966,7 +1873,7 @@ static void payload_json(json_t *o, const struct msg *m, int *failed)
 	char *b64 = base64_encode(m->payload, m->payload_len);
 
 	jset(o, "payload", b64 ? json_string(b64) : NULL, failed);
-	if (utf8_valid(m->payload, m->payload_len))
+	if (semq_utf8_valid(m->payload, m->payload_len))
 		jset(o, "payload_text",
 		     m->payload_len ? json_stringn((const char *)m->payload,
 						   m->payload_len)

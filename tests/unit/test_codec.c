@@ -976,6 +976,13 @@ static void test_key_and_times(void **state)
 	key[SEMQ_KEY_MAX] = 'k';
 	key[SEMQ_KEY_MAX + 1] = '\0';
 	assert_refused(&x.f, "Data.messages[0].key: 256 bytes, more than 255");
+	x.m.key = "Bon-\xc3\xa9t\xc3\xa9-\xe4\xb8\xad"; /* UTF-8: fine */
+	assert_valid(&x.f);
+	x.m.key = "K\xff"
+		  "1"; /* not UTF-8 */
+	assert_refused(&x.f, "Data.messages[0].key: not UTF-8 text");
+	x.m.key = "K\xc0\xaf"; /* an overlong '/' */
+	assert_refused(&x.f, "Data.messages[0].key: not UTF-8 text");
 	x.m.key = "";
 	x.m.deliver_at = -1;
 	assert_refused(&x.f, "Data.messages[0].deliver_at: -1");

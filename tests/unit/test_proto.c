@@ -1283,6 +1283,46 @@ static void test_sender_sends_and_confirms(void **state)
 	assert_int_equal(batch(fx, T0 + 10 + fx->c.query_after_ms), 0);
 }
 
+/* A row whose key is not UTF-8 (written into tb_0031 by hand) is not sent:
+ * every peer would refuse the whole frame. The rest of the stream goes. */
+static void test_sender_skips_key_not_utf8(void **state)
+{
+	struct fx *fx = *state;
+	const struct route_hop hop = {"S1", 7, 0, ""};
+	const Semq__Frame *f;
+	sqlite3 *db;
+
+	sender(fx, 1000);
+	db = store_plugin_tx(fx->st)->db;
+	enqueue(fx, "S1", 2);
+	assert_int_equal(
+		sqlite3_exec(
+			db,
+			"INSERT INTO tb_0031(dest, type, msg_key, payload)"
+			" VALUES ('S1', 1, CAST(x'4bff31' AS TEXT), x'00')",
+			NULL, NULL, NULL),
+		SQLITE_OK);
+	assert_int_equal(
+		sqlite3_exec(db,
+			     "INSERT INTO tb_0031(dest, type, msg_key, payload)"
+			     " VALUES ('S1', 1, 'K2', x'00')",
+			     NULL, NULL, NULL),
+		SQLITE_OK);
+	push_routes(fx, &hop, 1);
+	assert_int_equal(batch(fx, T0 + 10), 1);
+	assert_int_equal(count_frames(fx, 7, SEMQ__FRAME__BODY_DATA), 1);
+	f = frame_at(fx, 7, SEMQ__FRAME__BODY_DATA, 0);
+	assert_int_equal(f->data->n_messages, 3);
+	assert_int_equal(f->data->messages[0]->seq, 1);
+	assert_int_equal(f->data->messages[1]->seq, 2);
+	assert_int_equal(f->data->messages[2]->seq, 4);
+	assert_int_equal(out_of(fx, "R1", "S1", 3).status, SS_UNSEND);
+	assert_int_equal(out_of(fx, "R1", "S1", 4).status, SS_SEND);
+	/* ... and stays unsent on later ticks. */
+	batch(fx, T0 + 20);
+	assert_int_equal(out_of(fx, "R1", "S1", 3).status, SS_UNSEND);
+}
+
 /* window = 2: two unconfirmed per stream; a confirmation lets two more go. */
 static void test_sender_window(void **state)
 {
@@ -1980,6 +2020,8 @@ int main(void)
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sender_window, setup,
 						teardown),
+		cmocka_unit_test_setup_teardown(test_sender_skips_key_not_utf8,
+						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sender_relay_acks, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_sender_query, setup,

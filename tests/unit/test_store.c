@@ -1744,8 +1744,16 @@ static void test_enqueue_assigns_seq(void **state)
 	m.payload = NULL;
 	assert_int_equal(store_enqueue(st, &m, &seq, err, sizeof err),
 			 SEMQ_ERR_INVALID);
-	/* An empty payload is fine. */
+	/* A key that is not UTF-8 text is refused (and uses no seq). */
 	m.payload_len = 0;
+	m.has_key = 1;
+	snprintf(m.key, sizeof m.key, "K\xff");
+	assert_int_equal(store_enqueue(st, &m, &seq, err, sizeof err),
+			 SEMQ_ERR_INVALID);
+	assert_non_null(strstr(err, "key is not UTF-8 text"));
+	m.has_key = 0;
+	m.key[0] = '\0';
+	/* An empty payload is fine. */
 	assert_int_equal(store_enqueue(st, &m, &seq, err, sizeof err), SEMQ_OK);
 	assert_int_equal(seq, 4);
 	assert_int_equal(q1(st, "SELECT length(payload) FROM tb_0031 WHERE"
