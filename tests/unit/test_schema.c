@@ -49,6 +49,7 @@
 #include <libpq-fe.h>
 #include <sqlite3.h>
 
+#include "migrations.h"
 #include "store.h"
 
 #define NODE "R1"
@@ -770,6 +771,102 @@ static void test_reopen_is_noop(void **state)
 	assert_int_equal(r.prev_seq, 1);
 }
 
+/*
+ * A database of version 1 is migrated to the latest: on SQLite 0002 edits the
+ * status and result CHECK constraints in place into comparisons (no IN list
+ * left: SQLite builds an ephemeral b-tree per IN-list evaluation); the rows
+ * stay, the constraints still refuse what they refused. On PostgreSQL 0002
+ * changes nothing and the version still moves.
+ */
+static void expect_refused(struct app *db, const char *sql, const char *param,
+			   const char *needle);
+
+static void test_upgrade_from_version_1(void **state)
+{
+	struct fx *f = *state;
+	const struct migration *v1 = NULL;
+	char path[PATH_MAX], sql[256];
+	struct store *st = NULL;
+	struct app *db;
+	int64_t id;
+	size_t i, n = pg_mode ? semq_pg_n_migrations : semq_n_migrations;
+
+	for (i = 0; i < n; i++)
+		if ((pg_mode ? semq_pg_migrations : semq_migrations)[i]
+			    .version == 1)
+			v1 = &(pg_mode ? semq_pg_migrations
+				       : semq_migrations)[i];
+	assert_non_null(v1);
+	if (pg_mode)
+		pg_schema_new(f->schema2, sizeof f->schema2, path, sizeof path);
+	else {
+		int fd;
+
+		snprintf(path, sizeof path, "%s/v1.db", f->dir);
+		fd = open(path, O_CREAT | O_WRONLY | O_TRUNC, 0600);
+		assert_true(fd >= 0);
+		close(fd);
+	}
+	/* what a SEMQ of schema version 1 left: its schema, its bookkeeping,
+	 * its node id and a message */
+	db = app_open(path);
+	snprintf(sql, sizeof sql,
+		 "CREATE TABLE semq_schema (version INTEGER PRIMARY KEY,"
+		 " name TEXT, applied_at BIGINT);"
+		 " INSERT INTO semq_schema VALUES (1, '0001_init.sql', 0);"
+		 " INSERT INTO semq_meta(key, value) VALUES ('node_id', '%s')",
+		 NODE);
+	if (pg_mode) {
+		PGresult *res = PQexec(db->pg, v1->sql);
+		assert_int_equal(PQresultStatus(res), PGRES_COMMAND_OK);
+		PQclear(res);
+		res = PQexec(db->pg, sql);
+		assert_int_equal(PQresultStatus(res), PGRES_COMMAND_OK);
+		PQclear(res);
+	} else {
+		assert_int_equal(
+			sqlite3_exec(db->lite, v1->sql, NULL, NULL, NULL),
+			SQLITE_OK);
+		assert_int_equal(sqlite3_exec(db->lite, sql, NULL, NULL, NULL),
+				 SQLITE_OK);
+	}
+	assert_int_equal(app_insert(db, "S1", "K1", &id), 0);
+
+	open_store(path, NODE, 0, &st);
+	assert_true(store_schema_latest() >= 2);
+	assert_int_equal(store_schema_version(st), store_schema_latest());
+	assert_int_equal(q_int(db, "SELECT count(*) FROM semq_schema"),
+			 store_schema_latest());
+	assert_int_equal(q_int(db, "SELECT count(*) FROM tb_0031"), 1);
+	if (!pg_mode) {
+		assert_int_equal(q_int(db,
+				       "SELECT count(*) FROM sqlite_schema"
+				       " WHERE name IN ('tb_0031', 'tb_0030',"
+				       " 'tb_0033') AND (sql LIKE"
+				       " '%IN (0, 4, 6, 100, -2)%' OR sql LIKE"
+				       " '%IN (0, 1, 2, 3, 4)%' OR sql LIKE"
+				       " '%IN (0, 1, 3, 4)%' OR sql LIKE"
+				       " '%IN (0, 1, 2, -1, -2)%')"),
+				 0);
+		assert_int_equal(q_int(db,
+				       "SELECT count(*) FROM sqlite_schema"
+				       " WHERE name = 'tb_0031' AND sql LIKE"
+				       " '%status = 0 OR status = 4 OR%'"),
+				 1);
+		assert_int_equal(q_int(db, "SELECT count(*) FROM"
+					   " pragma_integrity_check()"
+					   " WHERE integrity_check <> 'ok'"),
+				 0);
+	}
+	/* the constraints refuse what they refused */
+	expect_refused(db, "UPDATE tb_0031 SET status = 5", NULL, "status");
+	expect_refused(db, "UPDATE tb_0031 SET result = 7", NULL, "result");
+	exec_ok(db, "UPDATE tb_0031 SET status = 4");
+	exec_ok(db, "UPDATE tb_0031 SET status = 100, result = 2");
+	app_close(db);
+	store_free(st);
+}
+
 static void test_newer_version_refused(void **state)
 {
 	struct fx *f = *state;
@@ -1456,6 +1553,8 @@ int main(int argc, char **argv)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_reopen_is_noop, setup,
 						teardown),
+		cmocka_unit_test_setup_teardown(test_upgrade_from_version_1,
+						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_newer_version_refused,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_other_node_refused, setup,
