@@ -23,7 +23,8 @@
  * schema per test (reached through search_path in the URL), used over plain
  * libpq connections; without SEMQ_TEST_PG_URL the run says so loudly and
  * exits 77 (skipped). Two tests are about SQLite files and storage classes
- * and are skipped on PostgreSQL, saying why.
+ * and are skipped on PostgreSQL, saying why. That plumbing is
+ * tests/unit/backend.c.
  */
 #define _GNU_SOURCE /* nftw */
 
@@ -43,12 +44,12 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <libpq-fe.h>
 #include <sqlite3.h>
 
+#include "backend.h"
 #include "migrations.h"
 #include "store.h"
 
@@ -56,160 +57,17 @@
 #define BUSY_MS 5000
 #define PER_WRITER 500 /* rows each concurrent writer inserts */
 
-/* ---- the back end under test --------------------------------------------- */
-
-static int pg_mode;        /* --pg: PostgreSQL, else SQLite */
-static PGconn *admin;      /* PostgreSQL: to the run's database */
-static char run_db[64];    /* PostgreSQL: the run's database */
-static char run_url[1024]; /* ... and its URL */
-static unsigned n_schemas; /* schemas made so far (their names) */
-
-/* The SQL text for the back end under test. */
-#define SQL2(lite, pg) (pg_mode ? (pg) : (lite))
 /* A blob literal: x'HEX' on SQLite, '\xHEX'::bytea on PostgreSQL. */
-#define BLOB(hex) SQL2("x'" hex "'", "'\\x" hex "'::bytea")
+#define BLOB(hex) be_sql("x'" hex "'", "'\\x" hex "'::bytea")
 
-/* "drop cascades to ..." and the like: not news. */
-static void quiet_notice(void *arg, const char *message)
-{
-	(void)arg;
-	(void)message;
-}
-
-/*
- * url with its database replaced by db (and, when schema is not NULL,
- * search_path set to schema through the connection's options) into out.
- */
-static int url_with(const char *url, const char *db, const char *schema,
-		    char *out, size_t outsz)
-{
-	const char *auth = strstr(url, "://"), *end, *query;
-	size_t n;
-
-	if (!auth)
-		return -1;
-	auth += 3;
-	end = auth + strcspn(auth, "/?");
-	query = strchr(end, '?');
-	n = (size_t)snprintf(out, outsz, "%.*s/%s%s", (int)(end - url), url, db,
-			     query ? query : "");
-	if (schema)
-		n += (size_t)snprintf(out + n, n < outsz ? outsz - n : 0,
-				      "%coptions=-csearch_path%%3D%s",
-				      query ? '&' : '?', schema);
-	return n < outsz ? 0 : -1;
-}
-
-/* Runs sql on a libpq connection (no rows wanted); -1 with msg on failure. */
-static int pg_run(PGconn *c, const char *sql, char *msg, size_t msgsz)
-{
-	PGresult *res = PQexec(c, sql);
-	ExecStatusType t = PQresultStatus(res);
-	int r = t == PGRES_COMMAND_OK || t == PGRES_TUPLES_OK ? 0 : -1;
-
-	if (r && msg)
-		snprintf(msg, msgsz, "%s", PQerrorMessage(c));
-	PQclear(res);
-	return r;
-}
-
-/* The run's database: made from SEMQ_TEST_PG_URL; 0, 77 when there is no
- * server to test with, or -1 (said why). */
-static int pg_run_setup(void)
-{
-	const char *base = getenv("SEMQ_TEST_PG_URL");
-	char sql[128], msg[512];
-	PGconn *c;
-	int r;
-
-	if (!base || !*base) {
-		fprintf(stderr,
-			"\n!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!"
-			"!"
-			"!!!!!!!!!!!!!!!!!!\n"
-			"!! test_schema --pg: SEMQ_TEST_PG_URL is not set: the "
-			"schema's PostgreSQL\n"
-			"!! tests did NOT run (tools/pgcluster.sh start DIR "
-			"prints a URL to set).\n"
-			"!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!"
-			"!!!!!!!!!!!!!!!!!!\n\n");
-		return 77;
-	}
-	snprintf(run_db, sizeof run_db, "semq_test_schema_%ld_%ld",
-		 (long)getpid(), (long)time(NULL));
-	if (url_with(base, run_db, NULL, run_url, sizeof run_url)) {
-		fprintf(stderr,
-			"test_schema: SEMQ_TEST_PG_URL '%s' is not a "
-			"postgresql:// URL\n",
-			base);
-		return -1;
-	}
-	c = PQconnectdb(base);
-	if (PQstatus(c) != CONNECTION_OK) {
-		fprintf(stderr, "test_schema: cannot connect to %s: %s", base,
-			PQerrorMessage(c));
-		PQfinish(c);
-		return -1;
-	}
-	snprintf(sql, sizeof sql, "CREATE DATABASE %s", run_db);
-	r = pg_run(c, sql, msg, sizeof msg);
-	PQfinish(c);
-	if (r) {
-		fprintf(stderr, "test_schema: %s: %s", sql, msg);
-		return -1;
-	}
-	admin = PQconnectdb(run_url);
-	if (PQstatus(admin) != CONNECTION_OK) {
-		fprintf(stderr, "test_schema: cannot connect to %s: %s",
-			run_url, PQerrorMessage(admin));
-		return -1;
-	}
-	PQsetNoticeProcessor(admin, quiet_notice, NULL);
-	return 0;
-}
-
-static void pg_run_teardown(void)
-{
-	const char *base = getenv("SEMQ_TEST_PG_URL");
-	char sql[128], msg[512];
-	PGconn *c;
-
-	PQfinish(admin);
-	admin = NULL;
-	if (!run_db[0])
-		return;
-	c = PQconnectdb(base);
-	snprintf(sql, sizeof sql, "DROP DATABASE IF EXISTS %s WITH (FORCE)",
-		 run_db);
-	if (PQstatus(c) != CONNECTION_OK || pg_run(c, sql, msg, sizeof msg))
-		fprintf(stderr, "test_schema: warning: %s failed: %s", sql,
-			PQerrorMessage(c));
-	PQfinish(c);
-}
-
-/* A fresh schema of the run's database: its name into name, the URL that
- * reaches it into url. */
+/* A fresh schema of the run's database (be_schema_new): its name into name,
+ * the URL that reaches it into url; the test fails unless it works. */
 static void pg_schema_new(char *name, size_t namesz, char *url, size_t urlsz)
 {
-	char sql[64], msg[512];
+	char why[600];
 
-	snprintf(name, namesz, "t%u", ++n_schemas);
-	snprintf(sql, sizeof sql, "CREATE SCHEMA %s", name);
-	if (pg_run(admin, sql, msg, sizeof msg))
-		fail_msg("%s: %s", sql, msg);
-	if (url_with(run_url, run_db, name, url, urlsz))
-		fail_msg("URL of schema %s too long", name);
-}
-
-static void pg_schema_drop(const char *name)
-{
-	char sql[64], msg[512];
-
-	if (!name[0])
-		return;
-	snprintf(sql, sizeof sql, "DROP SCHEMA %s CASCADE", name);
-	if (pg_run(admin, sql, msg, sizeof msg))
-		fprintf(stderr, "%s: %s", sql, msg);
+	if (be_schema_new(name, namesz, url, urlsz, why, sizeof why))
+		fail_msg("%s", why);
 }
 
 /* ---- an application's connection ------------------------------------------ */
@@ -311,7 +169,7 @@ static struct app *app_try_open(const char *target, char *err, size_t errsz)
 		snprintf(err, errsz, "out of memory");
 		return NULL;
 	}
-	if (pg_mode) {
+	if (be_pg()) {
 		a->pg = PQconnectdb(target);
 		if (PQstatus(a->pg) != CONNECTION_OK) {
 			snprintf(err, errsz, "connect %s: %s", target,
@@ -320,7 +178,7 @@ static struct app *app_try_open(const char *target, char *err, size_t errsz)
 			free(a);
 			return NULL;
 		}
-		PQsetNoticeProcessor(a->pg, quiet_notice, NULL);
+		PQsetNoticeProcessor(a->pg, be_quiet_notice, NULL);
 		return a;
 	}
 	if (sqlite3_open_v2(target, &a->lite, SQLITE_OPEN_READWRITE, NULL) !=
@@ -414,14 +272,6 @@ static int64_t q_int(struct app *a, const char *sql)
 	return q_int1(a, sql, NULL);
 }
 
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* One test's world: a temp dir or a schema, the node database in it, the
  * store that migrated it (may be closed by a test: NULL then) and an
  * application's plain connection to the same database. All owned by the
@@ -484,7 +334,7 @@ struct row {
 };
 
 /* The payload's storage class as the back end names it. */
-#define PAYLOAD_TYPE SQL2("blob", "bytea")
+#define PAYLOAD_TYPE be_sql("blob", "bytea")
 
 static void get_row_pg(PGconn *db, int64_t id, struct row *r)
 {
@@ -588,7 +438,7 @@ static struct fx *fx_new(size_t max_payload)
 	struct fx *f = calloc(1, sizeof *f);
 
 	assert_non_null(f);
-	if (pg_mode) {
+	if (be_pg()) {
 		pg_schema_new(f->schema, sizeof f->schema, f->path,
 			      sizeof f->path);
 	} else {
@@ -624,9 +474,9 @@ static int teardown(void **state)
 		return 0;
 	app_close(f->db);
 	store_free(f->st);
-	if (pg_mode) {
-		pg_schema_drop(f->schema);
-		pg_schema_drop(f->schema2);
+	if (be_pg()) {
+		be_schema_drop(f->schema);
+		be_schema_drop(f->schema2);
 	} else {
 		rm_tree(f->dir);
 	}
@@ -661,25 +511,27 @@ static const char *const tables[] = {
 static int64_t table_exists(struct app *db, const char *name)
 {
 	return q_int1(db,
-		      SQL2("SELECT count(*) FROM sqlite_master"
-			   " WHERE type = 'table' AND name = ?1",
-			   "SELECT count(*) FROM pg_tables"
-			   " WHERE schemaname = current_schema()"
-			   " AND tablename = ?1"),
+		      be_sql("SELECT count(*) FROM sqlite_master"
+			     " WHERE type = 'table' AND name = ?1",
+			     "SELECT count(*) FROM pg_tables"
+			     " WHERE schemaname = current_schema()"
+			     " AND tablename = ?1"),
 		      name);
 }
 
 /* Every object of the database (tables, indexes, triggers, functions). */
 #define ALL_OBJECTS                                                            \
-	SQL2("SELECT count(*) FROM sqlite_master",                             \
-	     "SELECT (SELECT count(*) FROM pg_class c JOIN pg_namespace n"     \
-	     " ON n.oid = c.relnamespace WHERE n.nspname = current_schema())"  \
-	     " + (SELECT count(*) FROM pg_proc p JOIN pg_namespace n"          \
-	     " ON n.oid = p.pronamespace WHERE n.nspname = current_schema())"  \
-	     " + (SELECT count(*) FROM pg_trigger t JOIN pg_class c"           \
-	     " ON c.oid = t.tgrelid JOIN pg_namespace n"                       \
-	     " ON n.oid = c.relnamespace WHERE NOT t.tgisinternal"             \
-	     " AND n.nspname = current_schema())")
+	be_sql("SELECT count(*) FROM sqlite_master",                           \
+	       "SELECT (SELECT count(*) FROM pg_class c JOIN pg_namespace n"   \
+	       " ON n.oid = c.relnamespace WHERE n.nspname = "                 \
+	       "current_schema())"                                             \
+	       " + (SELECT count(*) FROM pg_proc p JOIN pg_namespace n"        \
+	       " ON n.oid = p.pronamespace WHERE n.nspname = "                 \
+	       "current_schema())"                                             \
+	       " + (SELECT count(*) FROM pg_trigger t JOIN pg_class c"         \
+	       " ON c.oid = t.tgrelid JOIN pg_namespace n"                     \
+	       " ON n.oid = c.relnamespace WHERE NOT t.tgisinternal"           \
+	       " AND n.nspname = current_schema())")
 
 static void test_migrate_empty_file(void **state)
 {
@@ -690,7 +542,7 @@ static void test_migrate_empty_file(void **state)
 	size_t i;
 	int fd;
 
-	if (pg_mode) {
+	if (be_pg()) {
 		/* an empty schema besides the fixture's */
 		pg_schema_new(f->schema2, sizeof f->schema2, path, sizeof path);
 	} else {
@@ -709,22 +561,23 @@ static void test_migrate_empty_file(void **state)
 	for (i = 0; i < sizeof tables / sizeof tables[0]; i++)
 		if (table_exists(db, tables[i]) != 1)
 			fail_msg("table %s missing after migration", tables[i]);
-	assert_int_equal(q_int(db, SQL2("SELECT count(*) FROM sqlite_master"
-					" WHERE type = 'trigger'"
-					" AND name = 'tb_0031_fill'",
-					"SELECT count(*) FROM pg_trigger t"
-					" JOIN pg_class c ON c.oid = t.tgrelid"
-					" JOIN pg_namespace n"
-					" ON n.oid = c.relnamespace"
-					" WHERE n.nspname = current_schema()"
-					" AND t.tgname = 'tb_0031_fill'")),
-			 1);
-	assert_int_equal(q_int(db, SQL2("SELECT count(*) FROM sqlite_master"
-					" WHERE type = 'index'"
-					" AND name = 'idx_0030_1'",
-					"SELECT count(*) FROM pg_indexes"
-					" WHERE schemaname = current_schema()"
-					" AND indexname = 'idx_0030_1'")),
+	assert_int_equal(
+		q_int(db, be_sql("SELECT count(*) FROM sqlite_master"
+				 " WHERE type = 'trigger'"
+				 " AND name = 'tb_0031_fill'",
+				 "SELECT count(*) FROM pg_trigger t"
+				 " JOIN pg_class c ON c.oid = t.tgrelid"
+				 " JOIN pg_namespace n"
+				 " ON n.oid = c.relnamespace"
+				 " WHERE n.nspname = current_schema()"
+				 " AND t.tgname = 'tb_0031_fill'")),
+		1);
+	assert_int_equal(q_int(db, be_sql("SELECT count(*) FROM sqlite_master"
+					  " WHERE type = 'index'"
+					  " AND name = 'idx_0030_1'",
+					  "SELECT count(*) FROM pg_indexes"
+					  " WHERE schemaname = current_schema()"
+					  " AND indexname = 'idx_0030_1'")),
 			 1);
 	assert_int_equal(q_int(db, "SELECT count(*) FROM semq_meta"
 				   " WHERE key = 'node_id' AND value = 'R1'"),
@@ -789,15 +642,15 @@ static void test_upgrade_from_version_1(void **state)
 	struct store *st = NULL;
 	struct app *db;
 	int64_t id;
-	size_t i, n = pg_mode ? semq_pg_n_migrations : semq_n_migrations;
+	size_t i, n = be_pg() ? semq_pg_n_migrations : semq_n_migrations;
 
 	for (i = 0; i < n; i++)
-		if ((pg_mode ? semq_pg_migrations : semq_migrations)[i]
+		if ((be_pg() ? semq_pg_migrations : semq_migrations)[i]
 			    .version == 1)
-			v1 = &(pg_mode ? semq_pg_migrations
+			v1 = &(be_pg() ? semq_pg_migrations
 				       : semq_migrations)[i];
 	assert_non_null(v1);
-	if (pg_mode)
+	if (be_pg())
 		pg_schema_new(f->schema2, sizeof f->schema2, path, sizeof path);
 	else {
 		int fd;
@@ -816,7 +669,7 @@ static void test_upgrade_from_version_1(void **state)
 		 " INSERT INTO semq_schema VALUES (1, '0001_init.sql', 0);"
 		 " INSERT INTO semq_meta(key, value) VALUES ('node_id', '%s')",
 		 NODE);
-	if (pg_mode) {
+	if (be_pg()) {
 		PGresult *res = PQexec(db->pg, v1->sql);
 		assert_int_equal(PQresultStatus(res), PGRES_COMMAND_OK);
 		PQclear(res);
@@ -838,7 +691,7 @@ static void test_upgrade_from_version_1(void **state)
 	assert_int_equal(q_int(db, "SELECT count(*) FROM semq_schema"),
 			 store_schema_latest());
 	assert_int_equal(q_int(db, "SELECT count(*) FROM tb_0031"), 1);
-	if (!pg_mode) {
+	if (!be_pg()) {
 		assert_int_equal(q_int(db,
 				       "SELECT count(*) FROM sqlite_schema"
 				       " WHERE name IN ('tb_0031', 'tb_0030',"
@@ -940,7 +793,7 @@ static void test_not_a_database_refused(void **state)
 	size_t n;
 	int i, r;
 
-	if (pg_mode) {
+	if (be_pg()) {
 		fprintf(stderr, "test_not_a_database_refused: about files "
 				"that are not SQLite databases; skipped on "
 				"PostgreSQL\n");
@@ -990,13 +843,13 @@ static void test_bare_insert_filled(void **state)
 	int64_t before, after, id;
 	struct row r;
 
-	before = now_ms();
-	id = insert_ok(f->db, SQL2("INSERT INTO tb_0031(dest,type,msg_key,"
-				   "payload) VALUES('S1',2800,'K1',x'00')",
-				   "INSERT INTO tb_0031(dest,type,msg_key,"
-				   "payload) VALUES('S1',2800,'K1',"
-				   "'\\x00'::bytea)"));
-	after = now_ms();
+	before = be_now_ms();
+	id = insert_ok(f->db, be_sql("INSERT INTO tb_0031(dest,type,msg_key,"
+				     "payload) VALUES('S1',2800,'K1',x'00')",
+				     "INSERT INTO tb_0031(dest,type,msg_key,"
+				     "payload) VALUES('S1',2800,'K1',"
+				     "'\\x00'::bytea)"));
+	after = be_now_ms();
 	get_row(f->db, id, &r);
 	assert_string_equal(r.origin, NODE);
 	assert_string_equal(r.dest, "S1");
@@ -1015,21 +868,21 @@ static void test_bare_insert_filled(void **state)
 			 (long long)after);
 	assert_int_equal(
 		q_int(f->db,
-		      SQL2("SELECT attempts + next_attempt_at"
-			   " + (sent_at IS NOT NULL) + (acked_at IS NOT NULL)"
-			   " + (result IS NOT NULL) FROM tb_0031",
-			   "SELECT attempts + next_attempt_at"
-			   " + (sent_at IS NOT NULL)::int"
-			   " + (acked_at IS NOT NULL)::int"
-			   " + (result IS NOT NULL)::int FROM tb_0031")),
+		      be_sql("SELECT attempts + next_attempt_at"
+			     " + (sent_at IS NOT NULL) + (acked_at IS NOT NULL)"
+			     " + (result IS NOT NULL) FROM tb_0031",
+			     "SELECT attempts + next_attempt_at"
+			     " + (sent_at IS NOT NULL)::int"
+			     " + (acked_at IS NOT NULL)::int"
+			     " + (result IS NOT NULL)::int FROM tb_0031")),
 		0);
 
 	/* the next with the same key points back at it */
-	id = insert_ok(f->db, SQL2("INSERT INTO tb_0031(dest,type,msg_key,"
-				   "payload) VALUES('S1',2800,'K1',x'00')",
-				   "INSERT INTO tb_0031(dest,type,msg_key,"
-				   "payload) VALUES('S1',2800,'K1',"
-				   "'\\x00'::bytea)"));
+	id = insert_ok(f->db, be_sql("INSERT INTO tb_0031(dest,type,msg_key,"
+				     "payload) VALUES('S1',2800,'K1',x'00')",
+				     "INSERT INTO tb_0031(dest,type,msg_key,"
+				     "payload) VALUES('S1',2800,'K1',"
+				     "'\\x00'::bytea)"));
 	get_row(f->db, id, &r);
 	assert_int_equal(r.seq, 2);
 	assert_int_equal(r.prev_seq, 1);
@@ -1171,8 +1024,8 @@ static int writer_run(const char *path, int w, int batch, char *err,
 	}
 	/* PostgreSQL: what is tested is the order of seqs, not durability;
 	 * commits that do not wait for the disk keep the test quick */
-	if (db->pg &&
-	    pg_run(db->pg, "SET synchronous_commit = off", why, sizeof why)) {
+	if (db->pg && be_pg_run(db->pg, "SET synchronous_commit = off", why,
+				sizeof why)) {
 		snprintf(err, errsz, "writer %d: %.200s", w, why);
 		goto out;
 	}
@@ -1183,7 +1036,7 @@ static int writer_run(const char *path, int w, int batch, char *err,
 	snprintf(type, sizeof type, "%d", 100 + w);
 	for (i = 0; i < PER_WRITER; i++) {
 		if (batch > 1 && i % batch == 0) {
-			app_run(db, SQL2("BEGIN IMMEDIATE", "BEGIN"), 0, NULL,
+			app_run(db, be_sql("BEGIN IMMEDIATE", "BEGIN"), 0, NULL,
 				NULL, &o);
 			if (!o.ok) {
 				snprintf(err, errsz,
@@ -1227,10 +1080,10 @@ static void check_gapless(struct app *db)
 	assert_int_equal(q_int(db, "SELECT min(seq) FROM tb_0031"), 1);
 	assert_int_equal(q_int(db, "SELECT max(seq) FROM tb_0031"), n);
 	assert_int_equal(
-		q_int(db, SQL2("SELECT count(*) FROM tb_0031"
-			       " WHERE origin IS NOT 'R1' OR dest <> 'S1'",
-			       "SELECT count(*) FROM tb_0031 WHERE origin"
-			       " IS DISTINCT FROM 'R1' OR dest <> 'S1'")),
+		q_int(db, be_sql("SELECT count(*) FROM tb_0031"
+				 " WHERE origin IS NOT 'R1' OR dest <> 'S1'",
+				 "SELECT count(*) FROM tb_0031 WHERE origin"
+				 " IS DISTINCT FROM 'R1' OR dest <> 'S1'")),
 		0);
 	/* seqs follow commit order exactly: in rowid order each is one
 	 * more. SQLite only: there an insert takes the database's write lock
@@ -1238,7 +1091,7 @@ static void check_gapless(struct app *db)
 	 * sequence) before the trigger waits for the stream's counter, so
 	 * two writers' ids may cross their seqs; the gapless counts above and
 	 * the key chains below are what must hold there. */
-	if (!pg_mode)
+	if (!be_pg())
 		assert_int_equal(q_int(db, "SELECT count(*) FROM (SELECT seq,"
 					   " lag(seq) OVER (ORDER BY id) AS p"
 					   " FROM tb_0031) WHERE p IS NOT NULL"
@@ -1411,19 +1264,20 @@ static int64_t expect_accepted(struct app *db, const char *sql,
 }
 
 #define INS_DEST                                                               \
-	SQL2("INSERT INTO tb_0031(dest, type, payload) VALUES (?1, 1, x'')",   \
-	     "INSERT INTO tb_0031(dest, type, payload)"                        \
-	     " VALUES (?1, 1, '\\x'::bytea)")
+	be_sql("INSERT INTO tb_0031(dest, type, payload) VALUES (?1, 1, x'')", \
+	       "INSERT INTO tb_0031(dest, type, payload)"                      \
+	       " VALUES (?1, 1, '\\x'::bytea)")
 #define INS_KEY                                                                \
-	SQL2("INSERT INTO tb_0031(dest, type, msg_key, payload)"               \
-	     " VALUES ('S1', 1, ?1, x'')",                                     \
-	     "INSERT INTO tb_0031(dest, type, msg_key, payload)"               \
-	     " VALUES ('S1', 1, ?1, '\\x'::bytea)")
+	be_sql("INSERT INTO tb_0031(dest, type, msg_key, payload)"             \
+	       " VALUES ('S1', 1, ?1, x'')",                                   \
+	       "INSERT INTO tb_0031(dest, type, msg_key, payload)"             \
+	       " VALUES ('S1', 1, ?1, '\\x'::bytea)")
 /* An INSERT of columns (cols) with values (vals) and an empty payload. */
 #define INS(cols, vals)                                                        \
-	SQL2("INSERT INTO tb_0031(" cols ", payload) VALUES (" vals ", x'')",  \
-	     "INSERT INTO tb_0031(" cols ", payload) VALUES (" vals            \
-	     ", '\\x'::bytea)")
+	be_sql("INSERT INTO tb_0031(" cols ", payload) VALUES (" vals          \
+	       ", x'')",                                                       \
+	       "INSERT INTO tb_0031(" cols ", payload) VALUES (" vals          \
+	       ", '\\x'::bytea)")
 
 static void test_bad_input_refused(void **state)
 {
@@ -1444,12 +1298,12 @@ static void test_bad_input_refused(void **state)
 	/* a missing value: SQLite names it table.column, PostgreSQL
 	 * column "name" of relation "table" */
 	expect_refused(f->db, INS("dest, type", "NULL, 1"), NULL,
-		       SQL2("tb_0031.dest", "column \"dest\""));
+		       be_sql("tb_0031.dest", "column \"dest\""));
 	expect_accepted(f->db, INS_DEST, "S-1.a_b");
 
 	/* type: text (SQLite: on PostgreSQL the column's type refuses it
 	 * before any constraint), negative, above uint32 */
-	if (!pg_mode)
+	if (!be_pg())
 		expect_refused(f->db, INS("dest, type", "'S1', 'abc'"), NULL,
 			       "tb_0031.type");
 	expect_refused(f->db, INS("dest, type", "'S1', -1"), NULL,
@@ -1477,23 +1331,23 @@ static void test_bad_input_refused(void **state)
 
 	/* payload: over max_payload (1024 here), or missing */
 	expect_refused(f->db,
-		       SQL2("INSERT INTO tb_0031(dest, type, payload)"
-			    " VALUES ('S1', 1, zeroblob(1025))",
-			    "INSERT INTO tb_0031(dest, type, payload)"
-			    " VALUES ('S1', 1, decode(repeat('00', 1025),"
-			    " 'hex'))"),
+		       be_sql("INSERT INTO tb_0031(dest, type, payload)"
+			      " VALUES ('S1', 1, zeroblob(1025))",
+			      "INSERT INTO tb_0031(dest, type, payload)"
+			      " VALUES ('S1', 1, decode(repeat('00', 1025),"
+			      " 'hex'))"),
 		       NULL, "tb_0031.payload");
 	expect_accepted(f->db,
-			SQL2("INSERT INTO tb_0031(dest, type, payload)"
-			     " VALUES ('S1', 1, zeroblob(1024))",
-			     "INSERT INTO tb_0031(dest, type, payload)"
-			     " VALUES ('S1', 1, decode(repeat('00', 1024),"
-			     " 'hex'))"),
+			be_sql("INSERT INTO tb_0031(dest, type, payload)"
+			       " VALUES ('S1', 1, zeroblob(1024))",
+			       "INSERT INTO tb_0031(dest, type, payload)"
+			       " VALUES ('S1', 1, decode(repeat('00', 1024),"
+			       " 'hex'))"),
 			NULL);
 	expect_refused(f->db,
 		       "INSERT INTO tb_0031(dest, type, payload)"
 		       " VALUES ('S1', 1, NULL)",
-		       NULL, SQL2("tb_0031.payload", "column \"payload\""));
+		       NULL, be_sql("tb_0031.payload", "column \"payload\""));
 
 	/* deliver_at: negative */
 	expect_refused(f->db, INS("dest, type, deliver_at", "'S1', 1, -1"),
@@ -1522,7 +1376,7 @@ static void test_mistyped_values_refused(void **state)
 	char s[1400];
 	int i;
 
-	if (pg_mode) {
+	if (be_pg()) {
 		fprintf(stderr, "test_mistyped_values_refused: about SQLite's "
 				"storage classes; PostgreSQL's column types "
 				"refuse these values: skipped there\n");
@@ -1586,20 +1440,6 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup_teardown(test_mistyped_values_refused,
 						setup_small, teardown),
 	};
-	const char *be = getenv("SEMQ_TEST_BACKEND");
-	int r;
 
-	pg_mode = (argc > 1 && strcmp(argv[1], "--pg") == 0) ||
-		  (be && strcmp(be, "pg") == 0);
-	if (!pg_mode)
-		return cmocka_run_group_tests(tests, NULL, NULL);
-	r = pg_run_setup();
-	if (r) {
-		pg_run_teardown();
-		return r;
-	}
-	r = cmocka_run_group_tests_name("schema on PostgreSQL", tests, NULL,
-					NULL);
-	pg_run_teardown();
-	return r;
+	return be_url_main(argc, argv, "schema", tests, BE_N(tests), NULL, 0);
 }

@@ -16,7 +16,8 @@
  * run says so loudly and exits 77 (skipped). The plugin is played by apply
  * callbacks that write to a table `effect` through tx->db (a `sqlite3 *` or
  * a `PGconn *`) and then return what the test asks for; tests read tables
- * through small helpers that speak to either.
+ * through small helpers that speak to either. The back-end plumbing is
+ * tests/unit/backend.c.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -40,154 +41,27 @@
 #include <semq/error.h>
 #include <semq/plugin.h>
 
+#include "backend.h"
 #include "migrations.h"
 #include "store.h"
 #include "types.h"
 
 #define NOW INT64_C(1700000000000)
 
-/* ---- the back end under test --------------------------------------------- */
-
-static int pg_mode;        /* --pg: PostgreSQL, else SQLite */
-static PGconn *admin;      /* PostgreSQL: to the run's database */
-static char run_db[64];    /* PostgreSQL: the run's database */
-static char run_url[1024]; /* ... and its URL */
-static unsigned n_schemas; /* schemas made so far (their names) */
-
-/* The SQL text for the back end under test. */
-#define SQL2(lite, pg) (pg_mode ? (pg) : (lite))
 /* "s1,s2,...": the seq column of TABLE's rows (WHERE clause W), in the order
  * they were written (id). */
 #define SEQS(table, w)                                                         \
-	SQL2("SELECT group_concat(seq) FROM (SELECT seq FROM " table " " w     \
-	     " ORDER BY id)",                                                  \
-	     "SELECT string_agg(seq::text, ',' ORDER BY id) FROM " table       \
-	     " " w)
-
-/*
- * url with its database replaced by db (and, when schema is not NULL,
- * search_path set to schema through the connection's options) into out.
- */
-static int url_with(const char *url, const char *db, const char *schema,
-		    char *out, size_t outsz)
-{
-	const char *auth = strstr(url, "://"), *end, *query;
-	size_t n;
-
-	if (!auth)
-		return -1;
-	auth += 3;
-	end = auth + strcspn(auth, "/?");
-	query = strchr(end, '?');
-	n = (size_t)snprintf(out, outsz, "%.*s/%s%s", (int)(end - url), url, db,
-			     query ? query : "");
-	if (schema)
-		n += (size_t)snprintf(out + n, n < outsz ? outsz - n : 0,
-				      "%coptions=-csearch_path%%3D%s",
-				      query ? '&' : '?', schema);
-	return n < outsz ? 0 : -1;
-}
-
-/* Runs sql on a libpq connection (no rows wanted); -1 with msg on failure. */
-static int pg_run(PGconn *c, const char *sql, char *msg, size_t msgsz)
-{
-	PGresult *res = PQexec(c, sql);
-	ExecStatusType t = PQresultStatus(res);
-	int r = t == PGRES_COMMAND_OK || t == PGRES_TUPLES_OK ? 0 : -1;
-
-	if (r && msg)
-		snprintf(msg, msgsz, "%s", PQerrorMessage(c));
-	PQclear(res);
-	return r;
-}
-
-/* "drop cascades to ..." and the like: not news. */
-static void quiet_notice(void *arg, const char *message)
-{
-	(void)arg;
-	(void)message;
-}
-
-/* The run's database: made from SEMQ_TEST_PG_URL; 0, 77 when there is no
- * server to test with, or -1 (said why). */
-static int pg_run_setup(void)
-{
-	const char *base = getenv("SEMQ_TEST_PG_URL");
-	char sql[128], msg[512];
-	PGconn *c;
-	int r;
-
-	if (!base || !*base) {
-		fprintf(stderr,
-			"\n!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!"
-			"!"
-			"!!!!!!!!!!!!!!!!!!\n"
-			"!! test_store --pg: SEMQ_TEST_PG_URL is not set: the "
-			"store's PostgreSQL\n"
-			"!! tests did NOT run (tools/pgcluster.sh start DIR "
-			"prints a URL to set).\n"
-			"!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!"
-			"!!!!!!!!!!!!!!!!!!\n\n");
-		return 77;
-	}
-	snprintf(run_db, sizeof run_db, "semq_test_store_%ld_%ld",
-		 (long)getpid(), (long)time(NULL));
-	if (url_with(base, run_db, NULL, run_url, sizeof run_url)) {
-		fprintf(stderr,
-			"test_store: SEMQ_TEST_PG_URL '%s' is not a "
-			"postgresql:// URL\n",
-			base);
-		return -1;
-	}
-	c = PQconnectdb(base);
-	if (PQstatus(c) != CONNECTION_OK) {
-		fprintf(stderr, "test_store: cannot connect to %s: %s", base,
-			PQerrorMessage(c));
-		PQfinish(c);
-		return -1;
-	}
-	snprintf(sql, sizeof sql, "CREATE DATABASE %s", run_db);
-	r = pg_run(c, sql, msg, sizeof msg);
-	PQfinish(c);
-	if (r) {
-		fprintf(stderr, "test_store: %s: %s", sql, msg);
-		return -1;
-	}
-	admin = PQconnectdb(run_url);
-	if (PQstatus(admin) != CONNECTION_OK) {
-		fprintf(stderr, "test_store: cannot connect to %s: %s", run_url,
-			PQerrorMessage(admin));
-		return -1;
-	}
-	PQsetNoticeProcessor(admin, quiet_notice, NULL);
-	return 0;
-}
-
-static void pg_run_teardown(void)
-{
-	const char *base = getenv("SEMQ_TEST_PG_URL");
-	char sql[128], msg[512];
-	PGconn *c;
-
-	PQfinish(admin);
-	admin = NULL;
-	if (!run_db[0])
-		return;
-	c = PQconnectdb(base);
-	snprintf(sql, sizeof sql, "DROP DATABASE IF EXISTS %s WITH (FORCE)",
-		 run_db);
-	if (PQstatus(c) != CONNECTION_OK || pg_run(c, sql, msg, sizeof msg))
-		fprintf(stderr, "test_store: warning: %s failed: %s", sql,
-			PQerrorMessage(c));
-	PQfinish(c);
-}
+	be_sql("SELECT group_concat(seq) FROM (SELECT seq FROM " table " " w   \
+	       " ORDER BY id)",                                                \
+	       "SELECT string_agg(seq::text, ',' ORDER BY id) FROM " table     \
+	       " " w)
 
 /* A statement on the run's database (schemas, another connection's view). */
 static void admin_run(const char *sql)
 {
 	char msg[512];
 
-	if (pg_run(admin, sql, msg, sizeof msg))
+	if (be_pg_run(be_admin(), sql, msg, sizeof msg))
 		fail_msg("%s: %s", sql, msg);
 }
 
@@ -203,18 +77,15 @@ static int setup(void **state)
 {
 	const char *tmp = getenv("TMPDIR");
 	struct fx *fx = calloc(1, sizeof *fx);
-	char sql[64], msg[512];
+	char why[600];
 
 	if (!fx)
 		return -1;
 	*state = fx;
-	if (pg_mode) {
-		snprintf(fx->schema, sizeof fx->schema, "t%u", ++n_schemas);
-		snprintf(sql, sizeof sql, "CREATE SCHEMA %s", fx->schema);
-		if (pg_run(admin, sql, msg, sizeof msg) ||
-		    url_with(run_url, run_db, fx->schema, fx->path,
-			     sizeof fx->path)) {
-			fprintf(stderr, "%s: %s", sql, msg);
+	if (be_pg()) {
+		if (be_schema_new(fx->schema, sizeof fx->schema, fx->path,
+				  sizeof fx->path, why, sizeof why)) {
+			fprintf(stderr, "%s", why);
 			free(fx);
 			return -1;
 		}
@@ -234,15 +105,13 @@ static int teardown(void **state)
 {
 	static const char *const sfx[] = {"", "-wal", "-shm", "-journal"};
 	struct fx *fx = *state;
-	char p[PATH_MAX + 32], msg[512];
+	char p[PATH_MAX + 32];
 	size_t i;
 
 	store_free(fx->st);
 	store_free(fx->st2);
-	if (pg_mode) {
-		snprintf(p, sizeof p, "DROP SCHEMA %s CASCADE", fx->schema);
-		if (pg_run(admin, p, msg, sizeof msg))
-			fprintf(stderr, "%s: %s", p, msg);
+	if (be_pg()) {
+		be_schema_drop(fx->schema);
 		free(fx);
 		return 0;
 	}
@@ -261,7 +130,7 @@ static void *dbof(struct store *st)
 	const struct semq_plugin_tx *tx = store_plugin_tx(st);
 
 	assert_non_null(tx);
-	assert_int_equal(tx->db_kind, pg_mode ? SEMQ_DB_PG : SEMQ_DB_SQLITE);
+	assert_int_equal(tx->db_kind, be_pg() ? SEMQ_DB_PG : SEMQ_DB_SQLITE);
 	assert_non_null(tx->db);
 	return tx->db;
 }
@@ -270,8 +139,8 @@ static void exec(struct store *st, const char *sql)
 {
 	char *e = NULL, msg[512];
 
-	if (pg_mode) {
-		if (pg_run(dbof(st), sql, msg, sizeof msg))
+	if (be_pg()) {
+		if (be_pg_run(dbof(st), sql, msg, sizeof msg))
 			fail_msg("%s: %s", sql, msg);
 		return;
 	}
@@ -288,7 +157,7 @@ static const char *q1_text(struct store *st, const char *sql, char *buf,
 	const char *v = NULL;
 
 	buf[0] = '\0';
-	if (pg_mode) {
+	if (be_pg()) {
 		PGresult *res = PQexec(dbof(st), sql);
 
 		if (PQresultStatus(res) != PGRES_TUPLES_OK) {
@@ -334,7 +203,7 @@ static const char *q1s(struct store *st, const char *sql, char *buf,
 /* How many migrations the back end under test has. */
 static size_t n_migrations(void)
 {
-	return pg_mode ? semq_pg_n_migrations : semq_n_migrations;
+	return be_pg() ? semq_pg_n_migrations : semq_n_migrations;
 }
 
 static int open_opts(struct fx *fx, const char *node,
@@ -360,12 +229,12 @@ static struct store *open_ok(struct fx *fx, const char *node,
 
 	if (r != SEMQ_OK)
 		fail_msg("store_open: %d %s", r, err);
-	exec(fx->st, SQL2("CREATE TABLE IF NOT EXISTS effect(id INTEGER"
-			  " PRIMARY KEY, origin TEXT, dest TEXT, seq INTEGER,"
-			  " tries INTEGER)",
-			  "CREATE TABLE IF NOT EXISTS effect(id BIGSERIAL"
-			  " PRIMARY KEY, origin TEXT, dest TEXT, seq BIGINT,"
-			  " tries BIGINT)"));
+	exec(fx->st, be_sql("CREATE TABLE IF NOT EXISTS effect(id INTEGER"
+			    " PRIMARY KEY, origin TEXT, dest TEXT, seq INTEGER,"
+			    " tries INTEGER)",
+			    "CREATE TABLE IF NOT EXISTS effect(id BIGSERIAL"
+			    " PRIMARY KEY, origin TEXT, dest TEXT, seq BIGINT,"
+			    " tries BIGINT)"));
 	return fx->st;
 }
 
@@ -453,7 +322,7 @@ static int apply_cb(void *ctx, const struct msg *m, unsigned tries,
 	char msg[256] = "";
 	int v = a->next < a->n_verdicts ? a->verdicts[a->next++]
 					: SEMQ_PLUGIN_OK;
-	int want = pg_mode ? SEMQ_DB_PG : SEMQ_DB_SQLITE;
+	int want = be_pg() ? SEMQ_DB_PG : SEMQ_DB_SQLITE;
 
 	if (a->calls < 16)
 		a->tries[a->calls] = tries;
@@ -553,11 +422,11 @@ static void expect_lock_wait(struct fx *fx, struct store *st, int busy_ms)
 	int res;
 
 	assert_int_equal(PQstatus(other), CONNECTION_OK);
-	if (pg_run(other,
-		   "BEGIN; INSERT INTO semq_stream_in(origin, dest)"
-		   " VALUES ('R9', 'S1'); SELECT * FROM semq_stream_in"
-		   " WHERE origin = 'R9' FOR UPDATE",
-		   msg, sizeof msg))
+	if (be_pg_run(other,
+		      "BEGIN; INSERT INTO semq_stream_in(origin, dest)"
+		      " VALUES ('R9', 'S1'); SELECT * FROM semq_stream_in"
+		      " WHERE origin = 'R9' FOR UPDATE",
+		      msg, sizeof msg))
 		fail_msg("locking R9/S1: %s", msg);
 	mkmsg(&m, "R9", "S1", 1, NULL, 0);
 	clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -570,7 +439,7 @@ static void expect_lock_wait(struct fx *fx, struct store *st, int busy_ms)
 	assert_true(waited_ms >= busy_ms - 5);
 	assert_non_null(strstr(err, "lock timeout"));
 	assert_int_equal(a.calls, 0);
-	assert_int_equal(pg_run(other, "ROLLBACK", msg, sizeof msg), 0);
+	assert_int_equal(be_pg_run(other, "ROLLBACK", msg, sizeof msg), 0);
 	PQfinish(other);
 	/* free again: the same message goes through */
 	recv_expect(st, &m, &a, NOW, SEMQ_OK, RES_PROCESSED);
@@ -748,14 +617,15 @@ static void test_open_creates_and_migrates(void **state)
 	assert_int_equal(q1(st, "SELECT max(version) FROM semq_schema"),
 			 store_schema_latest());
 	assert_true(q1(st, "SELECT applied_at FROM semq_schema") > NOW);
-	assert_int_equal(q1(st, SQL2("SELECT count(*) FROM sqlite_master WHERE"
-				     " name IN ('tb_0030', 'tb_0031',"
-				     " 'tb_0033')",
-				     "SELECT count(*) FROM pg_tables WHERE"
-				     " schemaname = current_schema() AND"
-				     " tablename IN ('tb_0030', 'tb_0031',"
-				     " 'tb_0033')")),
-			 3);
+	assert_int_equal(
+		q1(st, be_sql("SELECT count(*) FROM sqlite_master WHERE"
+			      " name IN ('tb_0030', 'tb_0031',"
+			      " 'tb_0033')",
+			      "SELECT count(*) FROM pg_tables WHERE"
+			      " schemaname = current_schema() AND"
+			      " tablename IN ('tb_0030', 'tb_0031',"
+			      " 'tb_0033')")),
+		3);
 	assert_string_equal(q1s(st,
 				"SELECT value FROM semq_meta WHERE key ="
 				" 'node_id'",
@@ -764,7 +634,7 @@ static void test_open_creates_and_migrates(void **state)
 	assert_int_equal(q1(st, "SELECT value FROM semq_meta WHERE key ="
 				" 'max_payload'"),
 			 16777216);
-	if (pg_mode) {
+	if (be_pg()) {
 		/* the default keeps the server's durable commits */
 		assert_string_equal(
 			q1s(st, "SHOW synchronous_commit", buf, sizeof buf),
@@ -785,7 +655,7 @@ static void test_open_creates_and_migrates(void **state)
 	st = fx->st;
 	assert_int_equal(q1(st, "SELECT count(*) FROM semq_schema"),
 			 (int64_t)n_migrations());
-	if (pg_mode) {
+	if (be_pg()) {
 		assert_string_equal(
 			q1s(st, "SHOW synchronous_commit", buf, sizeof buf),
 			"off");
@@ -855,7 +725,7 @@ static void test_open_bad_files_and_options(void **state)
 	char err[SEMQ_ERRLEN], buf[4096];
 	FILE *f;
 
-	if (pg_mode) {
+	if (be_pg()) {
 		/* A server that is not there: named, its password not. */
 		o.path = "postgresql://semq:s3cret@127.0.0.1:1/semq";
 		o.node_id = "S1";
@@ -914,7 +784,7 @@ options:
 			 SEMQ_ERR_INVALID);
 	assert_non_null(strstr(err, "n_redo_levels"));
 	assert_null(st2);
-	if (pg_mode) {
+	if (be_pg()) {
 		char sql[160];
 
 		/* admin sees the schema from outside: nothing was made */
@@ -922,7 +792,7 @@ options:
 			 "SELECT 1 FROM pg_tables WHERE schemaname = '%s'",
 			 fx->schema);
 		{
-			PGresult *res = PQexec(admin, sql);
+			PGresult *res = PQexec(be_admin(), sql);
 			int n = PQntuples(res);
 
 			PQclear(res);
@@ -1324,7 +1194,7 @@ static void test_predecessor_missing(void **state)
 	/* PostgreSQL: the stream's row is its lock, made before anything is
 	 * read; it holds watermark 0, as no row at all means. */
 	assert_int_equal(q1(st, "SELECT count(*) FROM semq_stream_in"),
-			 pg_mode ? 1 : 0);
+			 be_pg() ? 1 : 0);
 	assert_int_equal(q1(st, "SELECT count(*) FROM semq_stream_in WHERE"
 				" confirmed_through <> 0"),
 			 0);
@@ -2600,7 +2470,7 @@ static void wait_blocked(int pid)
 		 " AND wait_event_type = 'Lock'",
 		 pid);
 	for (i = 0; i < 2000; i++) {
-		PGresult *res = PQexec(admin, sql);
+		PGresult *res = PQexec(be_admin(), sql);
 		int n = PQntuples(res);
 		struct timespec ts = {0, 10 * 1000 * 1000};
 
@@ -2689,10 +2559,11 @@ static void test_pg_unique_index_backstop(void **state)
 	struct bg b;
 
 	assert_int_equal(PQstatus(raw), CONNECTION_OK);
-	if (pg_run(raw,
-		   "BEGIN; INSERT INTO tb_0030(origin, dest, seq, type,"
-		   " received_at, result) VALUES ('R1', 'S1', 1, 2800, 0, 0)",
-		   msg, sizeof msg))
+	if (be_pg_run(
+		    raw,
+		    "BEGIN; INSERT INTO tb_0030(origin, dest, seq, type,"
+		    " received_at, result) VALUES ('R1', 'S1', 1, 2800, 0, 0)",
+		    msg, sizeof msg))
 		fail_msg("raw insert: %s", msg);
 	memset(&b, 0, sizeof b);
 	b.st = a_st;
@@ -2703,7 +2574,7 @@ static void test_pg_unique_index_backstop(void **state)
 	mkmsg(&b.m[1], "R1", "S1", 2, NULL, 0);
 	bg_start(&b);
 	wait_blocked(backend_of(a_st));
-	assert_int_equal(pg_run(raw, "COMMIT", msg, sizeof msg), 0);
+	assert_int_equal(be_pg_run(raw, "COMMIT", msg, sizeof msg), 0);
 	PQfinish(raw);
 	bg_join(&b);
 	if (b.r[0] != SEMQ_DUPLICATE)
@@ -2974,22 +2845,7 @@ int main(int argc, char **argv)
 		T(test_pg_aborted_batch_not_committed),
 	};
 #undef T
-	const char *be = getenv("SEMQ_TEST_BACKEND");
-	int r;
 
-	pg_mode = (argc > 1 && strcmp(argv[1], "--pg") == 0) ||
-		  (be && strcmp(be, "pg") == 0);
-	if (!pg_mode)
-		return cmocka_run_group_tests(tests, NULL, NULL);
-	r = pg_run_setup();
-	if (r) {
-		pg_run_teardown();
-		return r;
-	}
-	r = cmocka_run_group_tests_name("store on PostgreSQL", tests, NULL,
-					NULL);
-	r += cmocka_run_group_tests_name(
-		"store on PostgreSQL: several instances", pg_tests, NULL, NULL);
-	pg_run_teardown();
-	return r;
+	return be_url_main(argc, argv, "store", tests, BE_N(tests), pg_tests,
+			   BE_N(pg_tests));
 }
