@@ -305,13 +305,10 @@ static void push_indication(struct fx *fx, uint64_t conn, const char *peer,
 	push_frame(fx, conn, peer, &f);
 }
 
-static void push_relay_ack(struct fx *fx, uint64_t conn, const char *peer,
-			   int kind, const char *origin, const char *dest,
-			   const uint64_t *seqs, size_t n, const char *detail)
+/* id[0..n) = origin/dest/seqs[i], pid[i] = &id[i] (borrowing the strings). */
+static void fill_ids(Semq__MsgId *id, Semq__MsgId **pid, const char *origin,
+		     const char *dest, const uint64_t *seqs, size_t n)
 {
-	Semq__MsgId id[MAX_JOB_MSGS], *pid[MAX_JOB_MSGS];
-	Semq__RelayAck ra = SEMQ__RELAY_ACK__INIT;
-	Semq__Frame f = SEMQ__FRAME__INIT;
 	size_t i;
 
 	assert_true(n > 0 && n <= MAX_JOB_MSGS);
@@ -322,6 +319,17 @@ static void push_relay_ack(struct fx *fx, uint64_t conn, const char *peer,
 		id[i].seq = seqs[i];
 		pid[i] = &id[i];
 	}
+}
+
+static void push_relay_ack(struct fx *fx, uint64_t conn, const char *peer,
+			   int kind, const char *origin, const char *dest,
+			   const uint64_t *seqs, size_t n, const char *detail)
+{
+	Semq__MsgId id[MAX_JOB_MSGS], *pid[MAX_JOB_MSGS];
+	Semq__RelayAck ra = SEMQ__RELAY_ACK__INIT;
+	Semq__Frame f = SEMQ__FRAME__INIT;
+
+	fill_ids(id, pid, origin, dest, seqs, n);
 	ra.n_ids = n;
 	ra.ids = pid;
 	ra.kind = kind;
@@ -1593,16 +1601,8 @@ static void push_query(struct fx *fx, uint64_t conn, const char *peer,
 	Semq__MsgId id[MAX_JOB_MSGS], *pid[MAX_JOB_MSGS];
 	Semq__Query q = SEMQ__QUERY__INIT;
 	Semq__Frame f = SEMQ__FRAME__INIT;
-	size_t i;
 
-	assert_true(n > 0 && n <= MAX_JOB_MSGS);
-	for (i = 0; i < n; i++) {
-		semq__msg_id__init(&id[i]);
-		id[i].origin = (char *)origin;
-		id[i].dest = (char *)dest;
-		id[i].seq = seqs[i];
-		pid[i] = &id[i];
-	}
+	fill_ids(id, pid, origin, dest, seqs, n);
 	q.n_ids = n;
 	q.ids = pid;
 	f.body_case = SEMQ__FRAME__BODY_QUERY;
@@ -1618,16 +1618,8 @@ static void push_response(struct fx *fx, uint64_t conn, const char *peer,
 	Semq__MsgId id[MAX_JOB_MSGS], *pid[MAX_JOB_MSGS];
 	Semq__AckResponse ar = SEMQ__ACK_RESPONSE__INIT;
 	Semq__Frame f = SEMQ__FRAME__INIT;
-	size_t i;
 
-	assert_true(n > 0 && n <= MAX_JOB_MSGS);
-	for (i = 0; i < n; i++) {
-		semq__msg_id__init(&id[i]);
-		id[i].origin = (char *)origin;
-		id[i].dest = (char *)dest;
-		id[i].seq = seqs[i];
-		pid[i] = &id[i];
-	}
+	fill_ids(id, pid, origin, dest, seqs, n);
 	ar.n_ids = n;
 	ar.ids = pid;
 	ar.from = (char *)from;
