@@ -161,9 +161,10 @@ static int check_msgid(const char *path, const Semq__MsgId *id, char *err,
 	snprintf(p, sizeof p, "%s.dest", path);
 	if ((r = check_id(p, id->dest, err, errsz)))
 		return r;
-	if (id->seq == 0)
+	if (id->seq == 0 || id->seq > (uint64_t)INT64_MAX)
 		return fail(err, errsz, SEMQ_ERR_PROTO,
-			    "%s.seq: 0 (must be > 0)", path);
+			    "%s.seq: %llu (must be 1..2^63-1)", path,
+			    (unsigned long long)id->seq);
 	return SEMQ_OK;
 }
 
@@ -222,9 +223,11 @@ static int check_message(const char *path, const Semq__Message *m, char *err,
 	snprintf(p, sizeof p, "%s.dest", path);
 	if ((r = check_id(p, m->dest, err, errsz)))
 		return r;
-	if (m->seq == 0)
+	/* Every store keeps a seq as a signed 64-bit integer. */
+	if (m->seq == 0 || m->seq > (uint64_t)INT64_MAX)
 		return fail(err, errsz, SEMQ_ERR_PROTO,
-			    "%s.seq: 0 (must be > 0)", path);
+			    "%s.seq: %llu (must be 1..2^63-1)", path,
+			    (unsigned long long)m->seq);
 	if (m->prev_seq >= m->seq)
 		return fail(err, errsz, SEMQ_ERR_PROTO,
 			    "%s.prev_seq: %llu is not below seq %llu", path,

@@ -268,7 +268,7 @@ static void test_roundtrip_relay_ack(void **state)
 
 	(void)state;
 	mk_id(&id[0], "R1", "S1", 1);
-	mk_id(&id[1], "R1", "S2", UINT64_MAX);
+	mk_id(&id[1], "R1", "S2", (uint64_t)INT64_MAX); /* the largest seq */
 	a.n_ids = 2;
 	a.ids = ip;
 	a.kind = SEMQ__RELAY_ACK__KIND__STORED;
@@ -279,7 +279,7 @@ static void test_roundtrip_relay_ack(void **state)
 	assert_int_equal(o->body_case, SEMQ__FRAME__BODY_RELAY_ACK);
 	assert_int_equal(o->relay_ack->n_ids, 2);
 	assert_string_equal(o->relay_ack->ids[1]->dest, "S2");
-	assert_true(o->relay_ack->ids[1]->seq == UINT64_MAX);
+	assert_true(o->relay_ack->ids[1]->seq == (uint64_t)INT64_MAX);
 	assert_int_equal(o->relay_ack->kind, SEMQ__RELAY_ACK__KIND__STORED);
 	assert_string_equal(o->relay_ack->detail, "S2 offline");
 	assert_same_bytes(&f, o);
@@ -944,6 +944,17 @@ static void test_seq_zero(void **state)
 	assert_refused(&f, "RelayAck.ids[0].seq: 0");
 	id.seq = 1;
 	assert_valid(&f);
+	/* above what a store keeps (a signed 64-bit integer) */
+	id.seq = (uint64_t)INT64_MAX + 1;
+	assert_refused(&f, "RelayAck.ids[0].seq: 9223372036854775808 (must be "
+			   "1..2^63-1)");
+	id.seq = (uint64_t)INT64_MAX;
+	assert_valid(&f);
+	mk_data1(&x, 1);
+	x.m.seq = UINT64_MAX;
+	assert_refused(&x.f, "Data.messages[0].seq: 18446744073709551615");
+	x.m.seq = (uint64_t)INT64_MAX;
+	assert_valid(&x.f);
 }
 
 static void test_prev_seq(void **state)
