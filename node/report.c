@@ -56,34 +56,6 @@ static const int redo_statuses[] = {RS_PENDING, RS_WAITING, RS_DONE, RS_DEAD,
 #define N_IN (sizeof in_statuses / sizeof in_statuses[0])
 #define N_REDO (sizeof redo_statuses / sizeof redo_statuses[0])
 
-/* The names semqctl uses for the statuses of each table. */
-static const char *status_name(const char *table, int status)
-{
-	if (!strcmp(table, "tb_0031")) {
-		switch (status) {
-		case SS_UNSEND: return "unsent";
-		case SS_SEND: return "sent";
-		case SS_ACK: return "relay-acked";
-		case SS_ACK2: return "confirmed";
-		case SS_CANCELLED: return "cancelled";
-		}
-	} else if (!strcmp(table, "tb_0030")) {
-		switch (status) {
-		case AS_INIT: return "unacked";
-		case AS_OK: return "acked";
-		}
-	} else if (!strcmp(table, "tb_0033")) {
-		switch (status) {
-		case RS_PENDING: return "pending";
-		case RS_WAITING: return "waiting";
-		case RS_DONE: return "done";
-		case RS_DEAD: return "dead";
-		case RS_DISCARDED: return "discarded";
-		}
-	}
-	return "unknown";
-}
-
 /* Index of status in v[n], or -1. */
 static int status_index(const int *v, size_t n, int status)
 {
@@ -162,44 +134,6 @@ static int reply_error(struct outbox *ob, uint64_t req_id, int status,
 }
 
 /* ---- JSON of rows ------------------------------------------------------------ */
-
-/* One tb_0033 entry with the fields of `semqctl redo list --json` (new
- * reference; NULL when out of memory); the payload only by its length. */
-static json_t *redo_json(const struct msg *m, const struct redo_row *row)
-{
-	json_t *o = json_object();
-	char idb[MSGID_STRLEN];
-	int failed = !o;
-
-	jset(o, "id", json_integer(row->id), &failed);
-	jset(o, "message", json_string(msgid_str(&m->id, idb, sizeof idb)),
-	     &failed);
-	jset(o, "origin", json_string(m->id.origin), &failed);
-	jset(o, "dest", json_string(m->id.dest), &failed);
-	jset(o, "seq", json_integer((json_int_t)m->id.seq), &failed);
-	jset(o, "type", json_integer(m->type), &failed);
-	jset(o, "key", json_text(m->has_key ? m->key : NULL), &failed);
-	jset(o, "prev_seq", json_integer((json_int_t)m->prev_seq), &failed);
-	jset(o, "deliver_at", json_integer(m->deliver_at), &failed);
-	jset(o, "msg_created_at", json_integer(m->created_at), &failed);
-	jset(o, "status", json_integer(row->status), &failed);
-	jset(o, "status_name", json_string(status_name("tb_0033", row->status)),
-	     &failed);
-	jset(o, "tries", json_integer(row->tries), &failed);
-	jset(o, "level", json_integer(row->level), &failed);
-	jset(o, "next_attempt_at", json_integer(row->next_attempt_at), &failed);
-	jset(o, "created_at", json_integer(row->created_at), &failed);
-	jset(o, "updated_at", json_integer(row->updated_at), &failed);
-	jset(o, "last_error", json_text(row->last_error), &failed);
-	jset(o, "discard_reason", json_text(row->discard_reason), &failed);
-	jset(o, "payload_len", json_integer((json_int_t)m->payload_len),
-	     &failed);
-	if (failed) {
-		json_decref(o);
-		return NULL;
-	}
-	return o;
-}
 
 /* ---- the request ------------------------------------------------------------- */
 
@@ -300,8 +234,8 @@ static int redo_list(struct store *st, const struct admin_req *rq,
 	lv = evhttp_find_header(&q, "limit");
 	if (sv && strcmp(sv, "all")) {
 		for (i = 0; i < N_REDO; i++)
-			if (!strcmp(sv,
-				    status_name("tb_0033", redo_statuses[i])))
+			if (!strcmp(sv, semq_status_name("tb_0033",
+							 redo_statuses[i])))
 				break;
 		if (i == N_REDO) {
 			r = reply_error(ob, rq->req_id, HS_BAD_REQUEST,
@@ -336,7 +270,8 @@ static int redo_list(struct store *st, const struct admin_req *rq,
 		goto out;
 	}
 	doc = json_pack("{s:s, s:I, s:I, s:O}", "status",
-			status == -100 ? "all" : status_name("tb_0033", status),
+			status == -100 ? "all"
+				       : semq_status_name("tb_0033", status),
 			"limit", (json_int_t)limit, "count",
 			(json_int_t)json_array_size(x.arr), "entries", x.arr);
 	r = doc ? reply_json(ob, rq->req_id, HS_OK, doc) : SEMQ_ERR_NOMEM;
@@ -432,8 +367,8 @@ static int action_done(struct store *st, const struct admin_req *rq, int64_t id,
 	     &failed);
 	jset(o, action, json_true(), &failed);
 	jset(o, "status", json_integer(row.status), &failed);
-	jset(o, "status_name", json_string(status_name("tb_0033", row.status)),
-	     &failed);
+	jset(o, "status_name",
+	     json_string(semq_status_name("tb_0033", row.status)), &failed);
 	jset(o, "next_attempt_at", json_integer(row.next_attempt_at), &failed);
 	jset(o, "discard_reason", json_text(row.discard_reason), &failed);
 	msg_clear(&m);
@@ -453,13 +388,13 @@ static int refuse_status(const struct admin_req *rq, int64_t id,
 	char text[256];
 
 	snprintf(text, sizeof text, "redo entry %" PRId64 " is %s; %s", id,
-		 status_name("tb_0033", status), why);
+		 semq_status_name("tb_0033", status), why);
 	return reply_json(ob, rq->req_id, HS_CONFLICT,
 			  json_pack("{s:s, s:I, s:s, s:i, s:s}", "error", text,
 				    "id", (json_int_t)id, "message",
 				    msgid_str(&m->id, idb, sizeof idb),
 				    "status", status, "status_name",
-				    status_name("tb_0033", status)));
+				    semq_status_name("tb_0033", status)));
 }
 
 static int redo_retry(struct store *st, const struct admin_req *rq, int64_t id,
@@ -750,8 +685,8 @@ static json_t *counts_json(const char *table, const int *statuses, size_t n,
 	if (!o)
 		*failed = 1;
 	for (i = 0; i < n && o; i++)
-		jset(o, status_name(table, statuses[i]), json_integer(v[i]),
-		     failed);
+		jset(o, semq_status_name(table, statuses[i]),
+		     json_integer(v[i]), failed);
 	return o;
 }
 
@@ -858,7 +793,7 @@ static void depth_line(struct evbuffer *b, const char *table,
 	evbuffer_add(b, ",", 1);
 	label(b, "dest", x->dest);
 	evbuffer_add_printf(b, ",status=\"%s\"} %" PRId64 "\n",
-			    status_name(table, status), n);
+			    semq_status_name(table, status), n);
 }
 
 static void metrics_text(struct evbuffer *b, const struct streams *s,
@@ -894,7 +829,7 @@ static void metrics_text(struct evbuffer *b, const struct streams *s,
 	for (k = 0; k < N_REDO; k++)
 		evbuffer_add_printf(
 			b, "semq_redo_entries{status=\"%s\"} %" PRId64 "\n",
-			status_name("tb_0033", redo_statuses[k]), redo[k]);
+			semq_status_name("tb_0033", redo_statuses[k]), redo[k]);
 	evbuffer_add_printf(
 		b, "# HELP semq_stream_unconfirmed Messages of a stream not "
 		   "confirmed yet: outbound rows in status 0, 4 or 6; inbound "

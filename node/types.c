@@ -159,3 +159,30 @@ int semq_utf8_valid(const uint8_t *p, size_t n)
 	}
 	return 1;
 }
+
+const char *semq_status_name(const char *table, int status)
+{
+	if (!strcmp(table, "tb_0031")) {
+		switch (status) {
+		case SS_UNSEND: return "unsent";
+		case SS_SEND: return "sent";
+		case SS_ACK: return "relay-acked";
+		case SS_ACK2: return "confirmed";
+		case SS_CANCELLED: return "cancelled";
+		}
+	} else if (!strcmp(table, "tb_0030")) {
+		switch (status) {
+		case AS_INIT: return "unacked";
+		case AS_OK: return "acked";
+		}
+	} else if (!strcmp(table, "tb_0033")) {
+		switch (status) {
+		case RS_PENDING: return "pending";
+		case RS_WAITING: return "waiting";
+		case RS_DONE: return "done";
+		case RS_DEAD: return "dead";
+		case RS_DISCARDED: return "discarded";
+		}
+	}
+	return "unknown";
+}

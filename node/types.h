@@ -95,4 +95,9 @@ size_t semq_utf8_char(const uint8_t *p, size_t n);
 /* Are the n bytes at p UTF-8? */
 int semq_utf8_valid(const uint8_t *p, size_t n);
 
+/* The name semqctl and the admin reports give status `status` of `table`
+ * ("tb_0031", "tb_0030" — its ack_status —, "tb_0033"): "unsent",
+ * "confirmed", "dead", ...; "unknown" for a value outside the table's. */
+const char *semq_status_name(const char *table, int status);
+
 #endif

@@ -695,33 +695,6 @@ static int print_json(json_t *doc)
 /* The tables in the order status shows them. */
 static const char *const status_tables[] = {"tb_0031", "tb_0030", "tb_0033"};
 
-static const char *status_name(const char *table, int status)
-{
-	if (!strcmp(table, "tb_0031")) {
-		switch (status) {
-		case SS_UNSEND: return "unsent";
-		case SS_SEND: return "sent";
-		case SS_ACK: return "relay-acked";
-		case SS_ACK2: return "confirmed";
-		case SS_CANCELLED: return "cancelled";
-		}
-	} else if (!strcmp(table, "tb_0030")) {
-		switch (status) {
-		case AS_INIT: return "unacked";
-		case AS_OK: return "acked";
-		}
-	} else if (!strcmp(table, "tb_0033")) {
-		switch (status) {
-		case RS_PENDING: return "pending";
-		case RS_WAITING: return "waiting";
-		case RS_DONE: return "done";
-		case RS_DEAD: return "dead";
-		case RS_DISCARDED: return "discarded";
-		}
-	}
-	return "unknown";
-}
-
 /* One stat_row, copied out of the store's callback (strings owned). */
 struct stat_copy {
 	char *table, *origin, *dest;
@@ -905,7 +878,7 @@ static void status_print_text(const struct ctl *c, const struct status_data *d)
 		wo = width(wo, r->origin);
 		wd = width(wd, r->dest);
 		snprintf(sbuf, sizeof sbuf, "%d %s", r->status,
-			 status_name(r->table, r->status));
+			 semq_status_name(r->table, r->status));
 		ws = width(ws, sbuf);
 		snprintf(sbuf, sizeof sbuf, "%lld", (long long)r->count);
 		wc = width(wc, sbuf);
@@ -917,7 +890,7 @@ static void status_print_text(const struct ctl *c, const struct status_data *d)
 	for (i = 0; i < d->n_rows; i++) {
 		const struct stat_copy *r = &d->rows[i];
 		snprintf(sbuf, sizeof sbuf, "%d %s", r->status,
-			 status_name(r->table, r->status));
+			 semq_status_name(r->table, r->status));
 		printf("%-*s  %-*s  %-*s  %-*s  %*lld  %s\n", wt, r->table, wo,
 		       r->origin ? r->origin : "-", wd, r->dest ? r->dest : "-",
 		       ws, sbuf, wc, (long long)r->count,
@@ -954,7 +927,7 @@ static json_t *status_json(const struct ctl *c, const struct status_data *d)
 		e = json_pack("{s:s, s:s?, s:s?, s:i, s:s, s:I, s:I}", "table",
 			      r->table, "origin", r->origin, "dest", r->dest,
 			      "status", r->status, "status_name",
-			      status_name(r->table, r->status), "count",
+			      semq_status_name(r->table, r->status), "count",
 			      (json_int_t)r->count, "oldest",
 			      (json_int_t)r->oldest);
 		if (!e || json_array_append_new(queues, e))
@@ -1292,7 +1265,7 @@ static const char *result_name(int result)
 	return result < 0 ? "-" : "unknown";
 }
 
-/* --status: one of the n statuses v of `table`, by its status_name() or
+/* --status: one of the n statuses v of `table`, by its semq_status_name() or
  * its number. */
 static int parse_status(const char *table, const int *v, size_t n,
 			const char *s, int *out)
@@ -1302,7 +1275,8 @@ static int parse_status(const char *table, const int *v, size_t n,
 
 	for (i = 0; i < n; i++) {
 		snprintf(num, sizeof num, "%d", v[i]);
-		if (!strcmp(s, status_name(table, v[i])) || !strcmp(s, num)) {
+		if (!strcmp(s, semq_status_name(table, v[i])) ||
+		    !strcmp(s, num)) {
 			*out = v[i];
 			return SEMQ_OK;
 		}
@@ -1470,8 +1444,8 @@ static json_t *out_json(const struct msg *m, const struct out_row *row)
 	jset(o, "deliver_at", json_integer(m->deliver_at), &failed);
 	jset(o, "created_at", json_integer(m->created_at), &failed);
 	jset(o, "status", json_integer(row->status), &failed);
-	jset(o, "status_name", json_string(status_name("tb_0031", row->status)),
-	     &failed);
+	jset(o, "status_name",
+	     json_string(semq_status_name("tb_0031", row->status)), &failed);
 	jset(o, "result",
 	     row->result < 0 ? json_null() : json_integer(row->result),
 	     &failed);
@@ -1672,7 +1646,7 @@ static const char *list_col(const struct list_item *it, int col, int64_t now,
 	case LC_KEY: return cell(it->m.has_key ? it->m.key : NULL, 0, buf, sz);
 	case LC_STATUS:
 		snprintf(buf, sz, "%d %s", it->row.status,
-			 status_name("tb_0031", it->row.status));
+			 semq_status_name("tb_0031", it->row.status));
 		break;
 	case LC_RESULT: return result_name(it->row.result);
 	case LC_ATTEMPTS: snprintf(buf, sz, "%d", it->row.attempts); break;
@@ -1849,7 +1823,7 @@ static void show_print_text(const struct msg *m, const struct out_row *row)
 	printf("%-16s %s\n", "created_at",
 	       fmt_time(m->created_at, buf, sizeof buf));
 	printf("%-16s %d %s\n", "status", row->status,
-	       status_name("tb_0031", row->status));
+	       semq_status_name("tb_0031", row->status));
 	if (row->result < 0)
 		printf("%-16s -\n", "result");
 	else
@@ -2141,44 +2115,6 @@ nomem:
 	return 1;
 }
 
-/* Every field of one tb_0033 entry as a JSON object (new reference, NULL
- * when out of memory); the payload itself only by its length. */
-static json_t *redo_json(const struct msg *m, const struct redo_row *row)
-{
-	json_t *o = json_object();
-	char idb[MSGID_STRLEN];
-	int failed = !o;
-
-	jset(o, "id", json_integer(row->id), &failed);
-	jset(o, "message", json_string(msgid_str(&m->id, idb, sizeof idb)),
-	     &failed);
-	jset(o, "origin", json_string(m->id.origin), &failed);
-	jset(o, "dest", json_string(m->id.dest), &failed);
-	jset(o, "seq", json_integer((json_int_t)m->id.seq), &failed);
-	jset(o, "type", json_integer(m->type), &failed);
-	jset(o, "key", json_text(m->has_key ? m->key : NULL), &failed);
-	jset(o, "prev_seq", json_integer((json_int_t)m->prev_seq), &failed);
-	jset(o, "deliver_at", json_integer(m->deliver_at), &failed);
-	jset(o, "msg_created_at", json_integer(m->created_at), &failed);
-	jset(o, "status", json_integer(row->status), &failed);
-	jset(o, "status_name", json_string(status_name("tb_0033", row->status)),
-	     &failed);
-	jset(o, "tries", json_integer(row->tries), &failed);
-	jset(o, "level", json_integer(row->level), &failed);
-	jset(o, "next_attempt_at", json_integer(row->next_attempt_at), &failed);
-	jset(o, "created_at", json_integer(row->created_at), &failed);
-	jset(o, "updated_at", json_integer(row->updated_at), &failed);
-	jset(o, "last_error", json_text(row->last_error), &failed);
-	jset(o, "discard_reason", json_text(row->discard_reason), &failed);
-	jset(o, "payload_len", json_integer((json_int_t)m->payload_len),
-	     &failed);
-	if (failed) {
-		json_decref(o);
-		return NULL;
-	}
-	return o;
-}
-
 /* ---- redo list ---- */
 
 /* The columns of the listing; LAST_ERROR last, since it is not padded. */
@@ -2216,7 +2152,7 @@ static const char *redo_cell(const void *ctx, size_t i, int col, int64_t now,
 	case RC_KEY: return cell(it->m.has_key ? it->m.key : NULL, 0, buf, sz);
 	case RC_STATUS:
 		snprintf(buf, sz, "%d %s", it->row.status,
-			 status_name("tb_0033", it->row.status));
+			 semq_status_name("tb_0033", it->row.status));
 		break;
 	case RC_TRIES: snprintf(buf, sz, "%d", it->row.tries); break;
 	case RC_LEVEL: snprintf(buf, sz, "%d", it->row.level); break;
@@ -2329,7 +2265,7 @@ static void redo_show_text(const struct ctl *c, const struct msg *m,
 	printf("%-16s %s\n", "msg_created_at",
 	       fmt_time(m->created_at, buf, sizeof buf));
 	printf("%-16s %d %s\n", "status", row->status,
-	       status_name("tb_0033", row->status));
+	       semq_status_name("tb_0033", row->status));
 	printf("%-16s %d (max_tries %u)\n", "tries", row->tries,
 	       c->cfg->max_tries);
 	show_level(c, row);
@@ -2342,7 +2278,7 @@ static void redo_show_text(const struct ctl *c, const struct msg *m,
 		       fmt_time(row->next_attempt_at, buf, sizeof buf),
 		       row->status == RS_WAITING
 			       ? "waiting behind an earlier entry of its key"
-			       : status_name("tb_0033", row->status));
+			       : semq_status_name("tb_0033", row->status));
 	printf("%-16s %s\n", "created_at",
 	       fmt_time(row->created_at, buf, sizeof buf));
 	printf("%-16s %s\n", "updated_at",
@@ -2426,7 +2362,7 @@ static int retry_json(int64_t id, const char *msgid, int retried, int status,
 	return print_json(json_pack("{s:I, s:s, s:b, s:i, s:s, s:b}", "id",
 				    (json_int_t)id, "message", msgid, "retried",
 				    retried, "status", status, "status_name",
-				    status_name("tb_0033", status),
+				    semq_status_name("tb_0033", status),
 				    "woke_daemon", woke));
 }
 
@@ -2453,7 +2389,8 @@ static int redo_retry_one(struct ctl *c, int64_t id)
 			(void)retry_json(id, idb, 0, row.status, 0);
 		r = fail("redo %lld is %s, not dead; only dead entries can be "
 			 "retried",
-			 (long long)id, status_name("tb_0033", row.status));
+			 (long long)id,
+			 semq_status_name("tb_0033", row.status));
 		goto out;
 	}
 	if (store_redo_retry(c->st, id, now_ms()) != SEMQ_OK ||
@@ -2649,8 +2586,8 @@ static int discard_refused_json(int64_t id, const char *msgid, int status,
 	return print_json(json_pack(
 		"{s:I, s:s, s:b, s:i, s:s, s:s?}", "id", (json_int_t)id,
 		"message", msgid, "discarded", 0, "status", status,
-		"status_name", status_name("tb_0033", status), "discard_reason",
-		old_reason));
+		"status_name", semq_status_name("tb_0033", status),
+		"discard_reason", old_reason));
 }
 
 static json_t *discard_json(int64_t id, const char *msgid, const char *reason,
@@ -2945,8 +2882,8 @@ static json_t *recv_json(const struct recv_item *it)
 	jset(o, "result", json_integer(it->result), &failed);
 	jset(o, "result_name", json_string(result_name(it->result)), &failed);
 	jset(o, "ack_status", json_integer(it->ack_status), &failed);
-	jset(o, "ack_name", json_string(status_name("tb_0030", it->ack_status)),
-	     &failed);
+	jset(o, "ack_name",
+	     json_string(semq_status_name("tb_0030", it->ack_status)), &failed);
 	jset(o, "confirm_need", json_integer(it->need), &failed);
 	jset(o, "confirm_got", json_integer(it->got), &failed);
 	if (failed) {
