@@ -1082,6 +1082,31 @@ static int open_begin(struct store *st)
  * a new database at once only the first migrates.
  */
 /*
+ * With the tables of version 1, in the same transaction, this node's id and
+ * max_payload: an application that sees tb_0031 may insert at once (the
+ * fill trigger needs the id). meta_sync() checks and updates them later.
+ */
+static int first_meta(struct store *st)
+{
+	static const char sql[] = "INSERT INTO semq_meta(key, value)"
+				  " VALUES ('node_id', ?1), ('max_payload', ?2)"
+				  " ON CONFLICT (key) DO NOTHING";
+	struct db_stmt *s = NULL;
+	char mp[32];
+	int rc = db_prepare(st->db, sql, &s);
+
+	if (rc == SEMQ_OK) {
+		snprintf(mp, sizeof mp, "%zu", st->max_payload);
+		db_bind_text(s, 1, st->node_id);
+		db_bind_text(s, 2, mp);
+		rc = db_step(s);
+		rc = rc < 0 ? rc : SEMQ_OK;
+	}
+	db_finalize(s);
+	return rc;
+}
+
+/*
  * SQLite: after a migration, schema_version + 1. DDL bumps it by itself; a
  * definition edited in place (PRAGMA writable_schema, as 0002 does) does not,
  * and every open connection would go on using the definition it parsed.
@@ -1161,6 +1186,7 @@ static int migrate(struct store *st)
 			continue;
 		}
 		if (db_exec(st->db, mg->sql) ||
+		    (mg->version == 1 && first_meta(st)) ||
 		    (!st->pg && bump_schema_cookie(st))) {
 			r = seterr(st, SEMQ_ERR_DB,
 				   "%s: migration %s failed: %s", st->name,
