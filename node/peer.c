@@ -17,6 +17,8 @@
 #include "peer.h"
 
 #include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -315,6 +317,26 @@ static int dispatch(struct conn *c, Semq__Frame *f)
 	}
 }
 
+/*
+ * Frames leave as soon as the loop has written them: the bufferevent already
+ * gathers everything the loop produced into one TLS write, so Nagle's
+ * algorithm only holds a small frame back until the peer's delayed ACK (up to
+ * 40 ms) — which it was doing to every Data frame sent while an earlier one
+ * was unacknowledged (docs/PERFORMANCE.md, fix 5).
+ */
+static void no_delay(struct conn *c)
+{
+	int one = 1;
+	evutil_socket_t fd = bufferevent_getfd(c->bev);
+
+	if (fd >= 0 &&
+	    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) != 0)
+		log_msg(LOG_WARN, "peer", who(c), NULL,
+			"TCP_NODELAY: %s (frames may wait for the peer's "
+			"ACK)",
+			strerror(errno));
+}
+
 static void read_cb(struct bufferevent *bev, void *arg)
 {
 	struct conn *c = arg;
@@ -418,6 +440,7 @@ static void event_cb(struct bufferevent *bev, short what, void *arg)
 			destroy(c, why);
 			return;
 		}
+		no_delay(c);
 		c->state = CONN_HELLO;
 		if (c->outbound)
 			send_hello(c);
