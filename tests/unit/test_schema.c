@@ -939,6 +939,66 @@ static void test_streams_count_separately(void **state)
 			 3);
 }
 
+/*
+ * Columns that are the node's (status, attempts, next_attempt_at, sent_at,
+ * acked_at, result) are reset whatever the application wrote into them, and
+ * a text payload is stored as bytes; an insert that leaves them alone gets
+ * the same row (schema 3 resets them only when needed).
+ */
+static void test_node_columns_reset(void **state)
+{
+	struct fx *f = *state;
+	int64_t id;
+	struct row r;
+
+	id = insert_ok(
+		f->db,
+		be_sql("INSERT INTO tb_0031(dest, type, msg_key, payload,"
+		       " status, attempts, next_attempt_at, sent_at,"
+		       " acked_at, result)"
+		       " VALUES('S1', 1, 'K1', 'text', 100, 3, 5, 7, 9, 0)",
+		       "INSERT INTO tb_0031(dest, type, msg_key, payload,"
+		       " status, attempts, next_attempt_at, sent_at,"
+		       " acked_at, result)"
+		       " VALUES('S1', 1, 'K1', 'text'::bytea, 100, 3, 5, 7, 9,"
+		       " 0)"));
+	get_row(f->db, id, &r);
+	assert_int_equal(r.seq, 1);
+	assert_int_equal(r.status, 0);
+	assert_int_equal(r.payload_len, 4);
+	assert_string_equal(r.payload_type, PAYLOAD_TYPE);
+	assert_int_equal(
+		q_int(f->db,
+		      be_sql("SELECT attempts + next_attempt_at"
+			     " + (sent_at IS NOT NULL) + (acked_at IS NOT NULL)"
+			     " + (result IS NOT NULL) FROM tb_0031",
+			     "SELECT attempts + next_attempt_at"
+			     " + (sent_at IS NOT NULL)::int"
+			     " + (acked_at IS NOT NULL)::int"
+			     " + (result IS NOT NULL)::int FROM tb_0031")),
+		0);
+	/* one of them alone is enough */
+	id = insert_ok(f->db,
+		       be_sql("INSERT INTO tb_0031(dest, type, payload, result)"
+			      " VALUES('S1', 1, x'00', 4)",
+			      "INSERT INTO tb_0031(dest, type, payload, result)"
+			      " VALUES('S1', 1, '\\x00'::bytea, 4)"));
+	get_row(f->db, id, &r);
+	assert_int_equal(r.seq, 2);
+	assert_int_equal(r.status, 0);
+	assert_int_equal(q_int(f->db, "SELECT count(*) FROM tb_0031"
+				      " WHERE result IS NOT NULL"),
+			 0);
+	/* and a plain one stays as it was written */
+	assert_int_equal(app_insert(f->db, "S1", "K1", &id), 0);
+	get_row(f->db, id, &r);
+	assert_int_equal(r.seq, 3);
+	assert_int_equal(r.prev_seq, 1);
+	assert_int_equal(r.status, 0);
+	assert_int_equal(r.payload_len, 1);
+	assert_string_equal(r.payload_type, PAYLOAD_TYPE);
+}
+
 static void test_empty_key_is_null(void **state)
 {
 	struct fx *f = *state;
@@ -1421,6 +1481,8 @@ int main(int argc, char **argv)
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_streams_count_separately,
 						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_node_columns_reset, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(test_empty_key_is_null, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_seq_not_reused_after_purge,
