@@ -62,7 +62,6 @@ struct worker {
 	int stop;
 
 	struct worker_stats stats; /* under mu */
-	int64_t last_tick;
 	int disk_full;  /* under mu; written only on the store thread */
 	int probe_left; /* the probe's row is still in the table */
 };
@@ -180,13 +179,19 @@ static void deliver(struct worker *w, struct outbox *ob)
 /* Runs jobs [head, stop) and, if tick, proto_tick in one transaction; adds
  * what it did to *cnt once it committed. */
 static int run_batch(struct worker *w, struct job *head, struct job *stop,
-		     int tick, int64_t now, struct outbox *ob,
-		     struct proto_counts *cnt)
+		     int tick, struct outbox *ob, struct proto_counts *cnt)
 {
 	struct job *j;
+	int64_t now = 0;
 	int r;
 
 	r = store_begin(w->st);
+	/* The batch's clock is read once its write lock is held: BEGIN can
+	 * wait for an application's commit, and rows that application
+	 * committed meanwhile must not be stamped sent before they were
+	 * created. */
+	if (r == SEMQ_OK)
+		now = w->clock(w->clock_ctx);
 	for (j = head; j != stop && r == SEMQ_OK; j = j->next)
 		r = proto_job(w->p, j, now, ob);
 	if (r == SEMQ_OK && tick)
@@ -227,7 +232,7 @@ static void set_disk_full(struct worker *w, int full, const char *why)
 	pthread_mutex_unlock(&w->mu);
 }
 
-static void batch(struct worker *w, struct job *jobs, size_t n, int64_t now)
+static void batch(struct worker *w, struct job *jobs, size_t n)
 {
 	struct proto_counts cnt = {0};
 	struct outbox ob;
@@ -237,7 +242,7 @@ static void batch(struct worker *w, struct job *jobs, size_t n, int64_t now)
 	int r;
 
 	outbox_init(&ob);
-	r = run_batch(w, jobs, NULL, 1, now, &ob, &cnt);
+	r = run_batch(w, jobs, NULL, 1, &ob, &cnt);
 	if (r != SEMQ_OK && store_disk_full(w->st))
 		set_disk_full(w, 1, store_errmsg(w->st));
 	if (r != SEMQ_OK) {
@@ -249,7 +254,7 @@ static void batch(struct worker *w, struct job *jobs, size_t n, int64_t now)
 			"by one",
 			n, semq_strerror(r), store_errmsg(w->st));
 		for (j = jobs; j; j = j->next) {
-			r = run_batch(w, j, j->next, 0, now, &ob, &cnt);
+			r = run_batch(w, j, j->next, 0, &ob, &cnt);
 			if (r != SEMQ_OK)
 				log_msg(w->disk_full && store_disk_full(w->st)
 						? LOG_DEBUG
@@ -304,7 +309,6 @@ static void *run(void *arg)
 		struct job *jobs = NULL, *last = NULL;
 		size_t n = 0;
 		int stopping, busy, full;
-		int64_t now;
 
 		pthread_mutex_lock(&w->mu);
 		busy = proto_busy(w->p);
@@ -348,9 +352,7 @@ static void *run(void *arg)
 		stopping = w->stop && !w->head;
 		pthread_mutex_unlock(&w->mu);
 
-		now = w->clock(w->clock_ctx);
-		batch(w, jobs, n, now);
-		w->last_tick = now;
+		batch(w, jobs, n);
 		if (stopping)
 			break;
 	}

@@ -17,6 +17,9 @@ recorded the destination's verdict (status 100, result):
      Query, not by a blind resend, both after compaction and behind a gap.
   5. messages of one key held at R while S is down are applied in seq order
      once S comes up.
+  6. while the application commits all the time, R stamps no row sent
+     before it was created (its batch clock is read once it holds the
+     write lock).
 
 Environment (besides what semqtest.py reads): SEMQ_EO_SCALE (default 1)
 in (0, 1] multiplies the message counts of 1-3 (at least 1000 remain), for
@@ -474,6 +477,41 @@ def held_key_applied_in_seq_order_when_dest_returns(t):
     order = [j["seq"] for j in s.journal_rows()]
     assert order == list(range(1, n + 1)), f"journal order {order}"
     assert result_counts(r, "S") == {0: n}, result_counts(r, "S")
+    r.stop()
+    s.stop()
+
+
+# ---- 6. timestamps while the application holds the write lock --------------
+
+@test(timeout=120)
+def sent_at_never_precedes_created_at(t):
+    """The application commits small transactions back to back, so R's
+    batches keep waiting for the write lock; every row R sends must carry a
+    sent_at at or after its created_at (both are unix ms of the wall clock;
+    created_at comes from SQLite's 'now' in the application's insert)."""
+    n, per_txn = 3000, 5
+    r, s, _ = make_pair(t)
+    s.start(timeout=READY_TIMEOUT)
+    r.start(timeout=READY_TIMEOUT)
+    c = r.connect_db(readonly=False)
+    try:
+        for i in range(0, n, per_txn):
+            with c:
+                c.executemany("INSERT INTO tb_0031(dest, type, msg_key, "
+                              "payload) VALUES ('S', 1, ?, ?)",
+                              [(f"key{(i + j) % N_KEYS:03d}", PAYLOAD)
+                               for j in range(per_txn)])
+    finally:
+        c.close()
+    wait_confirmed(t, r, "S", n, BULK_TIMEOUT)
+    early, worst = r.sql("SELECT count(*), min(sent_at - created_at) "
+                         "FROM tb_0031 WHERE dest = 'S'")[0]
+    print(f"FIGURES: lock-contended messages={n} per_txn={per_txn} "
+          f"min(sent_at - created_at)={worst} ms", flush=True)
+    bad = r.sql("SELECT count(*) FROM tb_0031 WHERE sent_at < created_at")
+    assert bad[0][0] == 0, (
+        f"{bad[0][0]} of {early} rows were stamped sent before they were "
+        f"created (by up to {-worst} ms)")
     r.stop()
     s.stop()
 
