@@ -15,9 +15,21 @@
  *    until the first step (db.h). db_reset also clears the bindings, so no
  *    statement keeps a read transaction open between uses.
  *  - SQLite numbers ?N parameters itself: the SQL is passed as written.
+ *  - The WAL is checkpointed on a thread of its own, with a connection of
+ *    its own (struct ckpt), not inside the store thread's commits: SQLite's
+ *    automatic checkpoint runs in the commit that takes the WAL past 1000
+ *    pages and copies those pages into the database file and syncs it
+ *    there, while the batch's messages wait for it. The store connection's
+ *    WAL hook (it replaces the automatic checkpoint) wakes the checkpointer
+ *    once the WAL holds CKPT_PAGES; the checkpointer runs a PASSIVE
+ *    checkpoint, which never blocks a writer or reader and is made durable
+ *    at the same synchronous level. If the thread cannot start, SQLite's
+ *    automatic checkpoint stays on. A file whose checkpoints fail (a full
+ *    disk) is logged once, and again when they succeed.
  */
 #include "db_driver.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,12 +39,30 @@
 
 #include <semq/error.h>
 
+#include "log.h"
+
 #define DEFAULT_BUSY_MS 5000
 #define BUSY_STEP_US 250
+/* WAL pages that wake the checkpointer: below the 1000 at which an
+ * application's own connection would checkpoint in its commit. */
+#define CKPT_PAGES 500
+
+/* The checkpointer of one database file (see DESIGN). */
+struct ckpt {
+	pthread_t thread;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	sqlite3 *db; /* owned; used by the thread only */
+	int wanted;  /* under mu: the WAL reached CKPT_PAGES */
+	int stop;    /* under mu */
+	int failing; /* the thread's: the last checkpoint failed */
+	char name[512];
+};
 
 struct lite {
 	struct db base;
-	sqlite3 *db; /* owned */
+	sqlite3 *db;       /* owned */
+	struct ckpt *ckpt; /* owned; NULL: SQLite's automatic checkpoint */
 	int busy_ms;
 };
 
@@ -82,6 +112,107 @@ static int busy_wait(void *arg, int tries)
 		return 0;
 	nanosleep(&ts, NULL);
 	return 1;
+}
+
+static void *ckpt_run(void *arg)
+{
+	struct ckpt *k = arg;
+	int rc, log_frames, done_frames;
+
+	pthread_mutex_lock(&k->mu);
+	for (;;) {
+		while (!k->wanted && !k->stop)
+			pthread_cond_wait(&k->cv, &k->mu);
+		if (k->stop)
+			break;
+		k->wanted = 0;
+		pthread_mutex_unlock(&k->mu);
+		rc = sqlite3_wal_checkpoint_v2(k->db, NULL,
+					       SQLITE_CHECKPOINT_PASSIVE,
+					       &log_frames, &done_frames);
+		if (rc != SQLITE_OK && (rc & 0xff) != SQLITE_BUSY &&
+		    !k->failing) {
+			k->failing = 1;
+			log_warn("store",
+				 "%s: WAL checkpoint failed: %s; the WAL file "
+				 "grows until one succeeds (is the disk full?)",
+				 k->name, sqlite3_errmsg(k->db));
+		} else if (rc == SQLITE_OK && k->failing) {
+			k->failing = 0;
+			log_info("store", "%s: WAL checkpoints succeed again",
+				 k->name);
+		}
+		pthread_mutex_lock(&k->mu);
+	}
+	pthread_mutex_unlock(&k->mu);
+	return NULL;
+}
+
+/* The store connection's WAL hook: after each of its commits. */
+static int ckpt_hook(void *arg, sqlite3 *db, const char *schema, int pages)
+{
+	struct ckpt *k = arg;
+
+	(void)db;
+	(void)schema;
+	if (pages >= CKPT_PAGES) {
+		pthread_mutex_lock(&k->mu);
+		k->wanted = 1;
+		pthread_cond_signal(&k->cv);
+		pthread_mutex_unlock(&k->mu);
+	}
+	return SQLITE_OK;
+}
+
+static void ckpt_stop(struct ckpt *k)
+{
+	pthread_mutex_lock(&k->mu);
+	k->stop = 1;
+	pthread_cond_signal(&k->cv);
+	pthread_mutex_unlock(&k->mu);
+	pthread_join(k->thread, NULL);
+	sqlite3_close(k->db);
+	pthread_cond_destroy(&k->cv);
+	pthread_mutex_destroy(&k->mu);
+	free(k);
+}
+
+/*
+ * Starts the checkpointer of l's file, connected at the synchronous level
+ * sync_sql, and hands the WAL over to it. A database without a file (in
+ * memory, temporary) has no WAL to checkpoint; on any failure SQLite's
+ * automatic checkpoint stays on and the store works as before.
+ */
+static void ckpt_start(struct lite *l, const char *sync_sql)
+{
+	const char *file = sqlite3_db_filename(l->db, "main");
+	struct ckpt *k;
+
+	if (!file || !*file)
+		return;
+	k = calloc(1, sizeof *k);
+	if (!k)
+		return;
+	snprintf(k->name, sizeof k->name, "%s", l->base.name);
+	if (sqlite3_open_v2(file, &k->db,
+			    SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX,
+			    NULL) != SQLITE_OK ||
+	    sqlite3_exec(k->db, sync_sql, NULL, NULL, NULL) != SQLITE_OK) {
+		sqlite3_close(k->db);
+		free(k);
+		return;
+	}
+	pthread_mutex_init(&k->mu, NULL);
+	pthread_cond_init(&k->cv, NULL);
+	if (pthread_create(&k->thread, NULL, ckpt_run, k) != 0) {
+		sqlite3_close(k->db);
+		pthread_cond_destroy(&k->cv);
+		pthread_mutex_destroy(&k->mu);
+		free(k);
+		return;
+	}
+	l->ckpt = k;
+	sqlite3_wal_hook(l->db, ckpt_hook, k);
 }
 
 /*
@@ -186,6 +317,7 @@ int dblite_open(const struct db_open_opts *o, struct db **out, char *err,
 		r = SEMQ_ERR_DB;
 		goto out;
 	}
+	ckpt_start(l, sync_sql[o->synchronous < 0 ? 2 : o->synchronous]);
 	*out = &l->base;
 	l = NULL;
 	r = SEMQ_OK;
@@ -201,6 +333,12 @@ void dblite_close(struct db *d)
 {
 	struct lite *l = L(d);
 
+	/* The checkpointer's connection first: the store's, closing last,
+	 * checkpoints what is left and removes the WAL. */
+	if (l->ckpt) {
+		sqlite3_wal_hook(l->db, NULL, NULL);
+		ckpt_stop(l->ckpt);
+	}
 	sqlite3_close(l->db);
 	free(l);
 }

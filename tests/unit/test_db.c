@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -1189,6 +1190,47 @@ static void test_pg_schema_fill(void **state)
 	db_finalize(sel);
 }
 
+/*
+ * SQLite: the WAL is checkpointed by the driver's own thread (db_sqlite.c),
+ * not in the committing connection. 700 pages are more than the driver's
+ * threshold (500) and fewer than SQLite's automatic checkpoint (1000), so
+ * only the checkpointer can have copied them into the database file.
+ */
+static void test_sqlite_wal_checkpointer(void **state)
+{
+	struct db *d = *state;
+	struct db_stmt *ins = NULL;
+	static char blob[4000];
+	struct stat sb;
+	off_t want;
+	int i;
+
+	exec_ok(d, "CREATE TABLE ck (b BLOB)");
+	assert_int_equal(stat(target, &sb), 0);
+	want = sb.st_size + 700 * 4000;
+	memset(blob, 'x', sizeof blob);
+	exec_ok(d, "BEGIN");
+	CHECK_OK(d, db_prepare(d, "INSERT INTO ck (b) VALUES (?1)", &ins));
+	for (i = 0; i < 700; i++) {
+		db_bind_blob(ins, 1, blob, sizeof blob);
+		assert_int_equal(db_step(ins), DB_DONE);
+		db_reset(ins);
+	}
+	db_finalize(ins);
+	exec_ok(d, "COMMIT");
+	for (i = 0; i < 1000; i++) { /* up to 10 s */
+		assert_int_equal(stat(target, &sb), 0);
+		if (sb.st_size >= want)
+			break;
+		usleep(10000);
+	}
+	if (sb.st_size < want)
+		fail_msg("after 10 s the database file holds %lld bytes: no "
+			 "checkpoint copied the 700 committed pages",
+			 (long long)sb.st_size);
+	assert_int_equal(q_int(d, "SELECT count(*) FROM ck"), 700);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest common[] = {
@@ -1237,6 +1279,10 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup_teardown(test_pg_schema_fill, setup,
 						teardown),
 	};
+	const struct CMUnitTest sqlite_only[] = {
+		cmocka_unit_test_setup_teardown(test_sqlite_wal_checkpointer,
+						setup, teardown),
+	};
 	int failed;
 
 	if (argc == 2 && strcmp(argv[1], "--pg") == 0) {
@@ -1270,6 +1316,10 @@ int main(int argc, char **argv)
 	if (use_pg)
 		failed += cmocka_run_group_tests_name("db, PostgreSQL only",
 						      pg_only, group_setup,
+						      group_teardown);
+	else
+		failed += cmocka_run_group_tests_name("db, SQLite only",
+						      sqlite_only, group_setup,
 						      group_teardown);
 	return failed;
 }
