@@ -105,6 +105,7 @@ static const char *const sync_names[] = {"off", "normal", "full", "extra",
 					 NULL};
 static const char *const level_names[] = {"error", "warn", "info", "debug",
 					  NULL};
+static const char *const allow_names[] = {"any", "listed", NULL};
 
 #define NODE(f) offsetof(struct config, f)
 #define PEER(f) offsetof(struct cfg_peer, f)
@@ -149,6 +150,11 @@ static const struct key keys[] = {
 	 "loopback. Omit to disable."},
 	{S_NODE, "admin_token", T_STRING, NULL, NODE(admin_token), 0, 0, 0,
 	 NULL, 0, "Bearer token the admin HTTP requires when set."},
+	{S_NODE, "allow", T_ENUM, "any", NODE(allow_listed), 0, 0, 0,
+	 allow_names, 0,
+	 "Which peers may connect: any with a certificate from the CA, or "
+	 "only those with a [peer] section (listed); others are refused "
+	 "before any frame."},
 	{S_NODE, "relay", T_BOOL, "no", NODE(relay), 0, 0, 0, NULL, 0,
 	 "Forward messages between the nodes connected to this one "
 	 "(platform role)."},
@@ -1689,6 +1695,11 @@ int config_check_daemon(const struct config *c, char **errs_out)
 		problem(&p, c->node_line, "%s",
 			"[node] has no listen, no [peer] and no [plugin]: "
 			"semqd would have nothing to do");
+	if (c->listen.set && c->allow_listed && !c->n_peers)
+		problem(&p, c->node_line, "%s",
+			"[node] allow = listed, listen is set and there is no "
+			"[peer] section: every peer that connects would be "
+			"refused; list them ([peer ID]) or set allow = any");
 	for (size_t i = 0; i < c->n_routes; i++)
 		if (!config_peer(c, c->routes[i].via))
 			problem(&p, c->routes[i].line,

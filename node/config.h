@@ -89,6 +89,7 @@ struct config {
 	struct cfg_addr listen;
 	struct cfg_addr admin;
 	char *admin_token; /* NULL when unset */
+	int allow_listed;  /* allow = listed: only [peer] ids may connect */
 	int relay;
 	int store_and_forward;
 	int synchronous;               /* 0 off, 1 normal, 2 full, 3 extra */

@@ -292,6 +292,22 @@ static int check_rights(struct net *n, const char *peer, const Semq__Frame *f,
 
 /* ---- connection callbacks -------------------------------------------------- */
 
+/* [node] allow = listed: only ids with a [peer] section get past TLS (a
+ * dialled peer always has one). */
+static int on_identified(void *ctx, struct conn *c, char *why, size_t whysz)
+{
+	struct net *n = ctx;
+
+	if (!n->c->allow_listed || config_peer(n->c, conn_peer(c)))
+		return 0;
+	snprintf(why, whysz,
+		 "'%s' has no [peer %s] section and this node allows only "
+		 "listed peers ([node] allow = listed); add the section to let "
+		 "it in",
+		 conn_peer(c), conn_peer(c));
+	return -1;
+}
+
 static void on_ready(void *ctx, struct conn *c)
 {
 	struct net *n = ctx;
@@ -735,6 +751,7 @@ int net_new(const struct config *c, struct net **out, char *err, size_t errsz)
 	n->prm.max_frame = c->max_frame;
 	n->prm.ping_interval_ms = c->ping_interval_ms;
 	n->prm.idle_timeout_ms = c->idle_timeout_ms;
+	n->cbs.on_identified = on_identified;
 	n->cbs.on_ready = on_ready;
 	n->cbs.on_frame = on_frame;
 	n->cbs.on_close = on_close;

@@ -440,6 +440,13 @@ static void event_cb(struct bufferevent *bev, short what, void *arg)
 			destroy(c, why);
 			return;
 		}
+		if (c->cbs->on_identified &&
+		    c->cbs->on_identified(c->ctx, c, why, sizeof why) != 0) {
+			log_msg(LOG_WARN, "peer", c->peer, NULL, "refused: %s",
+				why);
+			destroy(c, why);
+			return;
+		}
 		no_delay(c);
 		c->state = CONN_HELLO;
 		if (c->outbound)

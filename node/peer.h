@@ -41,6 +41,11 @@ struct conn_params {
 };
 
 struct conn_cbs {
+	/* The peer's certificate id is known (conn_peer), before any frame:
+	 * return non-zero, with a reason in why, to refuse the connection.
+	 * May be NULL. */
+	int (*on_identified)(void *ctx, struct conn *c, char *why,
+			     size_t whysz);
 	/* Both Hellos exchanged and checked. */
 	void (*on_ready)(void *ctx, struct conn *c);
 	/* A decoded, validated frame other than Hello/Ping/Pong (ownership of f

@@ -19,8 +19,10 @@ Every case asserts three things:
      sends 20 keyed messages to S and each takes effect exactly once, in key
      order (check_exactly_once), and S exits 0 on SIGTERM (under ASan: no
      error, no leak).
-The last case turns it around: R dials a listener whose certificate is for
-another id than its [peer] section says, and must refuse it.
+One case turns it around: R dials a listener whose certificate is for
+another id than its [peer] section says, and must refuse it. The last one
+sets [node] allow = listed on S: a peer with a good certificate but no
+[peer] section on S is refused before any frame.
 
 good_client_is_served runs first: a well-behaved Python peer is served, which
 proves wire.py speaks the same protocol as semqd, so a refusal in the other
@@ -796,6 +798,36 @@ def dialler_refuses_listener_with_another_id(t):
         s.stop()
     finally:
         imp.close()
+
+
+# ---- [node] allow = listed ------------------------------------------------------
+
+@test
+def unlisted_peer_is_refused_when_allow_listed(t):
+    """S allows only listed peers: Y, whose certificate is from the
+    deployment's CA but which has no [peer Y] section on S, is refused right
+    after the TLS handshake with no frame read or sent, and S says why; X,
+    listed by an empty [peer X] section, gets through the Hello exchange;
+    R is served as always."""
+    certs = t.certs(["S", "R", "X", "Y"])
+    s = t.node("S", certs, node_options={"max_payload": "64KiB",
+                                         "allow": "listed"})
+    r = t.node("R", certs, listen=None, journal=False)
+    connect(r, s)
+    s.add_peer("X")
+    s.start()
+    how = refused_by_tls(s, client_context(certs, "Y"),
+                         "a CA-signed peer that is not listed")
+    print(f"     refused: {how}")
+    wait_until(lambda: "refused: 'Y' has no [peer Y] section" in s.log_text()
+               or Pending(s.log_tail(5)), 10, "S logging why it refused Y")
+    assert_nothing_stored(s, "unlisted peer")
+    assert_never_ready(s, "Y", "unlisted peer")
+    p = ready_peer(s, certs, "X")  # listed: its Hello is answered
+    p.close()
+    assert ready_lines(s, "X"), f"S did not serve the listed X:\n" \
+        f"{s.log_tail()}"
+    still_serves(s, r)
 
 
 if __name__ == "__main__":

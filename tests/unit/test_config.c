@@ -546,6 +546,7 @@ static void test_bad_values(void **state)
 	BAD("log_level = verbose",
 	    "[node] log_level: 'verbose' is not one of error, warn, info, "
 	    "debug");
+	BAD("allow = some", "[node] allow: 'some' is not one of any, listed");
 	BAD("admin_token =", "[node] admin_token: empty value");
 	BAD("listen =", "[node] listen: empty value");
 #undef BAD
@@ -1170,7 +1171,33 @@ static void test_check_daemon(void **state)
 			 SEMQ_OK);
 	assert_int_equal(config_check_daemon(f->c, &f->errs), SEMQ_OK);
 	assert_null(f->errs);
+	assert_false(f->c->allow_listed);
 	assert_int_equal(config_check_daemon(NULL, &f->errs), SEMQ_ERR_INVALID);
+
+	/* allow = listed while listening with no [peer]: nobody could
+	 * connect. */
+	assert_int_equal(load(f, "[node]\nid = S1\ndb = s1.db\n"
+				 "listen = [::1]:7000\nallow = listed\n[tls]\n"
+				 "cert = c.crt\nkey = c.key\nca = ca.crt\n"),
+			 SEMQ_OK);
+	assert_true(f->c->allow_listed);
+	assert_int_equal(config_check_daemon(f->c, &f->errs), SEMQ_ERR_CONFIG);
+	expect(f, f->errs, 1,
+	       "[node] allow = listed, listen is set and there is no [peer] "
+	       "section: every peer that connects would be refused; list "
+	       "them ([peer ID]) or set allow = any");
+	assert_int_equal(count_lines(f->errs), 1);
+	free(f->errs);
+	f->errs = NULL;
+	/* ... and with one, an empty section, it is fine. */
+	assert_int_equal(load(f, "[node]\nid = S1\ndb = s1.db\n"
+				 "listen = [::1]:7000\nallow = listed\n[tls]\n"
+				 "cert = c.crt\nkey = c.key\nca = ca.crt\n"
+				 "[peer R9]\n"),
+			 SEMQ_OK);
+	assert_int_equal(config_check_daemon(f->c, &f->errs), SEMQ_OK);
+	assert_non_null(config_peer(f->c, "R9"));
+	assert_null(f->errs);
 }
 
 /* [node] instance: the name set, 1..64 characters, the default by db. */
