@@ -244,6 +244,10 @@ static const struct key keys[] = {
 	 "32 levels."},
 	{S_REDO, "max_tries", T_UINT, "9", NODE(max_tries), 0, 1, 1000, NULL, 0,
 	 "Attempts before a message is dead and left to an operator."},
+	{S_REDO, "retention", T_DURATION, "7d", NODE(redo_retention_ms), 0, 0,
+	 3650 * DAY, NULL, 0,
+	 "How long a done or discarded entry is kept before it is deleted; "
+	 "dead entries stay until an operator acts."},
 };
 
 #define N_KEYS (sizeof(keys) / sizeof(keys[0]))

@@ -122,6 +122,7 @@ struct config {
 	int64_t *redo_levels_ms;
 	size_t n_redo_levels;
 	unsigned max_tries;
+	int64_t redo_retention_ms; /* 7d */
 
 	/* Lines of the section headers; 0 when the section is absent. */
 	int node_line, tls_line, route_line, redo_line;

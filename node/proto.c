@@ -1773,6 +1773,10 @@ int proto_tick(struct proto *p, int64_t now, struct outbox *ob)
 		p->last_purge = now;
 		r = store_purge(p->st, now, p->c->outbound_retention_ms,
 				PURGE_LIMIT, &n);
+		if (r == SEMQ_OK)
+			r = store_redo_purge(p->st, now,
+					     p->c->redo_retention_ms,
+					     PURGE_LIMIT, &n);
 	}
 	if (r == SEMQ_OK)
 		r = run_due_redo(p, now);

@@ -178,6 +178,7 @@ enum q {
 	Q_OUT_DROP_COPY,
 	Q_OUT_TOMBSTONES,
 	Q_OUT_PURGE,
+	Q_REDO_PURGE,
 	Q_OUT_GET,
 	Q_OUT_LIST_ALL,
 	Q_OUT_LIST,
@@ -275,9 +276,20 @@ static const char *const q_sql[Q__N] = {
 	[Q_REDO_RETRY_ALL] = "UPDATE tb_0033 SET status = 0, level = 0,"
 			     " next_attempt_at = ?1, updated_at = ?1"
 			     " WHERE status = -1",
+	/* A discarded entry will not run: its next_attempt_at is no later
+	 * than the discard, so that the purge's range finds it. */
 	[Q_REDO_DISCARD] = "UPDATE tb_0033 SET status = -2,"
-			   " discard_reason = ?2, updated_at = ?3"
+			   " discard_reason = ?2, updated_at = ?3,"
+			   " next_attempt_at = CASE WHEN next_attempt_at > ?3"
+			   " THEN ?3 ELSE next_attempt_at END"
 			   " WHERE id = ?1 AND status BETWEEN -1 AND 1",
+	/* Done and discarded entries finished before ?1: next_attempt_at is
+	 * at or before the finish (a run is never early), so the range on
+	 * idx_0033_due bounds the scan. */
+	[Q_REDO_PURGE] =
+		"DELETE FROM tb_0033 WHERE id IN (SELECT id FROM tb_0033"
+		" WHERE (status = 2 OR status = -2) AND next_attempt_at < ?1"
+		" AND updated_at < ?1 LIMIT ?2)",
 
 	/* The trigger fills seq after the insert (SQLite: an AFTER trigger,
 	 * which RETURNING does not see): read it back by id. */
@@ -2026,8 +2038,9 @@ int store_fetch_tombstones(struct store *st, int64_t now, unsigned limit,
 			 cb, ctx);
 }
 
-int store_purge(struct store *st, int64_t now, int64_t retention_ms,
-		unsigned limit, unsigned *n_out)
+/* Runs the purge statement q (?1 the cutoff, ?2 the limit). */
+static int purge_before(struct store *st, int q, const char *what, int64_t now,
+			int64_t retention_ms, unsigned limit, unsigned *n_out)
 {
 	struct db_stmt *s = NULL;
 	int r = SEMQ_ERR_INTERNAL, own = 0;
@@ -2038,12 +2051,12 @@ int store_purge(struct store *st, int64_t now, int64_t retention_ms,
 		return SEMQ_ERR_INVALID;
 	if (retention_ms < 0)
 		return seterr(st, SEMQ_ERR_INVALID,
-			      "purge: retention %" PRId64 " ms is negative",
+			      "%s: retention %" PRId64 " ms is negative", what,
 			      retention_ms);
 	r = tx_open(st, &own);
 	if (r)
 		goto out;
-	s = q_get(st, Q_OUT_PURGE);
+	s = q_get(st, q);
 	if (!s) {
 		r = SEMQ_ERR_DB;
 		goto out;
@@ -2051,15 +2064,29 @@ int store_purge(struct store *st, int64_t now, int64_t retention_ms,
 	db_bind_int64(s, 1, now - retention_ms);
 	db_bind_int64(s, 2, limit);
 	if (db_step(s) < 0) {
-		r = dberr(st, "purge");
+		r = dberr(st, what);
 		goto out;
 	}
 	if (n_out)
 		*n_out = (unsigned)db_changes(st->db);
 	r = SEMQ_OK;
 out:
-	q_put(st, Q_OUT_PURGE, s);
+	q_put(st, q, s);
 	return tx_close(st, own, r);
+}
+
+int store_purge(struct store *st, int64_t now, int64_t retention_ms,
+		unsigned limit, unsigned *n_out)
+{
+	return purge_before(st, Q_OUT_PURGE, "purge", now, retention_ms, limit,
+			    n_out);
+}
+
+int store_redo_purge(struct store *st, int64_t now, int64_t retention_ms,
+		     unsigned limit, unsigned *n_out)
+{
+	return purge_before(st, Q_REDO_PURGE, "redo purge", now, retention_ms,
+			    limit, n_out);
 }
 
 /* Keeps `a` and `b` as the row strings of the last *_get (freeing old). */

@@ -181,6 +181,11 @@ int store_cancel(struct store *st, const struct msgid *id, int64_t now);
  * `limit`; *n_out gets how many. A relay's copies go when confirmed too. */
 int store_purge(struct store *st, int64_t now, int64_t retention_ms,
 		unsigned limit, unsigned *n_out);
+/* Deletes tb_0033 entries done (2) or discarded (-2) before now -
+ * retention_ms, at most `limit`; *n_out gets how many. Pending, waiting and
+ * dead entries stay. */
+int store_redo_purge(struct store *st, int64_t now, int64_t retention_ms,
+		     unsigned limit, unsigned *n_out);
 /* One outbound row by id (m's payload owned by the caller: msg_clear). */
 int store_outbound_get(struct store *st, const struct msgid *id, struct msg *m,
 		       struct out_row *row);

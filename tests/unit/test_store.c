@@ -1467,6 +1467,66 @@ static void test_redo_discard_releases(void **state)
 	assert_int_equal(q1(st, SEQS("effect", "")), 3);
 }
 
+/* Done and discarded entries go after the retention, counted from when
+ * they finished; dead, pending and waiting ones stay; a copy of a purged
+ * message is still a duplicate (tb_0030 decides that, not tb_0033). */
+static void test_redo_purge_by_retention(void **state)
+{
+	struct fx *fx = *state;
+	struct store *st = open_ok(fx, "S1", NULL);
+	struct applier a = {.why = "down"};
+	struct msg m;
+	char buf[64];
+	int64_t id2, id3;
+	unsigned n = 99;
+	int status = -9;
+
+	verdicts(&a, 3, SEMQ_PLUGIN_PERMANENT, SEMQ_PLUGIN_RETRY,
+		 SEMQ_PLUGIN_RETRY);
+	mkmsg(&m, "R1", "S1", 1, NULL, 0); /* dead at once */
+	recv_expect(st, &m, &a, NOW, SEMQ_OK, RES_REDO);
+	mkmsg(&m, "R1", "S1", 2, NULL, 0); /* done at NOW + 5000 */
+	recv_expect(st, &m, &a, NOW, SEMQ_OK, RES_REDO);
+	mkmsg(&m, "R1", "S1", 3, NULL, 0); /* discarded at NOW + 10 */
+	m.deliver_at = NOW + 999999;
+	recv_expect(st, &m, &a, NOW, SEMQ_OK, RES_SCHEDULED);
+	mkmsg(&m, "R1", "S1", 4, NULL, 0); /* stays pending */
+	recv_expect(st, &m, &a, NOW, SEMQ_OK, RES_REDO);
+	id2 = redo_id_of(st, 2);
+	id3 = redo_id_of(st, 3);
+	assert_int_equal(store_redo_discard(st, id3, "not wanted", NOW + 10),
+			 SEMQ_OK);
+	verdicts(&a, 1, SEMQ_PLUGIN_OK);
+	assert_int_equal(
+		store_redo_run(st, id2, NOW + 5000, apply_cb, &a, &status),
+		SEMQ_OK);
+	assert_int_equal(status, RS_DONE);
+
+	/* The discard finished long before the cutoff, the run after it. */
+	assert_int_equal(store_redo_purge(st, NOW + 5500, 1000, 100, &n),
+			 SEMQ_OK);
+	assert_int_equal(n, 1);
+	assert_int_equal(q1(st, "SELECT count(*) FROM tb_0033 WHERE seq = 3"),
+			 0);
+	assert_int_equal(store_redo_purge(st, NOW + 99999, 1000, 0, &n),
+			 SEMQ_OK);
+	assert_int_equal(n, 0);
+	assert_int_equal(store_redo_purge(st, NOW + 7000, 1000, 100, &n),
+			 SEMQ_OK);
+	assert_int_equal(n, 1);
+	/* Dead and pending stay, however old. */
+	assert_int_equal(store_redo_purge(st, NOW + 9999999, 1000, 100, &n),
+			 SEMQ_OK);
+	assert_int_equal(n, 0);
+	assert_string_equal(q1s(st, SEQS("tb_0033", ""), buf, sizeof buf),
+			    "1,4");
+	/* A copy of the purged, done message is a duplicate. */
+	mkmsg(&m, "R1", "S1", 2, NULL, 0);
+	recv_expect(st, &m, &a, NOW + 8000, SEMQ_DUPLICATE, RES_DUPLICATE);
+	assert_int_equal(store_redo_purge(st, NOW, -1, 100, &n),
+			 SEMQ_ERR_INVALID);
+}
+
 static void test_redo_levels_and_dead(void **state)
 {
 	struct fx *fx = *state;
@@ -2821,6 +2881,7 @@ int main(int argc, char **argv)
 		T(test_scheduled_behind_failed_head),
 		T(test_key_waiting_and_release_order),
 		T(test_redo_discard_releases),
+		T(test_redo_purge_by_retention),
 		T(test_redo_levels_and_dead),
 		T(test_max_tries_one_is_dead_at_once),
 		T(test_enqueue_assigns_seq),
