@@ -91,6 +91,7 @@ static int setup(void **state)
 	fx->c.poll_interval_ms = 50;
 	fx->c.query_after_ms = 30000;
 	fx->c.outbound_retention_ms = DAY_MS;
+	fx->c.redo_retention_ms = 2 * DAY_MS;
 	fx->c.ping_interval_ms = 10000;
 	fx->c.idle_timeout_ms = 60000;
 	fx->c.reconnect_min_ms = 500;
@@ -857,6 +858,48 @@ static void test_redo_levels(void **state)
 	expect_redo(fx, 1, RS_DEAD, 4, 0);
 	assert_int_equal(n_done(fx), 0);
 	assert_int_equal(recv_result(fx, "R1", 1), RES_REDO);
+}
+
+/*
+ * A redo entry that finished is deleted by the ticks once [redo] retention
+ * has passed since it finished, not before; a dead one stays. The copy of
+ * the message that arrives after that is a duplicate.
+ */
+static void test_redo_done_purged_after_retention(void **state)
+{
+	struct fx *fx = *state;
+	const struct mspec m1 = {"R1", "S1", 1, "A", 0, 0};
+	const struct mspec m2 = {"R1", "S1", 2, "B", 0, 0};
+	struct redo_view v;
+	uint64_t seqs[4];
+	int res[4];
+
+	start(fx);
+	set_rule(fx, "A", "retry");
+	set_rule(fx, "B", "fail");
+	push_data(fx, 3, "R1", &m1, 1);
+	push_data(fx, 3, "R1", &m2, 1);
+	batch(fx, T0);
+	assert_int_equal(redo_of(fx, "R1", 2).status, RS_DEAD);
+	set_rule(fx, "A", NULL);
+	batch(fx, T0 + 5000); /* the retry succeeds */
+	expect_redo(fx, 1, RS_DONE, 2, -1);
+	assert_int_equal(n_done(fx), 1);
+
+	batch(fx, T0 + 5000 + 2 * DAY_MS - 1000);
+	assert_true(redo_of(fx, "R1", 1).found);
+	batch(fx, T0 + 5000 + 2 * DAY_MS + 61000);
+	v = redo_of(fx, "R1", 1);
+	assert_false(v.found);
+	assert_int_equal(redo_of(fx, "R1", 2).status, RS_DEAD);
+	assert_int_equal(n_done(fx), 1);
+
+	push_data(fx, 3, "R1", &m1, 1);
+	batch(fx, T0 + 5000 + 2 * DAY_MS + 62000);
+	assert_int_equal(verdicts_to(fx, 3, seqs, res, 4), 1);
+	assert_int_equal(seqs[0], 1);
+	assert_int_equal(res[0], RES_DUPLICATE);
+	assert_int_equal(n_done(fx), 1);
 }
 
 /*
@@ -1991,6 +2034,8 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_receipt, setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_redo_done_purged_after_retention, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_redo_levels, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_next_due_right_after_run,
