@@ -241,6 +241,16 @@ static int check_message(const char *path, const Semq__Message *m, char *err,
 	if (!semq_utf8_valid((const uint8_t *)m->key, strlen(m->key)))
 		return fail(err, errsz, SEMQ_ERR_PROTO, "%s: not UTF-8 text",
 			    p);
+	/* prev_seq names the previous message of the same key; a message
+	 * without a key has none. Taken at its word, it would be ordered
+	 * after a message that orders nothing (found by fuzz_proto: such a
+	 * message took effect before its "predecessor"). */
+	if (m->prev_seq && !m->key[0])
+		return fail(
+			err, errsz, SEMQ_ERR_PROTO,
+			"%s.prev_seq: %llu, but the message has no key "
+			"(prev_seq is the previous message of the same key)",
+			path, (unsigned long long)m->prev_seq);
 	if (m->deliver_at < 0)
 		return fail(err, errsz, SEMQ_ERR_PROTO,
 			    "%s.deliver_at: %lld is negative", path,
@@ -821,6 +831,14 @@ void codec_msg_to_wire(const struct msg *m, Semq__Message *w)
 	w->payload.len = m->payload ? m->payload_len : 0;
 	w->tombstone = m->tombstone ? 1 : 0;
 	w->stored_by = (char *)m->stored_by;
+}
+
+int codec_check_msg(const struct msg *m, char *err, size_t errsz)
+{
+	Semq__Message w = SEMQ__MESSAGE__INIT;
+
+	codec_msg_to_wire(m, &w);
+	return check_message("Message", &w, err, errsz);
 }
 
 void codec_msgid_from_wire(const Semq__MsgId *w, struct msgid *id)

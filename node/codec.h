@@ -80,6 +80,9 @@ void codec_msg_from_wire(const Semq__Message *w, struct msg *m);
 /* Fills `w` (zero-initialised by the caller with SEMQ__MESSAGE__INIT) from m;
  * strings and payload point into m (borrowed). */
 void codec_msg_to_wire(const struct msg *m, Semq__Message *w);
+/* Would a peer accept m in a Data frame? SEMQ_OK, or SEMQ_ERR_PROTO with
+ * the reason a peer would give, naming the field. */
+int codec_check_msg(const struct msg *m, char *err, size_t errsz);
 void codec_msgid_from_wire(const Semq__MsgId *w, struct msgid *id);
 void codec_msgid_to_wire(const struct msgid *id, Semq__MsgId *w);
 

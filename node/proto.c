@@ -53,7 +53,7 @@ struct proto {
 	int64_t last_unacked_pass;
 	int64_t last_purge;
 	int64_t now;            /* of the running send_pending() */
-	int64_t bad_key_warned; /* last warning about a key that is not UTF-8 */
+	int64_t bad_row_warned; /* last warning about a row the wire refuses */
 	struct wheel *wheel;    /* redo and delayed entries due soon */
 	int64_t filled_until;   /* the wheel holds all entries due before */
 	int redo_dirty;         /* the schedule changed: scan again */
@@ -1378,6 +1378,7 @@ struct send_ctx {
 static int send_cb(void *ctx, const struct msg *m, const struct out_row *row)
 {
 	struct send_ctx *x = ctx;
+	char why[SEMQ_ERRLEN];
 	const struct route_hop *hop =
 		stream_hop(x->p->routes, x->p->c, m->id.dest, &m->id);
 	uint64_t conn = hop ? hop->conn_id : 0;
@@ -1385,18 +1386,18 @@ static int send_cb(void *ctx, const struct msg *m, const struct out_row *row)
 
 	(void)row;
 	x->fetched++;
-	/* A key that is not UTF-8 (written into tb_0031 by hand: the store
-	 * and the wire refuse them) would make every peer refuse the whole
-	 * frame: the row stays unsent, visible in `semqctl outbound`, and
-	 * the rest of the stream goes on (key order only binds its key). */
-	if (m->has_key &&
-	    !semq_utf8_valid((const uint8_t *)m->key, strlen(m->key))) {
-		if (x->p->now - x->p->bad_key_warned >= 60000) {
-			x->p->bad_key_warned = x->p->now;
+	/* A row the wire refuses (written into tb_0031 by hand: a key that is
+	 * not UTF-8, a prev_seq without a key) would make every peer refuse
+	 * the whole frame: the row stays unsent, visible in `semqctl
+	 * outbound`, and the rest of the stream goes on. */
+	if (codec_check_msg(m, why, sizeof why) != SEMQ_OK) {
+		if (x->p->now - x->p->bad_row_warned >= 60000) {
+			x->p->bad_row_warned = x->p->now;
 			log_msg(LOG_ERROR, "proto", NULL, &m->id,
-				"msg_key is not UTF-8 text: not sent; fix it "
-				"(UPDATE tb_0031 SET msg_key = ...) or cancel "
-				"it (semqctl outbound cancel)");
+				"not sent, a peer would refuse it: %s; fix the "
+				"row (UPDATE tb_0031 ...) or cancel it "
+				"(semqctl outbound cancel)",
+				why);
 		}
 		return 0;
 	}

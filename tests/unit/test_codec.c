@@ -971,6 +971,13 @@ static void test_prev_seq(void **state)
 	assert_refused(&x.f, "Data.messages[0].prev_seq: 6");
 	x.m.prev_seq = 0;
 	assert_valid(&x.f);
+	/* Only a message with a key has a previous one. */
+	x.m.key = (char *)"";
+	assert_valid(&x.f);
+	x.m.prev_seq = 4;
+	assert_refused(&x.f, "Data.messages[0].prev_seq: 4, but the message "
+			     "has no key (prev_seq is the previous message of "
+			     "the same key)");
 }
 
 static void test_key_and_times(void **state)
@@ -995,6 +1002,7 @@ static void test_key_and_times(void **state)
 	x.m.key = "K\xc0\xaf"; /* an overlong '/' */
 	assert_refused(&x.f, "Data.messages[0].key: not UTF-8 text");
 	x.m.key = "";
+	x.m.prev_seq = 0; /* no key, no previous message */
 	x.m.deliver_at = -1;
 	assert_refused(&x.f, "Data.messages[0].deliver_at: -1");
 	x.m.deliver_at = 0;
@@ -1497,9 +1505,11 @@ static void test_msg_conversions(void **state)
 	assert_ptr_equal(back.payload, o->data->messages[0]->payload.data);
 	codec_frame_free(o);
 
-	/* No key <-> empty key; no payload, not stored. */
+	/* No key <-> empty key (and so no previous message); no payload, not
+	 * stored. */
 	m.has_key = 0;
 	strcpy(m.key, "ignored");
+	m.prev_seq = 0;
 	m.payload = NULL;
 	m.payload_len = 0;
 	m.tombstone = 0;

@@ -1334,8 +1334,9 @@ static void test_sender_sends_and_confirms(void **state)
 	assert_int_equal(batch(fx, T0 + 10 + fx->c.query_after_ms), 0);
 }
 
-/* A row whose key is not UTF-8 (written into tb_0031 by hand) is not sent:
- * every peer would refuse the whole frame. The rest of the stream goes. */
+/* A row the wire refuses (written into tb_0031 by hand: a key that is not
+ * UTF-8, a prev_seq without a key) is not sent: every peer would refuse the
+ * whole frame. The rest of the stream goes. */
 static void test_sender_skips_key_not_utf8(void **state)
 {
 	struct fx *fx = *state;
@@ -1356,22 +1357,30 @@ static void test_sender_skips_key_not_utf8(void **state)
 	assert_int_equal(
 		sqlite3_exec(db,
 			     "INSERT INTO tb_0031(dest, type, msg_key, payload)"
-			     " VALUES ('S1', 1, 'K2', x'00')",
+			     " VALUES ('S1', 1, 'K2', x'00');"
+			     "INSERT INTO tb_0031(dest, type, payload)"
+			     " VALUES ('S1', 1, x'00');"
+			     "UPDATE tb_0031 SET prev_seq = 1 WHERE seq = 5;"
+			     "INSERT INTO tb_0031(dest, type, payload)"
+			     " VALUES ('S1', 1, x'00')",
 			     NULL, NULL, NULL),
 		SQLITE_OK);
 	push_routes(fx, &hop, 1);
 	assert_int_equal(batch(fx, T0 + 10), 1);
 	assert_int_equal(count_frames(fx, 7, SEMQ__FRAME__BODY_DATA), 1);
 	f = frame_at(fx, 7, SEMQ__FRAME__BODY_DATA, 0);
-	assert_int_equal(f->data->n_messages, 3);
+	assert_int_equal(f->data->n_messages, 4);
 	assert_int_equal(f->data->messages[0]->seq, 1);
 	assert_int_equal(f->data->messages[1]->seq, 2);
 	assert_int_equal(f->data->messages[2]->seq, 4);
+	assert_int_equal(f->data->messages[3]->seq, 6);
 	assert_int_equal(out_of(fx, "R1", "S1", 3).status, SS_UNSEND);
 	assert_int_equal(out_of(fx, "R1", "S1", 4).status, SS_SEND);
-	/* ... and stays unsent on later ticks. */
+	assert_int_equal(out_of(fx, "R1", "S1", 5).status, SS_UNSEND);
+	/* ... and stay unsent on later ticks. */
 	batch(fx, T0 + 20);
 	assert_int_equal(out_of(fx, "R1", "S1", 3).status, SS_UNSEND);
+	assert_int_equal(out_of(fx, "R1", "S1", 5).status, SS_UNSEND);
 }
 
 /* window = 2: two unconfirmed per stream; a confirmation lets two more go. */
