@@ -3125,18 +3125,6 @@ static int redo_load_locked(struct store *st, int64_t id, struct msg *m,
 	return redo_load(st, id, m, row, strs);
 }
 
-static const char *redo_status_name(int status)
-{
-	switch (status) {
-	case RS_PENDING: return "pending";
-	case RS_WAITING: return "waiting";
-	case RS_DONE: return "done";
-	case RS_DEAD: return "dead";
-	case RS_DISCARDED: return "discarded";
-	}
-	return "unknown";
-}
-
 int store_redo_due(struct store *st, int64_t now, unsigned limit,
 		   store_redo_cb cb, void *ctx)
 {
@@ -3233,7 +3221,7 @@ int store_redo_run(struct store *st, int64_t id, int64_t now,
 	if (row.status != RS_PENDING) {
 		r = seterr(st, SEMQ_DECLINED,
 			   "redo %" PRId64 ": %s, not pending", id,
-			   redo_status_name(row.status));
+			   semq_status_name("tb_0033", row.status));
 		goto out;
 	}
 	/* The table, not the caller's memory, says when an entry is due: a
@@ -3369,7 +3357,7 @@ int store_redo_retry(struct store *st, int64_t id, int64_t now)
 		if (!r)
 			r = seterr(st, SEMQ_DECLINED,
 				   "redo %" PRId64 ": %s, not dead", id,
-				   redo_status_name(row.status));
+				   semq_status_name("tb_0033", row.status));
 		goto out;
 	}
 	r = SEMQ_OK;
@@ -3435,7 +3423,7 @@ int store_redo_discard(struct store *st, int64_t id, const char *reason,
 	    row.status != RS_DEAD) {
 		r = seterr(st, SEMQ_DECLINED,
 			   "redo %" PRId64 ": %s, cannot be discarded", id,
-			   redo_status_name(row.status));
+			   semq_status_name("tb_0033", row.status));
 		goto out;
 	}
 	s = q_get(st, Q_REDO_DISCARD);
