@@ -6,11 +6,17 @@
  *  - One connection, one thread (SQLITE_OPEN_NOMUTEX), extended result
  *    codes, WAL, the synchronous level asked for (FULL unless told), foreign
  *    keys on.
- *  - The busy handler tries again every BUSY_STEP_US up to busy_timeout_ms.
- *    SQLite's own handler sleeps 1, 2, 5 ... 100 ms between tries and is
- *    never woken when the lock frees: with an application that commits every
- *    few ms, the store thread lost tens of ms per batch (measured: 12 sleeps
- *    of 100 ms in 6 s of a 500 msgs/s run).
+ *  - The busy handler tries again every BUSY_FAST_US for the first
+ *    BUSY_FAST_MS of a wait, then every BUSY_STEP_US, up to busy_timeout_ms
+ *    (by the clock). Nothing wakes it when the lock frees, and an
+ *    application that commits in a loop takes the lock again within tens of
+ *    µs of its COMMIT: polled every 250 µs, the store thread missed that gap
+ *    behind several short application transactions in a row (p99 commit ->
+ *    effect 18-23 ms at 10,000 msgs/s; 9-12 ms polling every 20 µs for up to
+ *    20 ms; docs/PERFORMANCE.md, fix 8). Behind a long transaction (a bulk
+ *    insert) the slower step keeps the polling from taking the CPU the
+ *    application needs. SQLite's own handler sleeps 1, 2, 5 ... 100 ms and
+ *    lost tens of ms per batch (12 sleeps of 100 ms in 6 s at 500 msgs/s).
  *  - Statements bind with SQLITE_STATIC: the caller keeps the values alive
  *    until the first step (db.h). db_reset also clears the bindings, so no
  *    statement keeps a read transaction open between uses.
@@ -43,6 +49,8 @@
 
 #define DEFAULT_BUSY_MS 5000
 #define BUSY_STEP_US 250
+#define BUSY_FAST_US 20
+#define BUSY_FAST_MS 20
 /* WAL pages that wake the checkpointer: below the 1000 at which an
  * application's own connection would checkpoint in its commit. */
 #define CKPT_PAGES 500
@@ -64,6 +72,7 @@ struct lite {
 	sqlite3 *db;       /* owned */
 	struct ckpt *ckpt; /* owned; NULL: SQLite's automatic checkpoint */
 	int busy_ms;
+	struct timespec busy_since; /* the first try of the current wait */
 };
 
 struct lite_stmt {
@@ -105,11 +114,19 @@ static int liteerr(struct lite *l, int rc)
 
 static int busy_wait(void *arg, int tries)
 {
-	const struct lite *l = arg;
-	struct timespec ts = {0, BUSY_STEP_US * 1000L};
+	struct lite *l = arg;
+	struct timespec now, ts = {0, BUSY_STEP_US * 1000L};
+	int64_t waited_us;
 
-	if ((int64_t)tries * BUSY_STEP_US >= (int64_t)l->busy_ms * 1000)
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	if (tries == 0)
+		l->busy_since = now;
+	waited_us = (int64_t)(now.tv_sec - l->busy_since.tv_sec) * 1000000 +
+		    (now.tv_nsec - l->busy_since.tv_nsec) / 1000;
+	if (waited_us >= (int64_t)l->busy_ms * 1000)
 		return 0;
+	if (waited_us < BUSY_FAST_MS * 1000)
+		ts.tv_nsec = BUSY_FAST_US * 1000L;
 	nanosleep(&ts, NULL);
 	return 1;
 }
