@@ -1,0 +1,170 @@
+# SPDX-License-Identifier: MIT
+"""tools/semq-bench, small: the benchmark is a tool people run, so its two
+ways of working are run here on real nodes (never timed: only what it
+reports and checks is asserted).
+
+  1. It starts its own R -> S network, measures a peak run of a few hundred
+     messages and reports them delivered exactly once, with each node's CPU,
+     memory and batch counters.
+  2. --use measures a network it did not start (ids other than R and S, so
+     nothing depends on the names): it writes into the origin's database,
+     reads the destination's journal, finds each semqd by its -c argument,
+     and leaves both nodes running.
+  3. --use refuses what it cannot measure with exit 2 and a message naming
+     the culprit: one config, --backlog, a node that is not running, a
+     destination without the journal plugin.
+
+Run by ctest as integration_bench, or by hand (NAME selects tests):
+  SEMQ_BUILD_DIR=build python3 tests/integration/test_bench.py [NAME]
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from semqtest import HarnessError, connect, run, test  # noqa: E402
+
+SOURCE_DIR = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
+BENCH = os.path.join(SOURCE_DIR, "tools", "semq-bench")
+MESSAGES = 300
+BENCH_TIMEOUT = 300  # a few hundred messages, on a slow sanitizer build too
+
+
+def build_dir():
+    """The build directory semqd comes from (what --build names)."""
+    return os.path.dirname(os.environ.get("SEMQD") or os.path.join(
+        os.environ.get("SEMQ_BUILD_DIR", "build"), "semqd"))
+
+
+def bench(t, *args):
+    """Runs semq-bench; returns (exit code, stdout, stderr)."""
+    p = subprocess.run([sys.executable, BENCH, *args], cwd=t.dir,
+                       stdin=subprocess.DEVNULL, capture_output=True,
+                       text=True, timeout=BENCH_TIMEOUT)
+    return p.returncode, p.stdout, p.stderr
+
+
+def bench_json(t, *args):
+    rc, out, err = bench(t, *args, "--json", "--dir", t.dir)
+    if rc != 0:
+        raise HarnessError(f"semq-bench {' '.join(args)} exited {rc}:\n"
+                           f"{err[-3000:]}\n{t.logs()}")
+    return json.loads(out)
+
+
+def check_peak(res, ids):
+    """One topology with one peak run of MESSAGES, exactly once, with the
+    usage of every node in ids."""
+    if len(res["topologies"]) != 1:
+        raise HarnessError(f"{len(res['topologies'])} topologies measured")
+    runs = res["topologies"][0]["runs"]
+    if [r["kind"] for r in runs] != ["peak"]:
+        raise HarnessError(f"runs {[r['kind'] for r in runs]}, not [peak]")
+    r = runs[0]
+    if r["messages"] != MESSAGES or r["exactly_once"] != "ok":
+        raise HarnessError(f"run reports {r['messages']} messages, "
+                           f"exactly_once {r['exactly_once']!r}")
+    if not r["rate_effect"] or r["rate_effect"] <= 0:
+        raise HarnessError(f"rate_effect {r['rate_effect']!r}")
+    if r["latency_commit_ms"]["n"] != MESSAGES:
+        raise HarnessError(f"latency of {r['latency_commit_ms']['n']} "
+                           f"messages, not {MESSAGES}")
+    nodes = r["usage"]["nodes"]
+    if sorted(nodes) != sorted(ids):
+        raise HarnessError(f"usage of nodes {sorted(nodes)}, not "
+                           f"{sorted(ids)}")
+    for nid, v in nodes.items():
+        if v["peak_rss_mb"] <= 0 or v["cpu_s"] < 0:
+            raise HarnessError(f"{nid}: usage {v}")
+        if v.get("batches", {}).get("transactions", 0) <= 0:
+            raise HarnessError(f"{nid}: no batch counters from /metrics: "
+                               f"{v}")
+    return r
+
+
+@test(timeout=400)
+def bench_starts_its_own_network(t):
+    res = bench_json(t, "--build", build_dir(), "--topology", "rs",
+                     "--messages", str(MESSAGES), "--skip-latency",
+                     "--no-ceiling")
+    check_peak(res, ["R", "S"])
+    if res["topologies"][0].get("running_nodes"):
+        raise HarnessError("a network of its own reported as running nodes")
+
+
+def running_pair(t):
+    """shop7 (origin, dials) and hq (journal plugin), both with admin HTTP,
+    started."""
+    certs = t.certs(["shop7", "hq"])
+    hq = t.node("hq", certs, admin=True)
+    shop = t.node("shop7", certs, listen=False, journal=False, admin=True)
+    connect(shop, hq)
+    hq.start()
+    shop.start()
+    return shop, hq
+
+
+@test(timeout=400)
+def bench_measures_running_nodes(t):
+    shop, hq = running_pair(t)
+    res = bench_json(t, "--use", f"{shop.ini},{hq.ini}", "--messages",
+                     str(MESSAGES), "--skip-latency", "--no-ceiling")
+    check_peak(res, ["shop7", "hq"])
+    topo = res["topologies"][0]
+    if topo["topology"] != "rs":
+        raise HarnessError(f"topology {topo['topology']}, not rs")
+    used = topo.get("running_nodes", {})
+    if {k: v["pid"] for k, v in used.items()} != {"shop7": shop.pid,
+                                                    "hq": hq.pid}:
+        raise HarnessError(f"running nodes {used}, not shop7 pid "
+                           f"{shop.pid} and hq pid {hq.pid}")
+    # The warm-up message and the run's, each once, in hq's journal.
+    rows = hq.sql("SELECT count(*), count(DISTINCT seq) FROM journal "
+                  "WHERE origin = 'shop7' AND dest = 'hq'")[0]
+    if rows != (MESSAGES + 1, MESSAGES + 1):
+        raise HarnessError(f"hq's journal: {rows[0]} rows, {rows[1]} "
+                           f"seqs; expected {MESSAGES + 1} of each")
+    for n in (shop, hq):
+        if not n.alive():
+            raise HarnessError(f"{n.id} is not running after the "
+                               f"benchmark:\n{n.log_tail()}")
+    # A second run on the same nodes continues the stream.
+    res = bench_json(t, "--use", f"{shop.ini},{hq.ini}", "--messages",
+                     str(MESSAGES), "--skip-latency", "--no-ceiling")
+    check_peak(res, ["shop7", "hq"])
+
+
+def refused(t, args, want):
+    rc, out, err = bench(t, *args)
+    if rc != 2 or want not in err:
+        raise HarnessError(f"semq-bench {' '.join(args)}: exit {rc}, "
+                           f"stderr {err!r}; expected exit 2 and "
+                           f"{want!r}")
+
+
+@test(timeout=300)
+def bench_use_refuses_what_it_cannot_measure(t):
+    shop, hq = running_pair(t)
+    bare = t.node("bare", t.certs(["bare"]), journal=False)
+    bare.start()
+    pair = f"{shop.ini},{hq.ini}"
+    refused(t, ["--use", shop.ini], "name two configs")
+    refused(t, ["--use", pair, "--backlog"], "cannot be combined with "
+            "--backlog")
+    refused(t, ["--use", pair, "--topology", "rps"],
+            "--use names a rs network")
+    refused(t, ["--use", f"{shop.ini},{bare.ini}"], f"--use {bare.ini}: "
+            "bare's database has no journal table")
+    shop.stop()
+    refused(t, ["--use", pair], f"--use {shop.ini}: no single running "
+            "semqd")
+    refused(t, ["--use", f"{shop.ini},{t.path('nope.ini')}"],
+            f"--use {t.path('nope.ini')}: No such file")
+
+
+if __name__ == "__main__":
+    run()
