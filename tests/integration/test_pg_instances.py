@@ -45,8 +45,17 @@ streams to S1 over the connected instances.
      PROCESSED (SPEC §6 allows the second copy's answer to be DUPLICATE, or
      the recorded verdict when it read the committed row); when one says
      PROCESSED and the other DUPLICATE the journal row is the first one's.
-     Then the origin's 810-Responses (through the relay) make every row
-     AS_OK and the watermark reach 300. Prints PG_RACE: ...
+     An instance may also repeat the other's committed row with its
+     recorded PROCESSED (its resynchronisation when P1 connects, or the
+     periodic repeat) before its own answer to its copy, DUPLICATE: such a
+     late DUPLICATE is allowed once per message, only when the other
+     instance wrote the journal row. Then the origin's 810-Responses
+     (through the relay) make every row AS_OK and the watermark reach 300.
+     Prints PG_RACE: ...
+  4b. repeat_then_duplicate: the order test 4 must allow, made to happen:
+     instance a records R1/S1/1; P1 then connects to b, which resends a's
+     verdict (PROCESSED) as its resynchronisation, and answers its own copy
+     of the message with DUPLICATE; one journal row, a's.
   5. kill_inside_batch: R1, R2 -> P1 -> S1 {a, b}. A psql session locks the
      journal table; the first instance whose plugin INSERT then waits on it
      (pg_stat_activity) is inside a batch, with its tb_0030 rows written and
@@ -476,6 +485,10 @@ class RelayPeer:
             raise
         self.node = node
         self.repeats = 0  # verdicts repeated for earlier messages
+        self.first = {}  # seq -> the first verdict on it
+        # seqs whose DUPLICATE (this instance's answer to its own copy)
+        # came after a repeat of the other instance's PROCESSED row
+        self.late_duplicates = []
         self.sock.sendall(wire.frame({"hello": {
             "node_id": "P1", "protocol_version": wire.PROTOCOL_VERSION,
             "role": wire.ROLE_RELAY, "features": 3, "max_frame": 1 << 20}}))
@@ -497,7 +510,11 @@ class RelayPeer:
         """The result of R1/S1/seq from the next AckIndication(s). Verdicts
         on earlier seqs are repeats (an 810-Indication is sent again while
         the 810-Response is missing): they are kept in self.repeats and must
-        carry the recorded result, PROCESSED."""
+        carry the recorded result, PROCESSED. The one exception: when the
+        first verdict on a seq was such a repeat of the other instance's
+        row, this instance's own answer to its copy, DUPLICATE, follows
+        once (kept in self.late_duplicates, checked against the journal
+        by the caller)."""
         got = None
         while got is None:
             try:
@@ -522,12 +539,17 @@ class RelayPeer:
                                        f"last message sent: {body}")
                 if i["seq"] == seq and got is None:
                     got = v["result"]
-                elif v["result"] != wire.RESULT_PROCESSED:
+                    self.first[seq] = got
+                elif v["result"] == wire.RESULT_PROCESSED:
+                    self.repeats += 1
+                elif v["result"] == wire.RESULT_DUPLICATE and \
+                        self.first.get(i["seq"]) == wire.RESULT_PROCESSED \
+                        and i["seq"] not in self.late_duplicates:
+                    self.late_duplicates.append(i["seq"])
+                else:
                     raise HarnessError(f"{self.node.app_name}: repeated "
                                        f"verdict {v['result']} on {i}, not "
                                        f"the recorded PROCESSED")
-                else:
-                    self.repeats += 1
         return got
 
     def close(self):
@@ -621,6 +643,12 @@ def same_copy_at_two_instances(t):
         if writer[seq] != won:
             bad.append(f"R1/S1/{seq}: {won} answered PROCESSED, but the "
                        f"journal row was written by {writer[seq]!r}")
+    for i, p in enumerate(peers):
+        for seq in p.late_duplicates:
+            if writer[seq] != apps[1 - i]:
+                bad.append(f"R1/S1/{seq}: {apps[i]} answered PROCESSED, "
+                           "then DUPLICATE, but the journal row was "
+                           f"written by {writer[seq]!r}, not {apps[1 - i]}")
     assert not bad, "verdicts SPEC §6 does not allow:\n  " + \
         "\n  ".join(bad[:20])
 
@@ -649,7 +677,54 @@ def same_copy_at_two_instances(t):
           f"processed+processed={pairs['processed+processed']} "
           f"won=" + ",".join(f"{a}:{w}" for a, w in wins.items()) +
           f" repeated_verdicts={sum(p.repeats for p in peers)}"
+          f" late_duplicates={sum(len(p.late_duplicates) for p in peers)}"
           f" seconds={seconds:.1f}", flush=True)
+    for s in insts:
+        s.stop(timeout=30)
+    _base.drop_database(pg.name)
+
+
+@test(timeout=120)
+def repeat_then_duplicate(t):
+    pg = _base.create_database(db_name_for("resync"))
+    certs = t.certs(["P1", "S1", "R1"])
+    insts = []
+    for name in ("a", "b"):
+        s = PgNode("S1", name, t.dir, certs, pg, node_options=FAST)
+        s.add_peer("P1", trusted_relay=True)
+        t.nodes.append(s)
+        insts.append(s)
+    for i, s in enumerate(insts):
+        s.start(timeout=30)
+        if i == 0:
+            tag_journal(pg)
+    frame = wire.frame({"data": {"messages": [{
+        "origin": "R1", "dest": "S1", "seq": 1, "type": 7, "key": "k",
+        "prev_seq": 0, "payload": b"resync", "created_at": 1}]}})
+    a = RelayPeer(insts[0], client_context(certs, "P1"))
+    a.sock.sendall(frame)
+    got = a.verdict(1)
+    assert got == wire.RESULT_PROCESSED, f"a answered {got}"
+    b = RelayPeer(insts[1], client_context(certs, "P1"))
+    b.sock.sendall(frame)
+    got = b.verdict(1)
+    assert got == wire.RESULT_PROCESSED, \
+        f"b's first verdict {got}, not the resent PROCESSED of a's row"
+    # Its answer to its own copy follows (periodic repeats of PROCESSED
+    # may come in between); the socket's timeout bounds the wait.
+    while not b.late_duplicates:
+        kind, body = b.recv()
+        assert kind == "ack_indication", (kind, body)
+        for v in body["verdicts"]:
+            assert v["id"]["seq"] == 1 and v["result"] in (
+                wire.RESULT_PROCESSED, wire.RESULT_DUPLICATE), body
+            if v["result"] == wire.RESULT_DUPLICATE:
+                b.late_duplicates.append(1)
+    rows = pg.query("SELECT seq, handled_by FROM journal")
+    assert [(int(r[0]), r[1]) for r in rows] == [(1, insts[0].app_name)], \
+        rows
+    for p in (a, b):
+        p.close()
     for s in insts:
         s.stop(timeout=30)
     _base.drop_database(pg.name)
