@@ -158,6 +158,17 @@ def free_port(host="127.0.0.1"):
     raise HarnessError("free_port: no new free port after 100 tries")
 
 
+def dead_port(host="127.0.0.1"):
+    """A port nothing answers on while the returned socket stays open: it is
+    bound without listen(), so a dial is refused, no other process (a test
+    running beside this one) can listen there, and the kernel never picks
+    it as the local port of a dial, which on loopback can connect a socket
+    to itself. Returns (socket, port); keep the socket as long as needed."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.bind((host, 0))
+    return s, s.getsockname()[1]
+
+
 class Certs:
     """The files of one deployment's certificates in dir: ca.crt, ID.crt,
     ID.key (the layout of tools/mkcerts.sh)."""

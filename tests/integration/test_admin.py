@@ -54,8 +54,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from semqtest import (HarnessError, Pending, connect, free_port,  # noqa: E402
-                      run, test, wait_until)
+from semqtest import (HarnessError, Pending, connect,  # noqa: E402
+                      dead_port, run, test, wait_until)
 
 FAST = {"poll_interval": "20ms", "query_after": "10s",
         "reconnect_min": "100ms", "reconnect_max": "500ms"}
@@ -276,8 +276,10 @@ def make_pair(t, s_journal=None, extra_r_peer=False, r_admin=True):
                node_options=FAST)
     connect(r, s)
     if extra_r_peer:
-        # A peer nobody listens for: dialled again and again.
-        r.add_peer("X", connect=f"127.0.0.1:{free_port()}")
+        # A peer nobody listens for: dialled again and again (its port is
+        # held for as long as R lives; a free_port() number once answered).
+        r.x_port_holder, port = dead_port()
+        r.add_peer("X", connect=f"127.0.0.1:{port}")
     return r, s
 
 

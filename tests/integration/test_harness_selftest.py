@@ -25,7 +25,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from semqtest import (HarnessError, Node, Pending, Proxy,  # noqa: E402
-                      check_exactly_once, connect, free_port,
+                      check_exactly_once, connect, dead_port, free_port,
                       make_cert_openssl, make_certs, make_certs_openssl, run,
                       test, wait_until)
 
@@ -423,13 +423,14 @@ def proxy_control_pause_resume_cut(t):
 
 @test
 def proxy_to_nothing_closes_client(t):
-    dead = free_port()  # nothing listens there
+    holder, dead = dead_port()  # nothing listens there
     p = t.proxy(dead)
     with socket.create_connection(("127.0.0.1", p.port)) as s:
         assert closed_within(s, 3.0)
     wait_until(lambda: p.open_links() == 0, 5, "failed link freed")
     assert "connect failed" in open(p.log).read()
     p.stop()
+    holder.close()
 
 
 @test
