@@ -559,9 +559,9 @@ class RelayPeer:
             pass
 
 
-@test(timeout=240)
-def same_copy_at_two_instances(t):
-    pg = _base.create_database(db_name_for("race"))
+def two_instances(t, pg):
+    """S1 instances a and b on pg, P1 their trusted relay, started (the
+    journal tagged with the writing instance); returns (certs, [a, b])."""
     certs = t.certs(["P1", "S1", "R1"])
     insts = []
     for name in ("a", "b"):
@@ -573,6 +573,13 @@ def same_copy_at_two_instances(t):
         s.start(timeout=30)
         if i == 0:
             tag_journal(pg)
+    return certs, insts
+
+
+@test(timeout=240)
+def same_copy_at_two_instances(t):
+    pg = _base.create_database(db_name_for("race"))
+    certs, insts = two_instances(t, pg)
     apps = [s.app_name for s in insts]
 
     keys, frames = {}, {}
@@ -687,17 +694,7 @@ def same_copy_at_two_instances(t):
 @test(timeout=120)
 def repeat_then_duplicate(t):
     pg = _base.create_database(db_name_for("resync"))
-    certs = t.certs(["P1", "S1", "R1"])
-    insts = []
-    for name in ("a", "b"):
-        s = PgNode("S1", name, t.dir, certs, pg, node_options=FAST)
-        s.add_peer("P1", trusted_relay=True)
-        t.nodes.append(s)
-        insts.append(s)
-    for i, s in enumerate(insts):
-        s.start(timeout=30)
-        if i == 0:
-            tag_journal(pg)
+    certs, insts = two_instances(t, pg)
     frame = wire.frame({"data": {"messages": [{
         "origin": "R1", "dest": "S1", "seq": 1, "type": 7, "key": "k",
         "prev_seq": 0, "payload": b"resync", "created_at": 1}]}})
