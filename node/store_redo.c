@@ -1,0 +1,498 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * tb_0033, the failure-redo queue and the schedule of delayed messages:
+ * entries, their levels of backoff, key order among them, running them, and
+ * the operator's verbs (retry, discard).
+ */
+#include "store_int.h"
+
+int store_redo_purge(struct store *st, int64_t now, int64_t retention_ms,
+		     unsigned limit, unsigned *n_out)
+{
+	return purge_before(st, Q_REDO_PURGE, "redo purge", now, retention_ms,
+			    limit, n_out);
+}
+
+/* A new tb_0033 entry for m. */
+int store__redo_insert(struct store *st, const struct msg *m, int status,
+		       int tries, int level, int64_t next_at,
+		       const char *last_error, int64_t now, const char *idb)
+{
+	struct db_stmt *s = q_get(st, Q_REDO_INSERT);
+	int rc;
+
+	if (!s)
+		return SEMQ_ERR_DB;
+	bind_id(s, &m->id);
+	db_bind_int64(s, 4, m->type);
+	bind_key(s, 5, m);
+	db_bind_int64(s, 6, (int64_t)m->prev_seq);
+	db_bind_int64(s, 7, m->deliver_at);
+	db_bind_int64(s, 8, m->created_at);
+	bind_payload(s, 9, m);
+	db_bind_int64(s, 10, status);
+	db_bind_int64(s, 11, tries);
+	db_bind_int64(s, 12, level);
+	db_bind_int64(s, 13, next_at);
+	db_bind_text(s, 14, last_error);
+	db_bind_int64(s, 15, now);
+	rc = db_step(s);
+	q_put(st, Q_REDO_INSERT, s);
+	return rc < 0 ? dberr(st, idb) : SEMQ_OK;
+}
+
+/* Does the key have an entry with one of the statuses of query `i`? */
+int store__redo_key_has(struct store *st, enum q i, const char *origin,
+			const char *dest, const char *key, int *yes)
+{
+	struct db_stmt *s = q_get(st, i);
+	int rc, r = SEMQ_OK;
+
+	*yes = 0;
+	if (!s)
+		return SEMQ_ERR_DB;
+	db_bind_text(s, 1, origin);
+	db_bind_text(s, 2, dest);
+	db_bind_text(s, 3, key);
+	rc = db_step(s);
+	if (rc == DB_ROW)
+		*yes = 1;
+	else if (rc < 0)
+		r = dberr(st, "reading tb_0033 by key");
+	q_put(st, i, s);
+	return r;
+}
+
+/* After a head finished: the lowest waiting entry of the key becomes
+ * pending (at its deliver_at when that is later), unless a head remains. */
+static int redo_release_next(struct store *st, const char *origin,
+			     const char *dest, const char *key, int64_t now)
+{
+	struct db_stmt *s = NULL;
+	int64_t id = 0, at = now;
+	int r = SEMQ_ERR_INTERNAL, rc, head;
+
+	r = redo_key_has(st, Q_REDO_KEY_HEAD, origin, dest, key, &head);
+	if (r || head)
+		return r;
+	s = q_get(st, Q_REDO_KEY_NEXT);
+	if (!s)
+		return SEMQ_ERR_DB;
+	db_bind_text(s, 1, origin);
+	db_bind_text(s, 2, dest);
+	db_bind_text(s, 3, key);
+	rc = db_step(s);
+	if (rc == DB_ROW) {
+		id = db_col_int64(s, 0);
+		if (db_col_int64(s, 1) > at)
+			at = db_col_int64(s, 1);
+	} else if (rc < 0) {
+		r = dberr(st, "reading tb_0033 by key");
+		goto out;
+	}
+	q_put(st, Q_REDO_KEY_NEXT, s);
+	s = NULL;
+	if (!id) {
+		r = SEMQ_OK;
+		goto out;
+	}
+	s = q_get(st, Q_REDO_RELEASE);
+	if (!s) {
+		r = SEMQ_ERR_DB;
+		goto out;
+	}
+	db_bind_int64(s, 1, id);
+	db_bind_int64(s, 2, at);
+	db_bind_int64(s, 3, now);
+	rc = db_step(s);
+	q_put(st, Q_REDO_RELEASE, s);
+	s = NULL;
+	r = rc < 0 ? dberr(st, "releasing a waiting entry") : SEMQ_OK;
+out:
+	q_put(st, Q_REDO_KEY_NEXT, s);
+	return r;
+}
+
+int64_t store__level_ms(const struct store *st, int level)
+{
+	size_t i = level < 0 ? 0 : (size_t)level;
+
+	return st->levels[i < st->n_levels ? i : st->n_levels - 1];
+}
+
+/* ---- redo queue: tb_0033 -------------------------------------------------- */
+
+/* Loads entry `id`; strs get its last_error and discard_reason (caller
+ * frees both and msg_clear()s m). SEMQ_ERR_NOT_FOUND when there is none. */
+static int redo_load(struct store *st, int64_t id, struct msg *m,
+		     struct redo_row *row, char **strs)
+{
+	struct db_stmt *s = q_get(st, Q_REDO_GET);
+	int rc, r;
+
+	memset(m, 0, sizeof *m);
+	strs[0] = strs[1] = NULL;
+	if (!s)
+		return SEMQ_ERR_DB;
+	db_bind_int64(s, 1, id);
+	rc = db_step(s);
+	if (rc == DB_ROW)
+		r = col_redo(st, s, m, row, strs);
+	else if (rc == DB_DONE)
+		r = seterr(st, SEMQ_ERR_NOT_FOUND,
+			   "redo %" PRId64 ": no such entry", id);
+	else
+		r = dberr(st, "reading tb_0033");
+	q_put(st, Q_REDO_GET, s);
+	return r;
+}
+
+/*
+ * Loads entry `id` for a change that may release or run entries of its key:
+ * on PostgreSQL the entry's stream is locked first (see stream_lock) and the
+ * entry read again under the lock, as the instance that held it left it.
+ */
+static int redo_load_locked(struct store *st, int64_t id, struct msg *m,
+			    struct redo_row *row, char **strs)
+{
+	uint64_t w;
+	int r, known;
+
+	r = redo_load(st, id, m, row, strs);
+	if (r || !st->pg || stream_held(st, m->id.origin, m->id.dest))
+		return r;
+	r = stream_lock(st, m->id.origin, m->id.dest, &w, &known);
+	msg_clear(m);
+	free(strs[0]);
+	free(strs[1]);
+	strs[0] = strs[1] = NULL;
+	if (r)
+		return r;
+	return redo_load(st, id, m, row, strs);
+}
+
+int store_redo_due(struct store *st, int64_t now, unsigned limit,
+		   store_redo_cb cb, void *ctx)
+{
+	struct db_stmt *s;
+	int r;
+
+	if (!st)
+		return SEMQ_ERR_INVALID;
+	if (!cb)
+		return seterr(st, SEMQ_ERR_INVALID, "%s",
+			      "redo_due: callback is missing");
+	s = q_get(st, Q_REDO_DUE);
+	if (!s)
+		return SEMQ_ERR_DB;
+	db_bind_int64(s, 1, now);
+	db_bind_int64(s, 2, limit);
+	r = each_redo(st, s, cb, ctx);
+	q_put(st, Q_REDO_DUE, s);
+	return r;
+}
+
+int store_redo_next_due(struct store *st, int64_t *at)
+{
+	struct db_stmt *s;
+	int r, rc;
+
+	if (!st)
+		return SEMQ_ERR_INVALID;
+	if (!at)
+		return seterr(st, SEMQ_ERR_INVALID, "%s",
+			      "redo_next_due: at is NULL");
+	s = q_get(st, Q_REDO_NEXT_DUE);
+	if (!s)
+		return SEMQ_ERR_DB;
+	rc = db_step(s);
+	if (rc != DB_ROW)
+		r = rc < 0 ? dberr(st, "redo_next_due")
+			   : seterr(st, SEMQ_ERR_INTERNAL, "%s",
+				    "redo_next_due: no row");
+	else if (db_col_null(s, 0))
+		r = seterr(st, SEMQ_DECLINED, "%s", "no pending redo entry");
+	else {
+		*at = db_col_int64(s, 0);
+		r = SEMQ_OK;
+	}
+	q_put(st, Q_REDO_NEXT_DUE, s);
+	return r;
+}
+
+static int redo_update(struct store *st, int64_t id, int status, int tries,
+		       int level, int64_t next_at, const char *last_error,
+		       int64_t now)
+{
+	struct db_stmt *s = q_get(st, Q_REDO_UPDATE);
+	int rc;
+
+	if (!s)
+		return SEMQ_ERR_DB;
+	db_bind_int64(s, 1, id);
+	db_bind_int64(s, 2, status);
+	db_bind_int64(s, 3, tries);
+	db_bind_int64(s, 4, level);
+	db_bind_int64(s, 5, next_at);
+	db_bind_text(s, 6, last_error);
+	db_bind_int64(s, 7, now);
+	rc = db_step(s);
+	q_put(st, Q_REDO_UPDATE, s);
+	return rc < 0 ? dberr(st, "updating tb_0033") : SEMQ_OK;
+}
+
+int store_redo_run(struct store *st, int64_t id, int64_t now,
+		   store_apply_fn apply, void *ctx, int *status_out)
+{
+	struct msg m;
+	struct redo_row row;
+	char *strs[2] = {NULL, NULL};
+	char idb[MSGID_STRLEN], perr[SEMQ_ERRLEN];
+	int r = SEMQ_ERR_INTERNAL, own = 0, v, tries, status, level;
+	int64_t next_at;
+
+	memset(&m, 0, sizeof m);
+	if (!st)
+		return SEMQ_ERR_INVALID;
+	if (!apply)
+		return seterr(st, SEMQ_ERR_INVALID, "%s",
+			      "redo_run: apply is missing");
+	r = tx_open(st, &own);
+	if (r)
+		goto out;
+	/* Under the stream's lock: another instance may have run it. */
+	r = redo_load_locked(st, id, &m, &row, strs);
+	if (r)
+		goto out;
+	if (row.status != RS_PENDING) {
+		r = seterr(st, SEMQ_DECLINED,
+			   "redo %" PRId64 ": %s, not pending", id,
+			   semq_status_name("tb_0033", row.status));
+		goto out;
+	}
+	/* The table, not the caller's memory, says when an entry is due: a
+	 * delayed message never runs before its deliver_at. */
+	if (row.next_attempt_at > now) {
+		r = seterr(st, SEMQ_DECLINED,
+			   "redo %" PRId64 ": not due until %" PRId64, id,
+			   row.next_attempt_at);
+		goto out;
+	}
+	msgid_str(&m.id, idb, sizeof idb);
+	r = apply_sp(st, &m, (unsigned)row.tries, apply, ctx, perr, sizeof perr,
+		     &v, idb);
+	if (r)
+		goto out;
+	tries = row.tries + 1;
+	level = row.level;
+	next_at = row.next_attempt_at;
+	if (v == SEMQ_PLUGIN_OK) {
+		status = RS_DONE;
+	} else if (v == SEMQ_PLUGIN_RETRY && (unsigned)tries < st->max_tries) {
+		status = RS_PENDING;
+		next_at = now + level_ms(st, level);
+		level++;
+	} else {
+		status = RS_DEAD;
+	}
+	r = redo_update(st, id, status, tries, level, next_at,
+			status == RS_DONE ? NULL : perr, now);
+	if (!r && status == RS_DONE && key_of(&m))
+		r = redo_release_next(st, m.id.origin, m.id.dest, m.key, now);
+	if (r)
+		goto out;
+	if (status_out)
+		*status_out = status;
+	r = SEMQ_OK;
+out:
+	msg_clear(&m);
+	free(strs[0]);
+	free(strs[1]);
+	return tx_close(st, own, r);
+}
+
+static int check_redo_status(struct store *st, int status)
+{
+	if (status < -99 || status == RS_PENDING || status == RS_WAITING ||
+	    status == RS_DONE || status == RS_DEAD || status == RS_DISCARDED)
+		return SEMQ_OK;
+	return seterr(st, SEMQ_ERR_INVALID,
+		      "tb_0033: status %d is not 0, 1, 2, -1 or -2", status);
+}
+
+int store_redo_list(struct store *st, int status, unsigned limit,
+		    store_redo_cb cb, void *ctx)
+{
+	enum q i = status < -99 ? Q_REDO_LIST_ALL : Q_REDO_LIST;
+	struct db_stmt *s;
+	int r;
+
+	if (!st)
+		return SEMQ_ERR_INVALID;
+	if (!cb)
+		return seterr(st, SEMQ_ERR_INVALID, "%s",
+			      "redo_list: callback is missing");
+	r = check_redo_status(st, status);
+	if (r)
+		return r;
+	s = q_get(st, i);
+	if (!s)
+		return SEMQ_ERR_DB;
+	if (i == Q_REDO_LIST_ALL) {
+		db_bind_int64(s, 1, limit);
+	} else {
+		db_bind_int64(s, 1, status);
+		db_bind_int64(s, 2, limit);
+	}
+	r = each_redo(st, s, cb, ctx);
+	q_put(st, i, s);
+	return r;
+}
+
+int store_redo_get(struct store *st, int64_t id, struct msg *m,
+		   struct redo_row *row)
+{
+	char *strs[2];
+	int r;
+
+	if (!st)
+		return SEMQ_ERR_INVALID;
+	if (!m || !row)
+		return seterr(st, SEMQ_ERR_INVALID, "%s",
+			      "redo_get: m and row are required");
+	r = redo_load(st, id, m, row, strs);
+	if (r) {
+		msg_clear(m);
+		free(strs[0]);
+		free(strs[1]);
+		return r;
+	}
+	keep_row_strs(st, strs[0], strs[1]);
+	return SEMQ_OK;
+}
+
+int store_redo_retry(struct store *st, int64_t id, int64_t now)
+{
+	struct db_stmt *s = NULL;
+	struct msg m;
+	struct redo_row row;
+	char *strs[2] = {NULL, NULL};
+	int r = SEMQ_ERR_INTERNAL, rc, own = 0;
+
+	memset(&m, 0, sizeof m);
+	if (!st)
+		return SEMQ_ERR_INVALID;
+	r = tx_open(st, &own);
+	if (r)
+		goto out;
+	s = q_get(st, Q_REDO_RETRY);
+	if (!s) {
+		r = SEMQ_ERR_DB;
+		goto out;
+	}
+	db_bind_int64(s, 1, id);
+	db_bind_int64(s, 2, now);
+	rc = db_step(s);
+	q_put(st, Q_REDO_RETRY, s);
+	if (rc < 0) {
+		r = dberr(st, "redo retry");
+		goto out;
+	}
+	if (db_changes(st->db) == 0) {
+		r = redo_load(st, id, &m, &row, strs);
+		if (!r)
+			r = seterr(st, SEMQ_DECLINED,
+				   "redo %" PRId64 ": %s, not dead", id,
+				   semq_status_name("tb_0033", row.status));
+		goto out;
+	}
+	r = SEMQ_OK;
+out:
+	msg_clear(&m);
+	free(strs[0]);
+	free(strs[1]);
+	return tx_close(st, own, r);
+}
+
+int store_redo_retry_all_dead(struct store *st, int64_t now, unsigned *n_out)
+{
+	struct db_stmt *s = NULL;
+	int r = SEMQ_ERR_INTERNAL, own = 0;
+
+	if (n_out)
+		*n_out = 0;
+	if (!st)
+		return SEMQ_ERR_INVALID;
+	r = tx_open(st, &own);
+	if (r)
+		goto out;
+	s = q_get(st, Q_REDO_RETRY_ALL);
+	if (!s) {
+		r = SEMQ_ERR_DB;
+		goto out;
+	}
+	db_bind_int64(s, 1, now);
+	if (db_step(s) < 0) {
+		r = dberr(st, "redo retry all dead");
+		goto out;
+	}
+	if (n_out)
+		*n_out = (unsigned)db_changes(st->db);
+	r = SEMQ_OK;
+out:
+	q_put(st, Q_REDO_RETRY_ALL, s);
+	return tx_close(st, own, r);
+}
+
+int store_redo_discard(struct store *st, int64_t id, const char *reason,
+		       int64_t now)
+{
+	struct db_stmt *s = NULL;
+	struct msg m;
+	struct redo_row row;
+	char *strs[2] = {NULL, NULL};
+	int r = SEMQ_ERR_INTERNAL, rc, own = 0;
+
+	memset(&m, 0, sizeof m);
+	if (!st)
+		return SEMQ_ERR_INVALID;
+	if (!reason || !reason[0])
+		return seterr(st, SEMQ_ERR_INVALID,
+			      "redo %" PRId64 ": discard needs a reason", id);
+	r = tx_open(st, &own);
+	if (r)
+		goto out;
+	r = redo_load_locked(st, id, &m, &row, strs);
+	if (r)
+		goto out;
+	if (row.status != RS_PENDING && row.status != RS_WAITING &&
+	    row.status != RS_DEAD) {
+		r = seterr(st, SEMQ_DECLINED,
+			   "redo %" PRId64 ": %s, cannot be discarded", id,
+			   semq_status_name("tb_0033", row.status));
+		goto out;
+	}
+	s = q_get(st, Q_REDO_DISCARD);
+	if (!s) {
+		r = SEMQ_ERR_DB;
+		goto out;
+	}
+	db_bind_int64(s, 1, id);
+	db_bind_text(s, 2, reason);
+	db_bind_int64(s, 3, now);
+	rc = db_step(s);
+	q_put(st, Q_REDO_DISCARD, s);
+	s = NULL;
+	if (rc < 0) {
+		r = dberr(st, "redo discard");
+		goto out;
+	}
+	r = key_of(&m)
+		    ? redo_release_next(st, m.id.origin, m.id.dest, m.key, now)
+		    : SEMQ_OK;
+out:
+	msg_clear(&m);
+	free(strs[0]);
+	free(strs[1]);
+	return tx_close(st, own, r);
+}
