@@ -52,7 +52,7 @@ void store__copy_err(const struct store *st, char *err, size_t errsz)
 
 static const char *q_text(const struct store *st, enum q i)
 {
-	return st->pg && store__q_pg[i] ? store__q_pg[i] : store__q_sql[i];
+	return st->pg && store__q[i].pg ? store__q[i].pg : store__q[i].lite;
 }
 
 /* The statement for `i`, reset and unbound; NULL (errmsg set) on failure.
@@ -169,6 +169,23 @@ void store__bind_id(struct db_stmt *s, const struct msgid *id)
 	db_bind_text(s, 1, id->origin);
 	db_bind_text(s, 2, id->dest);
 	db_bind_int64(s, 3, (int64_t)id->seq);
+	db_bind_int64(s, 4, (int64_t)id->life);
+}
+
+void store__bind_stream(struct db_stmt *s, const char *origin, const char *dest,
+			uint64_t life)
+{
+	db_bind_text(s, 1, origin);
+	db_bind_text(s, 2, dest);
+	db_bind_int64(s, 3, (int64_t)life);
+}
+
+void store__bind_digest(struct db_stmt *s, int i, uint64_t digest)
+{
+	if (digest)
+		db_bind_int64(s, i, (int64_t)digest);
+	else
+		db_bind_null(s, i);
 }
 
 const char *store__key_of(const struct msg *m)
@@ -261,6 +278,12 @@ int store__check_msgid(struct store *st, const struct msgid *id)
 		return seterr(st, SEMQ_ERR_INVALID,
 			      "%s/%s: seq %" PRIu64 " out of range 1..2^63-1",
 			      id->origin, id->dest, id->seq);
+	/* A life of 0 (not given by a revision-1 peer) is resolved before
+	 * anything reaches the store (proto.c resolve_life). */
+	if (id->life == SEMQ_LIFE_NONE)
+		return seterr(st, SEMQ_ERR_INVALID,
+			      "%s/%s/%" PRIu64 ": no life given", id->origin,
+			      id->dest, id->seq);
 	return SEMQ_OK;
 }
 
@@ -310,7 +333,7 @@ void store__col_text(char *dst, size_t cap, struct db_stmt *s, int col)
 }
 
 /* A copy of a text column (NULL stays NULL); -1 when out of memory. */
-static int col_dup(struct db_stmt *s, int col, char **out)
+int store__col_dup(struct db_stmt *s, int col, char **out)
 {
 	const char *t = db_col_null(s, col) ? NULL : db_col_text(s, col);
 
@@ -377,6 +400,9 @@ int store__col_out(struct store *st, struct db_stmt *s, struct msg *m,
 			      "reading a row: out of memory");
 	row->last_error = *le;
 	row->rowid = db_col_int64(s, 16);
+	m->id.life = (uint64_t)db_col_int64(s, 17);
+	m->id.digest = db_col_null(s, 18) ? 0 : (uint64_t)db_col_int64(s, 18);
+	m->prev_digest = db_col_null(s, 19) ? 0 : (uint64_t)db_col_int64(s, 19);
 	/* A cancelled outbound row stands for its tombstone. */
 	m->tombstone = row->status == SS_CANCELLED;
 	return SEMQ_OK;
@@ -404,6 +430,7 @@ int store__col_redo(struct store *st, struct db_stmt *s, struct msg *m,
 	row->last_error = strs[0];
 	row->discard_reason = strs[1];
 	row->id = db_col_int64(s, 17);
+	m->id.life = (uint64_t)db_col_int64(s, 18);
 	return SEMQ_OK;
 }
 

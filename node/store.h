@@ -28,6 +28,10 @@
  *    deadlock or a lost connection fails the call (SEMQ_ERR_DB); the batch
  *    must then be rolled back, and the next batch connects again.
  *  - Time is a parameter (`now`, unix ms): the store never reads a clock.
+ *  - Lives (docs/PROTOCOL.md, "Lives of a node"): a stream is (origin,
+ *    dest, life). Every id passed in carries its life (never 0: proto
+ *    resolves a life a revision-1 peer did not give); the node's own rows
+ *    have the database's life (store_life). A digest of 0 is unknown.
  */
 #ifndef SEMQ_STORE_H
 #define SEMQ_STORE_H
@@ -75,6 +79,14 @@ void store_free(struct store *st); /* accepts NULL; rolls back an open batch */
  * same versions), and the one the database is at. */
 int store_schema_latest(void);
 int store_schema_version(struct store *st);
+/* What store_open() found: the schema version the database was at (0: it
+ * was created), and, when it migrated an older one, where the copy it kept
+ * first is (a file, or a PostgreSQL schema); "" when none. Borrowed. */
+int store_migrated_from(const struct store *st);
+const char *store_backup(const struct store *st);
+/* This database's life: a random id set when it was created, or
+ * SEMQ_LIFE_LEGACY for a 0.1.0 database that had sent messages. */
+uint64_t store_life(const struct store *st);
 
 /* The message of the last failed call (borrowed until the next call). */
 const char *store_errmsg(const struct store *st);
@@ -108,11 +120,23 @@ int store_enqueue(struct store *st, const struct msg *m, uint64_t *seq_out,
 
 /*
  * A relay's store-and-forward copy of another node's message (m borrowed, all
- * of m->id given). Unique on the id: a second copy refreshes nothing and
- * returns SEMQ_DUPLICATE; SEMQ_OK when newly stored. A copy of a tombstone
- * (m->tombstone) is stored as a cancelled (-2) row.
+ * of m->id given, with its life and digest). Unique on the id: a second copy
+ * of the same message (the same digest, or either unknown) refreshes nothing
+ * and returns SEMQ_DUPLICATE; a copy of another message under that id is
+ * SEMQ_DECLINED (a conflict: the origin went back in time), nothing
+ * written; SEMQ_OK when newly stored. A copy of a tombstone (m->tombstone)
+ * is stored as a cancelled (-2) row.
  */
 int store_enqueue_copy(struct store *st, const struct msg *m, int64_t now);
+
+/* The status (SS_*) and digest (0 = unknown) of the tb_0031 row `id`, read
+ * without its payload. SEMQ_ERR_NOT_FOUND when there is none. */
+int store_outbound_state(struct store *st, const struct msgid *id, int *status,
+			 uint64_t *digest);
+/* The digest of the tb_0031 row `id`: the one fixed when it was first sent,
+ * else computed from the row. SEMQ_ERR_NOT_FOUND when there is none. */
+int store_outbound_digest(struct store *st, const struct msgid *id,
+			  uint64_t *digest);
 
 /* Callback for listings: `m` and `row` are borrowed until it returns. Return
  * non-zero to stop the iteration (the listing then returns SEMQ_OK). The
@@ -140,7 +164,8 @@ int store_fetch_sendable(struct store *st, const char *dest, int64_t now,
 			 void *ctx);
 
 /* 0 -> 4: sent; attempts+1, sent_at = now, next_attempt_at = query_at (when it
- * becomes in doubt). SEMQ_DECLINED when the row is not in status 0 (for these
+ * becomes in doubt); id->digest, when given, becomes the row's digest unless
+ * it has one. SEMQ_DECLINED when the row is not in status 0 (for these
  * four transitions also when there is no such row; store_errmsg says which). */
 int store_mark_sent(struct store *st, const struct msgid *id, int64_t now,
 		    int64_t query_at);
@@ -151,8 +176,9 @@ int store_mark_relay_acked(struct store *st, const struct msgid *id,
  * kept in last_error (may be NULL). SEMQ_DECLINED if not in 4 or 6. */
 int store_mark_unsent(struct store *st, const struct msgid *id,
 		      int64_t retry_at, const char *error);
-/* 0/4/6/-2 -> 100 with the destination's verdict; acked_at = now.
- * SEMQ_DECLINED when already 100 (a repeated indication: harmless). */
+/* 0/4/6/8/-2 -> 100 with the destination's verdict (RES_PROCESSED ..
+ * RES_DEAD); acked_at = now. SEMQ_DECLINED when already 100 (a repeated
+ * indication: harmless). */
 int store_mark_confirmed(struct store *st, const struct msgid *id, int result,
 			 int64_t now);
 /* Moves the deadline of an unconfirmed row without changing its status:
@@ -161,8 +187,10 @@ int store_mark_confirmed(struct store *st, const struct msgid *id, int result,
  * other state. */
 int store_defer(struct store *st, const struct msgid *id, int64_t next_at);
 /* Deletes a relay's store-and-forward copy (a row whose origin is another
- * node) once its destination confirmed it. SEMQ_DECLINED when there is no
- * such copy (already dropped, or a row of this node's own). */
+ * node) once its destination confirmed it; when id->digest is given, only a
+ * copy of that message (or of an unknown digest). SEMQ_DECLINED when there
+ * is no such copy (already dropped, another message, or a row of this
+ * node's own). */
 int store_drop_copy(struct store *st, const struct msgid *id);
 /* Cancelled rows (-2) whose tombstone is due (next_attempt_at <= now) and
  * not answered yet; m->tombstone is set. A tombstone's answer goes through
@@ -174,9 +202,55 @@ int store_fetch_tombstones(struct store *st, int64_t now, unsigned limit,
 int store_fetch_in_doubt(struct store *st, int64_t now, unsigned limit,
 			 store_out_cb cb, void *ctx);
 /* Operator cancel: any status but 100 -> -2 (already -2: SEMQ_OK), with
- * next_attempt_at = now. SEMQ_DECLINED when already 100, SEMQ_ERR_NOT_FOUND
- * when there is no such row. */
+ * next_attempt_at = now; a held row (8) has no tombstone to send and ends
+ * cancelled at once (result RES_CANCELLED). SEMQ_DECLINED when already
+ * 100, SEMQ_ERR_NOT_FOUND when there is no such row. */
 int store_cancel(struct store *st, const struct msgid *id, int64_t now);
+/* 0/4/6 -> 8 (held for the operator) with result (RES_UNDECIDED) and why.
+ * SEMQ_DECLINED in any other status. */
+int store_hold(struct store *st, const struct msgid *id, int result,
+	       const char *why, int64_t now);
+
+/*
+ * Renumbering (docs/PROTOCOL.md, "What the origin does"): the row `id` of
+ * this node — a message that a receiver or relay refused because it holds
+ * another message under that seq — gets the next seq of its stream, and so
+ * do the unconfirmed later rows of its key, in their order, each its
+ * predecessor's new seq as prev_seq. Each goes back to unsent (a cancelled
+ * one stays cancelled, its tombstone to be sent under the new seq) with
+ * `why` as its last_error. *olds gets their ids before (with their digests,
+ * 0 when never sent; caller frees), *n_out how many, *first_out the first
+ * new seq. SEMQ_DECLINED when the row is confirmed or not this node's;
+ * SEMQ_ERR_NOT_FOUND when there is none.
+ */
+int store_renumber(struct store *st, const struct msgid *id, int64_t now,
+		   const char *why, struct msgid **olds, unsigned *n_out,
+		   uint64_t *first_out);
+
+/* The counter of this node's stream to dest (0 when it has none). */
+int store_last_seq(struct store *st, const char *dest, uint64_t *last);
+/*
+ * A peer has seen this node's stream to `dest` up to `high`: when that is
+ * above the counter, the database went back in time. The counter moves to
+ * `high` (the next message gets high + 1), the stream's resync count grows
+ * and `note` is kept with `now` for semqctl status; with `record` the count
+ * and note are written even when the counter does not move (the first
+ * sign of it this run). *moved_from gets the counter before and *moved
+ * whether it moved. SEMQ_DECLINED when nothing was written.
+ */
+int store_stream_resync(struct store *st, const char *dest, uint64_t high,
+			int64_t now, const char *note, int record,
+			uint64_t *moved_from, int *moved);
+/* This node's outbound streams: the counter and the last resync. Strings
+ * borrowed until the callback returns; note NULL when never resynced. */
+struct out_stream {
+	const char *dest;
+	uint64_t last_seq;
+	int64_t resyncs, resync_at;
+	const char *note;
+};
+typedef int (*store_out_stream_cb)(void *ctx, const struct out_stream *s);
+int store_streams_out(struct store *st, store_out_stream_cb cb, void *ctx);
 /* Deletes confirmed (100) rows acked before now - retention_ms, at most
  * `limit`; *n_out gets how many. A relay's copies go when confirmed too. */
 int store_purge(struct store *st, int64_t now, int64_t retention_ms,
@@ -208,8 +282,16 @@ typedef int (*store_apply_fn)(void *ctx, const struct msg *m, unsigned tries,
  * Records a received message — the exactly-once step of SPEC §6, inside the
  * open batch (or a transaction of its own):
  *
- *  - seq <= the stream's watermark or already in tb_0030: SEMQ_DUPLICATE,
- *    *result_out = RES_DUPLICATE, nothing written, apply not called;
+ *  - already in tb_0030 with the same digest (or either unknown):
+ *    SEMQ_DUPLICATE, *result_out = its recorded verdict (RES_DEAD when its
+ *    redo entry is dead), nothing written, apply not called; at or below
+ *    the watermark with the row gone (older than the receipt retention):
+ *    SEMQ_DUPLICATE with RES_DUPLICATE when m has no digest;
+ *  - a refusal: SEMQ_DECLINED, nothing written, apply not called, and
+ *    *result_out = RES_CONFLICT when tb_0030 has another digest under that
+ *    seq or under its prev_seq (m->prev_digest), RES_UNDECIDED when m has
+ *    a digest and the row of its seq (<= watermark) is gone; errmsg says
+ *    which;
  *  - prev_seq > 0 and that predecessor has not been recorded: SEMQ_AGAIN,
  *    nothing written (hold it and offer it again later) — on PostgreSQL
  *    beyond the stream's row in semq_stream_in (watermark 0), its lock;
@@ -235,8 +317,10 @@ int store_receive(struct store *st, const struct msg *m, const char *via,
 
 /*
  * Was this message received? *received = 1 with *result (RES_*) when it is in
- * tb_0030 or at or below the watermark (then RES_DUPLICATE is reported, the
- * row being gone), 0 otherwise.
+ * tb_0030 (its verdict, RES_DEAD when its redo entry is dead) or at or below
+ * the watermark (then RES_DUPLICATE, the row being gone — RES_UNDECIDED when
+ * id->digest is given); RES_CONFLICT when the row has another digest than
+ * id->digest. 0 otherwise.
  */
 int store_lookup_received(struct store *st, const struct msgid *id,
 			  int *received, int *result);
@@ -282,13 +366,73 @@ int store_received_list(struct store *st, const char *origin, unsigned limit,
 			store_recv_cb cb, void *ctx);
 
 /*
- * Moves every stream's confirmed_through over the run of AS_OK rows above it
- * and deletes (compacts) the rows it passed. *compacted gets the count.
+ * Moves every stream's confirmed_through over the run of AS_OK rows above it.
+ * *advanced gets how many streams moved. The rows stay (their digests tell a
+ * second copy from another message) until store_receipt_purge().
  */
-int store_advance_watermarks(struct store *st, unsigned *compacted);
+int store_advance_watermarks(struct store *st, unsigned *advanced);
+/* Deletes tb_0030 rows at or below their stream's watermark that were
+ * received before now - retention_ms, at most `limit`; *n_out gets how
+ * many. */
+int store_receipt_purge(struct store *st, int64_t now, int64_t retention_ms,
+			unsigned limit, unsigned *n_out);
 /* The watermark of one inbound stream (0 when unknown). */
 int store_watermark(struct store *st, const char *origin, const char *dest,
-		    uint64_t *w);
+		    uint64_t life, uint64_t *w);
+/* The highest seq of (origin, dest, life) this node recorded or passed
+ * with its watermark (0 when none). */
+int store_stream_high(struct store *st, const char *origin, const char *dest,
+		      uint64_t life, uint64_t *high);
+/*
+ * The current life of the stream (origin, dest) here: this node's own life
+ * when origin is this node; else the life whose stream began here last, as
+ * a receiver (dest is this node) or as a relay; SEMQ_LIFE_LEGACY when none.
+ * For an id whose life a revision-1 peer did not give.
+ */
+int store_current_life(struct store *st, const char *origin, const char *dest,
+		       uint64_t *life);
+
+/* The life of origin whose stream (to this node, or relayed by it) began
+ * here last; *known = 0 when this node has none of origin's streams. */
+int store_origin_life(struct store *st, const char *origin, uint64_t *life,
+		      int *known);
+
+/* ---- a relay's record of the streams it relayed --------------------------- */
+
+/* The highest seq of (origin, dest, life) this relay forwarded or stored
+ * (0 when none). */
+int store_relay_high(struct store *st, const char *origin, const char *dest,
+		     uint64_t life, uint64_t *high);
+/* The relay forwarded or stored seq `seq` of (origin, dest, life). */
+int store_relay_note(struct store *st, const char *origin, const char *dest,
+		     uint64_t life, uint64_t seq, int64_t now);
+/* The highest seq relayed per destination of (origin, life). */
+typedef int (*store_high_cb)(void *ctx, const char *dest, uint64_t high);
+int store_relay_streams(struct store *st, const char *origin, uint64_t life,
+			store_high_cb cb, void *ctx);
+
+/* ---- lives ---------------------------------------------------------------- */
+
+/* One stream of one life this node knows: as a receiver (relay 0: `mark`
+ * is the watermark, `rows` the tb_0030 rows kept) or as a relay (relay 1:
+ * `mark` the highest seq relayed). Strings borrowed until the callback
+ * returns. Ordered by origin, then when the life began here. */
+struct life_row {
+	const char *origin, *dest;
+	uint64_t life;
+	int relay;
+	uint64_t mark;
+	int64_t started_at, rows;
+};
+typedef int (*store_life_cb)(void *ctx, const struct life_row *r);
+int store_lives(struct store *st, store_life_cb cb, void *ctx);
+/* Forgets a retired life of origin: its watermarks, its received rows and
+ * its relay record. SEMQ_DECLINED (errmsg says why) while it has redo
+ * entries not finished or relay copies not delivered, or when it is the
+ * current life of one of origin's streams and !force; SEMQ_ERR_NOT_FOUND
+ * when this node knows no such life. */
+int store_life_drop(struct store *st, const char *origin, uint64_t life,
+		    int force);
 
 /* ---- redo queue: tb_0033 ------------------------------------------------- */
 
@@ -350,9 +494,10 @@ struct stat_row {
 typedef int (*store_stat_cb)(void *ctx, const struct stat_row *r);
 int store_stats(struct store *st, store_stat_cb cb, void *ctx);
 
-/* Inbound streams and their watermarks. */
+/* Inbound streams (one per origin, dest and life) and their watermarks;
+ * of one (origin, dest) the current life comes last. */
 typedef int (*store_stream_cb)(void *ctx, const char *origin, const char *dest,
-			       uint64_t confirmed_through);
+			       uint64_t life, uint64_t confirmed_through);
 int store_streams_in(struct store *st, store_stream_cb cb, void *ctx);
 
 /* The open transaction for plugins (borrowed while the store lives):

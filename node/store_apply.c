@@ -112,7 +112,8 @@ int store_receive(struct store *st, const struct msg *m, const char *via,
 	char perr[SEMQ_ERRLEN];
 	const char *key;
 	uint64_t w = 0;
-	int r = SEMQ_ERR_INTERNAL, own = 0, res = -1, known, found, busy = 0;
+	int r = SEMQ_ERR_INTERNAL, own = 0, res = -1, known, found = 0;
+	int busy = 0;
 	int v = SEMQ_PLUGIN_OK;
 
 	if (result_out)
@@ -128,40 +129,63 @@ int store_receive(struct store *st, const struct msg *m, const char *via,
 	if (r)
 		goto out;
 
-	/* Seen before: at or below the watermark, or in tb_0030 — as the
-	 * other instances left the stream (PostgreSQL: we hold its lock). */
-	r = stream_lock(st, m->id.origin, m->id.dest, &w, &known);
+	/* Seen before: in tb_0030, or at or below the watermark — as the
+	 * other instances left the stream (PostgreSQL: we hold its lock).
+	 * The same message again is a duplicate with its recorded verdict;
+	 * another message under this seq, or one this node can no longer
+	 * tell, is refused (docs/PROTOCOL.md, "The digest"). */
+	r = stream_lock(st, m->id.origin, m->id.dest, m->id.life, now, &w,
+			&known);
 	if (r)
 		goto out;
-	found = m->id.seq <= w;
-	if (!found) {
-		r = in_get(st, m->id.origin, m->id.dest, m->id.seq, &found,
-			   NULL);
-		if (r)
-			goto out;
+	r = in_seen(st, &m->id, w, &found, &res);
+	if (r)
+		goto out;
+	if (found && (res == RES_CONFLICT || res == RES_UNDECIDED)) {
+		r = seterr(st, SEMQ_DECLINED,
+			   res == RES_CONFLICT
+				   ? "%s: another message (another digest) was "
+				     "received under this seq"
+				   : "%s: its seq is at or below the watermark "
+				     "and its record is gone (older than the "
+				     "receipt retention): cannot tell whether "
+				     "it is the same message",
+			   idb);
+		goto out;
 	}
 	if (found) {
-		res = RES_DUPLICATE;
 		r = seterr(st, SEMQ_DUPLICATE, "%s: already received", idb);
 		goto out;
 	}
-	/* The predecessor with the same key must have been recorded. */
-	if (m->prev_seq > 0 && m->prev_seq > w) {
-		r = in_get(st, m->id.origin, m->id.dest, m->prev_seq, &found,
-			   NULL);
+	/* The predecessor with the same key must have been recorded, and be
+	 * the message this one follows (its digest, when both are known). */
+	if (m->prev_seq > 0) {
+		struct msgid pid = m->id;
+		uint64_t have = 0;
+
+		pid.seq = m->prev_seq;
+		r = in_get(st, &pid, &found, NULL, &have);
 		if (r)
 			goto out;
-		if (!found) {
+		if (!found && m->prev_seq > w) {
+			res = -1;
 			r = seterr(st, SEMQ_AGAIN,
 				   "%s: predecessor seq %" PRIu64
 				   " not received yet",
 				   idb, m->prev_seq);
 			goto out;
 		}
+		if (found && have && m->prev_digest && have != m->prev_digest) {
+			res = RES_CONFLICT;
+			r = seterr(st, SEMQ_DECLINED,
+				   "%s: its predecessor seq %" PRIu64
+				   " was received as another message",
+				   idb, m->prev_seq);
+			goto out;
+		}
 	}
 	if (!m->tombstone && key) {
-		r = redo_key_has(st, Q_REDO_KEY_BUSY, m->id.origin, m->id.dest,
-				 key, &busy);
+		r = redo_key_has(st, Q_REDO_KEY_BUSY, &m->id, key, &busy);
 		if (r)
 			goto out;
 	}
@@ -181,21 +205,10 @@ int store_receive(struct store *st, const struct msg *m, const char *via,
 		goto out;
 	}
 	if (!known) {
-		struct db_stmt *s = q_get(st, Q_W_CREATE);
-		int rc;
-
-		if (!s) {
-			r = SEMQ_ERR_DB;
+		r = stream_create(st, m->id.origin, m->id.dest, m->id.life,
+				  now);
+		if (r)
 			goto out;
-		}
-		db_bind_text(s, 1, m->id.origin);
-		db_bind_text(s, 2, m->id.dest);
-		rc = db_step(s);
-		q_put(st, Q_W_CREATE, s);
-		if (rc < 0) {
-			r = dberr(st, idb);
-			goto out;
-		}
 	}
 
 	switch (res) {
@@ -222,11 +235,13 @@ int store_receive(struct store *st, const struct msg *m, const char *via,
 	r = in_set_result(st, &m->id, RES_REDO, idb);
 	if (r)
 		goto out;
-	if (v == SEMQ_PLUGIN_RETRY && 1 < st->max_tries)
+	if (v == SEMQ_PLUGIN_RETRY && 1 < st->max_tries) {
 		r = redo_insert(st, m, RS_PENDING, 1, 1, now + level_ms(st, 0),
 				perr, now, idb);
-	else
+	} else {
+		res = RES_DEAD; /* recorded as REDO, its entry dead */
 		r = redo_insert(st, m, RS_DEAD, 1, 0, now, perr, now, idb);
+	}
 	if (!r)
 		seterr(st, SEMQ_OK, "%s: %s", idb, perr);
 out:
@@ -236,7 +251,8 @@ out:
 	if (result_out)
 		*result_out = res;
 	/* On an error, and on a plugin failure (why it went to redo). */
-	if (r < 0 || (r == SEMQ_OK && v != SEMQ_PLUGIN_OK))
+	if (r < 0 || r == SEMQ_DECLINED ||
+	    (r == SEMQ_OK && v != SEMQ_PLUGIN_OK))
 		copy_err(st, err, errsz);
 	return r;
 }

@@ -20,23 +20,32 @@
  *  - One connection, one thread. Every statement is written once, with ?N
  *    parameters, prepared once on first use and reused (db_reset right after
  *    each use, so no statement keeps a read transaction open). Where the
- *    dialects differ, store__q_pg[] holds the PostgreSQL text (NULL: the
- *    same as store__q_sql[]; both in store_sql.c). A callback that re-enters the store while a cached statement
- *    is still stepping gets a private copy of that statement, finalised
- *    after use.
+ *    dialects differ, store__q[] (store_sql.c) holds the PostgreSQL text
+ *    beside SQLite's. A callback that re-enters the store while a cached
+ *    statement is still stepping gets a private copy of that statement,
+ *    finalised after use.
  *  - Transactions: store_begin() is BEGIN IMMEDIATE on SQLite and BEGIN
  *    (READ COMMITTED) on PostgreSQL; a mutating call made outside a batch
  *    opens and closes its own. Callers act on results (acknowledgements)
  *    only after the commit that makes them true. On PostgreSQL a failed
  *    statement aborts the whole transaction, so after one the batch can
  *    only be rolled back (store_commit refuses it).
- *  - Exactly once: a message is a duplicate when its seq is at or below the
- *    stream's watermark W (semq_stream_in.confirmed_through) or its id is in
- *    tb_0030 (unique idx_0030_1; the insert is ON CONFLICT DO NOTHING, so a
- *    copy recorded by another connection meanwhile is a duplicate too, never
- *    a failed batch). Every seq <= W is AS_OK and its tb_0030 row is gone; W
- *    only moves over a contiguous run of AS_OK rows, and the rows it passes
- *    are deleted in the same transaction.
+ *  - A stream is (origin, dest, life): a life is one database of the
+ *    origin (docs/PROTOCOL.md, "Lives of a node"). Every id the store is
+ *    given carries its life; the node's own rows carry st->life.
+ *  - Exactly once: a message is seen when its id is in tb_0030 (unique
+ *    idx_0030_1; the insert is ON CONFLICT DO NOTHING, so a copy recorded
+ *    by another connection meanwhile is a duplicate too, never a failed
+ *    batch) or its seq is at or below the stream's watermark W
+ *    (semq_stream_in.confirmed_through). Every seq <= W is AS_OK; W only
+ *    moves over a contiguous run of AS_OK rows. The rows stay for the
+ *    receipt retention, so that a second copy is compared by its digest:
+ *    the same message is a duplicate with its recorded verdict, another
+ *    one is refused as a conflict, and one whose row is gone (seq <= W) as
+ *    undecided when it has a digest (store__in_seen). A message whose
+ *    prev_seq row holds another digest than its prev_digest is a conflict
+ *    too: a later message of a key never takes effect before an earlier
+ *    one that its origin has to renumber.
  *  - Several instances on one PostgreSQL database: store_receive(),
  *    store_redo_run() and store_redo_discard() first lock their stream's row
  *    in semq_stream_in (created if missing, then SELECT ... FOR UPDATE) and
@@ -51,7 +60,7 @@
  *  - A plugin runs inside SAVEPOINT semq_apply, after the tb_0030 row is
  *    written: a failure rolls back only the plugin's writes, and the message
  *    goes to tb_0033 (pending or dead) in the same transaction.
- *  - Key order in tb_0033: per (origin, dest, msg_key) at most one entry is
+ *  - Key order in tb_0033: per (origin, dest, life, msg_key) at most one entry is
  *    the head (pending or dead); later ones are waiting (status 1). When the
  *    head finishes (done or discarded) the lowest-seq waiting entry becomes
  *    pending, at once or at its deliver_at if that is later.
@@ -94,20 +103,23 @@
 #define MSG_COLS                                                               \
 	"origin, dest, seq, type, msg_key, prev_seq, deliver_at, payload"
 #define OUT_COLS                                                               \
-	MSG_COLS ", created_at, status, attempts, next_attempt_at, sent_at,"   \
-		 " acked_at, result, last_error, id"
+	MSG_COLS                                                               \
+	", created_at, status, attempts, next_attempt_at, sent_at,"            \
+	" acked_at, result, last_error, id, life, digest, prev_digest"
 #define REDO_COLS                                                              \
 	MSG_COLS ", msg_created_at, status, tries, level, next_attempt_at,"    \
-		 " created_at, updated_at, last_error, discard_reason, id"
+		 " created_at, updated_at, last_error, discard_reason, id, "   \
+		 "life"
 #define IN_COLS                                                                \
 	"origin, dest, seq, type, msg_key, prev_seq, received_at, via,"        \
-	" result, ack_status, confirm_need, confirm_got, id"
+	" result, ack_status, confirm_need, confirm_got, id, life, digest"
 #define REDO_INSERT_SQL                                                        \
-	"INSERT INTO tb_0033(origin, dest, seq, type, msg_key, prev_seq,"      \
+	"INSERT INTO tb_0033(origin, dest, seq, life, type, msg_key, "         \
+	"prev_seq,"                                                            \
 	" deliver_at, msg_created_at, payload, status, tries, level,"          \
 	" next_attempt_at, last_error, created_at, updated_at)"                \
 	" VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13,"     \
-	" ?14, ?15, ?15)"
+	" ?14, ?15, ?16, ?16)"
 /* PostgreSQL sorts text by the database's collation; node ids are compared
  * byte by byte (as SQLite and strcmp do), whatever the cluster's locale. */
 #define BYTES " COLLATE \"C\""
@@ -121,21 +133,25 @@ enum q {
 	Q_SP,
 	Q_SP_UNDO,
 	Q_SP_RELEASE,
-	/* watermarks */
+	/* inbound streams and their watermarks (a stream: ?1 origin, ?2 dest,
+	 * ?3 life) */
 	Q_W_GET,
 	Q_W_CREATE,
 	Q_W_SET,
 	Q_W_LIST,
+	Q_W_CURRENT,
+	Q_ORIGIN_LIFE,
+	Q_W_HIGH,
 	Q_W_LOCK,      /* PostgreSQL only */
 	Q_W_LOCK_SKIP, /* PostgreSQL only */
-	/* tb_0030 */
+	/* tb_0030 (an id: ?1 origin, ?2 dest, ?3 seq, ?4 life) */
 	Q_IN_GET,
 	Q_IN_INSERT,
 	Q_IN_SET_RESULT,
 	Q_IN_ACK,
 	Q_IN_UNACKED,
 	Q_IN_RUN,
-	Q_IN_COMPACT,
+	Q_IN_PURGE,
 	Q_IN_LIST_ALL,
 	Q_IN_LIST,
 	/* tb_0033 */
@@ -145,6 +161,7 @@ enum q {
 	Q_REDO_KEY_NEXT,
 	Q_REDO_RELEASE,
 	Q_REDO_GET,
+	Q_REDO_STATUS_OF,
 	Q_REDO_DUE,
 	Q_REDO_NEXT_DUE,
 	Q_REDO_LIST_ALL,
@@ -161,12 +178,14 @@ enum q {
 	Q_OUT_NEXT_STREAM_DEST,
 	Q_OUT_INFLIGHT,
 	Q_OUT_SENDABLE,
+	Q_OUT_NEXT_LIFE,
 	Q_OUT_STATUS,
 	Q_OUT_MARK_SENT,
 	Q_OUT_MARK_RELAY,
 	Q_OUT_MARK_UNSENT,
 	Q_OUT_MARK_CONFIRMED,
 	Q_OUT_CANCEL,
+	Q_OUT_HOLD,
 	Q_OUT_IN_DOUBT,
 	Q_OUT_DEFER,
 	Q_OUT_DROP_COPY,
@@ -174,8 +193,27 @@ enum q {
 	Q_OUT_PURGE,
 	Q_REDO_PURGE,
 	Q_OUT_GET,
+	Q_OUT_DIGEST,
 	Q_OUT_LIST_ALL,
 	Q_OUT_LIST,
+	/* renumbering and the stream counters (semq_stream_out) */
+	Q_OUT_CHAIN,
+	Q_OUT_NEXT_SEQ,
+	Q_OUT_RENUMBER,
+	Q_OUT_LAST_SEQ,
+	Q_OUT_RESYNC,
+	Q_OUT_STREAMS,
+	/* a relay's record of the streams it relayed */
+	Q_RELAY_NOTE,
+	Q_RELAY_LIST,
+	Q_RELAY_HIGH,
+	Q_RELAY_CURRENT,
+	/* lives */
+	Q_LIVES,
+	Q_LIFE_BUSY,
+	Q_LIFE_DROP_IN,
+	Q_LIFE_DROP_RECV,
+	Q_LIFE_DROP_RELAY,
 	/* status */
 	Q_STAT_OUT,
 	Q_STAT_IN,
@@ -189,6 +227,7 @@ enum q {
 struct stream_id {
 	char origin[SEMQ_ID_MAX + 1];
 	char dest[SEMQ_ID_MAX + 1];
+	uint64_t life;
 };
 
 struct store {
@@ -196,6 +235,9 @@ struct store {
 	const char *name; /* db_name(db): the file or URL, for messages */
 	int pg;           /* db_kind(db) == DB_PG */
 	char node_id[SEMQ_ID_MAX + 1];
+	uint64_t life;             /* this database's life (semq_meta) */
+	int migrated_from;         /* schema version before open */
+	char backup[STORE_ERRMAX]; /* the copy kept before it */
 	size_t max_payload;
 	int64_t *levels; /* owned: redo backoff levels, ms */
 	size_t n_levels;
@@ -218,9 +260,13 @@ struct store {
 	int full; /* errmsg is a full disk or a failed write */
 };
 
-/* The SQL texts (store_sql.c): SQLite, and PostgreSQL where it differs. */
-extern const char *const store__q_sql[Q__N];
-extern const char *const store__q_pg[Q__N];
+/* The SQL text of each statement (store_sql.c): SQLite's, and
+ * PostgreSQL's where it differs (NULL: the same; lite NULL: PostgreSQL
+ * only). */
+struct q_text {
+	const char *lite, *pg;
+};
+extern const struct q_text store__q[Q__N];
 
 int store__seterr(struct store *st, int code, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
@@ -230,6 +276,11 @@ struct db_stmt *store__q_get(struct store *st, enum q i);
 void store__q_put(struct store *st, enum q i, struct db_stmt *s);
 int store__q_exec(struct store *st, enum q i, const char *what);
 void store__bind_id(struct db_stmt *s, const struct msgid *id);
+/* ?1 origin, ?2 dest, ?3 life: an inbound stream. */
+void store__bind_stream(struct db_stmt *s, const char *origin, const char *dest,
+			uint64_t life);
+/* A digest as ?i: NULL when unknown (0). */
+void store__bind_digest(struct db_stmt *s, int i, uint64_t digest);
 const char *store__key_of(const struct msg *m);
 void store__bind_key(struct db_stmt *s, int i, const struct msg *m);
 void store__bind_payload(struct db_stmt *s, int i, const struct msg *m);
@@ -245,6 +296,8 @@ int store__check_body(struct store *st, const char *what, const struct msg *m);
 
 void store__col_text(char *dst, size_t cap, struct db_stmt *s, int col);
 int store__col_int(struct db_stmt *s, int col);
+/* A copy of a text column (NULL stays NULL); -1 when out of memory. */
+int store__col_dup(struct db_stmt *s, int col, char **out);
 int store__col_out(struct store *st, struct db_stmt *s, struct msg *m,
 		   struct out_row *row, char **le);
 int store__col_redo(struct store *st, struct db_stmt *s, struct msg *m,
@@ -259,11 +312,15 @@ void store__keep_row_strs(struct store *st, char *a, char *b);
 int store__migrate(struct store *st);
 int store__meta_sync(struct store *st);
 int store__stream_held(const struct store *st, const char *origin,
-		       const char *dest);
+		       const char *dest, uint64_t life);
 int store__stream_lock(struct store *st, const char *origin, const char *dest,
-		       uint64_t *w, int *known);
-int store__in_get(struct store *st, const char *origin, const char *dest,
-		  uint64_t seq, int *found, int *result);
+		       uint64_t life, int64_t now, uint64_t *w, int *known);
+int store__stream_create(struct store *st, const char *origin, const char *dest,
+			 uint64_t life, int64_t now);
+int store__in_get(struct store *st, const struct msgid *id, int *found,
+		  int *result, uint64_t *digest);
+int store__in_seen(struct store *st, const struct msgid *id, uint64_t w,
+		   int *seen, int *result);
 int store__in_insert(struct store *st, const struct msg *m, const char *via,
 		     unsigned need, int64_t now, int result, const char *idb);
 int store__in_set_result(struct store *st, const struct msgid *id, int result,
@@ -274,18 +331,21 @@ int store__apply_sp(struct store *st, const struct msg *m, unsigned tries,
 int store__redo_insert(struct store *st, const struct msg *m, int status,
 		       int tries, int level, int64_t next_at,
 		       const char *last_error, int64_t now, const char *idb);
-int store__redo_key_has(struct store *st, enum q i, const char *origin,
-			const char *dest, const char *key, int *yes);
+int store__redo_key_has(struct store *st, enum q i, const struct msgid *sid,
+			const char *key, int *yes);
 int64_t store__level_ms(const struct store *st, int level);
 
 #define apply_sp store__apply_sp
 #define bind_id store__bind_id
+#define bind_stream store__bind_stream
+#define bind_digest store__bind_digest
 #define bind_key store__bind_key
 #define bind_payload store__bind_payload
 #define check_body store__check_body
 #define check_msgid store__check_msgid
 #define check_node store__check_node
 #define col_int store__col_int
+#define col_dup store__col_dup
 #define col_out store__col_out
 #define col_redo store__col_redo
 #define col_text store__col_text
@@ -294,6 +354,7 @@ int64_t store__level_ms(const struct store *st, int level);
 #define each_out store__each_out
 #define each_redo store__each_redo
 #define in_get store__in_get
+#define in_seen store__in_seen
 #define in_insert store__in_insert
 #define in_set_result store__in_set_result
 #define keep_row_strs store__keep_row_strs
@@ -310,6 +371,7 @@ int64_t store__level_ms(const struct store *st, int level);
 #define seterr store__seterr
 #define stream_held store__stream_held
 #define stream_lock store__stream_lock
+#define stream_create store__stream_create
 #define tx_close store__tx_close
 #define tx_open store__tx_open
 

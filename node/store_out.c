@@ -110,7 +110,8 @@ out:
 int store_enqueue_copy(struct store *st, const struct msg *m, int64_t now)
 {
 	struct db_stmt *s = NULL;
-	int r = SEMQ_ERR_INTERNAL, rc, own = 0;
+	int r = SEMQ_ERR_INTERNAL, rc, own = 0, status;
+	uint64_t have = 0;
 	char idb[MSGID_STRLEN];
 
 	if (!st)
@@ -139,16 +140,20 @@ int store_enqueue_copy(struct store *st, const struct msg *m, int64_t now)
 		goto out;
 	}
 	bind_id(s, &m->id);
-	db_bind_int64(s, 4, m->type);
-	bind_key(s, 5, m);
-	db_bind_int64(s, 6, (int64_t)m->prev_seq);
-	db_bind_int64(s, 7, m->deliver_at);
-	bind_payload(s, 8, m);
-	db_bind_int64(s, 9, m->created_at);
+	db_bind_int64(s, 5, m->type);
+	bind_key(s, 6, m);
+	db_bind_int64(s, 7, (int64_t)m->prev_seq);
+	db_bind_int64(s, 8, m->deliver_at);
+	bind_payload(s, 9, m);
+	db_bind_int64(s, 10, m->created_at);
 	/* A tombstone is kept as what it is: a cancelled row to deliver. */
-	db_bind_int64(s, 10, m->tombstone ? SS_CANCELLED : SS_UNSEND);
-	db_bind_int64(s, 11, now);
+	db_bind_int64(s, 11, m->tombstone ? SS_CANCELLED : SS_UNSEND);
+	db_bind_int64(s, 12, now);
+	bind_digest(s, 13, m->id.digest);
+	bind_digest(s, 14, m->prev_digest);
 	rc = db_step(s);
+	q_put(st, Q_OUT_COPY, s);
+	s = NULL;
 	if (rc < 0) {
 		enum db_errclass ec = db_errclass(st->db);
 
@@ -162,13 +167,79 @@ int store_enqueue_copy(struct store *st, const struct msg *m, int64_t now)
 		goto out;
 	}
 	if (db_changes(st->db) == 0) {
-		r = seterr(st, SEMQ_DUPLICATE, "%s: already stored", idb);
+		/* The same message again, or another one under its id? */
+		r = store_outbound_state(st, &m->id, &status, &have);
+		if (r)
+			goto out;
+		if (have && m->id.digest && have != m->id.digest)
+			r = seterr(st, SEMQ_DECLINED,
+				   "%s: a copy of another message (digest "
+				   "%016" PRIx64 ") is held under this id",
+				   idb, have);
+		else
+			r = seterr(st, SEMQ_DUPLICATE, "%s: already stored",
+				   idb);
 		goto out;
 	}
 	r = SEMQ_OK;
 out:
 	q_put(st, Q_OUT_COPY, s);
 	return tx_close(st, own, r);
+}
+
+int store_outbound_state(struct store *st, const struct msgid *id, int *status,
+			 uint64_t *digest)
+{
+	struct db_stmt *s;
+	char idb[MSGID_STRLEN];
+	int rc, r;
+
+	if (!st)
+		return SEMQ_ERR_INVALID;
+	r = check_msgid(st, id);
+	if (r)
+		return r;
+	s = q_get(st, Q_OUT_DIGEST);
+	if (!s)
+		return SEMQ_ERR_DB;
+	bind_id(s, id);
+	rc = db_step(s);
+	if (rc == DB_ROW) {
+		if (digest)
+			*digest = db_col_null(s, 0)
+					  ? 0
+					  : (uint64_t)db_col_int64(s, 0);
+		if (status)
+			*status = col_int(s, 1);
+		r = SEMQ_OK;
+	} else if (rc == DB_DONE) {
+		r = seterr(st, SEMQ_ERR_NOT_FOUND,
+			   "%s: no such outbound message",
+			   msgid_str(id, idb, sizeof idb));
+	} else {
+		r = dberr(st, "reading tb_0031");
+	}
+	q_put(st, Q_OUT_DIGEST, s);
+	return r;
+}
+
+int store_outbound_digest(struct store *st, const struct msgid *id,
+			  uint64_t *digest)
+{
+	struct msg m;
+	struct out_row row;
+	int r, status;
+
+	*digest = 0;
+	r = store_outbound_state(st, id, &status, digest);
+	if (r || *digest)
+		return r;
+	r = store_outbound_get(st, id, &m, &row);
+	if (r)
+		return r;
+	*digest = semq_msg_digest(&m);
+	msg_clear(&m);
+	return SEMQ_OK;
 }
 
 /* Next stream with unsent rows after (sd, so); *found = 0 at the end. */
@@ -209,10 +280,61 @@ static int stream_cmp(const char *d1, const char *o1, const char *d2,
 	return c ? c : strcmp(o1, o2);
 }
 
+/*
+ * Which life of stream (dest, origin) is sent now: this node's own rows
+ * have its life; a relay's copies of several lives of one origin (it was
+ * re-imaged while copies of its earlier life were held) go oldest life
+ * first — the one that began at this relay first — so that a business
+ * object's documents reach their destination in the order they were made.
+ */
+static int sendable_life(struct store *st, const char *dest, const char *origin,
+			 uint64_t *life)
+{
+	struct db_stmt *s;
+	uint64_t cand = 0, best = 0;
+	int64_t best_at = INT64_MAX;
+	int rc, r = SEMQ_OK, k;
+
+	*life = st->life;
+	if (strcmp(origin, st->node_id) == 0)
+		return SEMQ_OK;
+	/* One seek per life with unsent copies (a handful at most). */
+	for (k = 0; k < 64; k++) {
+		int found = 0;
+		int64_t at = 0;
+
+		s = q_get(st, Q_OUT_NEXT_LIFE);
+		if (!s)
+			return SEMQ_ERR_DB;
+		db_bind_text(s, 1, dest);
+		db_bind_text(s, 2, origin);
+		db_bind_int64(s, 3, (int64_t)cand);
+		rc = db_step(s);
+		if (rc == DB_ROW) {
+			found = 1;
+			cand = (uint64_t)db_col_int64(s, 0);
+			at = db_col_null(s, 1) ? 0 : db_col_int64(s, 1);
+		}
+		q_put(st, Q_OUT_NEXT_LIFE, s);
+		if (rc < 0)
+			return dberr(st, "fetch_sendable: lives of a stream");
+		if (!found)
+			break;
+		if (!best || at < best_at) {
+			best = cand;
+			best_at = at;
+		}
+	}
+	if (best)
+		*life = best;
+	return r;
+}
+
 int store_fetch_sendable(struct store *st, const char *dest, int64_t now,
 			 unsigned window, unsigned limit, store_out_cb cb,
 			 void *ctx)
 {
+	uint64_t life = 0;
 	char cd[SEMQ_ID_MAX + 1] = "", co[SEMQ_ID_MAX + 1] = ""; /* cursor */
 	char sd[SEMQ_ID_MAX + 1] = "", so[SEMQ_ID_MAX + 1] = ""; /* stream */
 	char ld[SEMQ_ID_MAX + 1] = "", lo[SEMQ_ID_MAX + 1] = ""; /* served */
@@ -279,6 +401,9 @@ int store_fetch_sendable(struct store *st, const char *dest, int64_t now,
 		if (!room)
 			continue;
 
+		r = sendable_life(st, sd, so, &life);
+		if (r)
+			goto out;
 		s = q_get(st, Q_OUT_SENDABLE);
 		if (!s) {
 			r = SEMQ_ERR_DB;
@@ -288,6 +413,7 @@ int store_fetch_sendable(struct store *st, const char *dest, int64_t now,
 		db_bind_text(s, 2, so);
 		db_bind_int64(s, 3, now);
 		db_bind_int64(s, 4, room);
+		db_bind_int64(s, 5, (int64_t)life);
 		n = 0;
 		r = each_out(st, s, cb, ctx, &n, &stopped);
 		q_put(st, Q_OUT_SENDABLE, s);
@@ -341,20 +467,37 @@ static int out_declined(struct store *st, const struct msgid *id,
 	return r;
 }
 
+/* A parameter of an outbound transition, bound from ?5 on. */
+struct targ {
+	enum { TA_INT, TA_TEXT, TA_DIGEST } kind;
+	int64_t v;
+	const char *t;
+};
+#define TI(x)                                                                  \
+	{                                                                      \
+		TA_INT, (int64_t)(x), NULL                                     \
+	}
+#define TT(x)                                                                  \
+	{                                                                      \
+		TA_TEXT, 0, (x)                                                \
+	}
+#define TD(x)                                                                  \
+	{                                                                      \
+		TA_DIGEST, (int64_t)(x), NULL                                  \
+	}
+
 /*
- * Runs one of the outbound transitions: `i` binds the id as ?1..?3 and, as
- * far as its statement has `nargs` parameters, a4/a5 (a5_text when
- * `a5_is_text`) as ?4/?5. SEMQ_DECLINED (errmsg says why, *declined_status
- * the status found or INT_MIN when there is no row) when no row was in a
- * status the transition applies to.
+ * Runs one of the outbound transitions: `i` binds the id as ?1..?4 and
+ * args[0..n) as ?5 on. SEMQ_DECLINED (errmsg says why, *declined_status the
+ * status found or INT_MIN when there is no row) when no row was in a status
+ * the transition applies to.
  */
 static int out_transition(struct store *st, enum q i, const struct msgid *id,
-			  int nargs, int64_t a4, int64_t a5,
-			  const char *a5_text, int a5_is_text, const char *what,
+			  const struct targ *args, int n, const char *what,
 			  const char *wanted, int *declined_status)
 {
 	struct db_stmt *s = NULL;
-	int r = SEMQ_ERR_INTERNAL, rc, own = 0, ds;
+	int r = SEMQ_ERR_INTERNAL, rc, own = 0, ds, k;
 	char idb[MSGID_STRLEN];
 
 	if (!declined_status)
@@ -374,12 +517,14 @@ static int out_transition(struct store *st, enum q i, const struct msgid *id,
 		goto out;
 	}
 	bind_id(s, id);
-	if (nargs >= 4)
-		db_bind_int64(s, 4, a4);
-	if (nargs >= 5 && a5_is_text)
-		db_bind_text(s, 5, a5_text);
-	else if (nargs >= 5)
-		db_bind_int64(s, 5, a5);
+	for (k = 0; k < n; k++) {
+		if (args[k].kind == TA_TEXT)
+			db_bind_text(s, 5 + k, args[k].t);
+		else if (args[k].kind == TA_DIGEST)
+			bind_digest(s, 5 + k, (uint64_t)args[k].v);
+		else
+			db_bind_int64(s, 5 + k, args[k].v);
+	}
 	rc = db_step(s);
 	q_put(st, i, s);
 	s = NULL;
@@ -399,42 +544,53 @@ out:
 int store_mark_sent(struct store *st, const struct msgid *id, int64_t now,
 		    int64_t query_at)
 {
-	return out_transition(st, Q_OUT_MARK_SENT, id, 5, now, query_at, NULL,
-			      0, "mark sent", "0", NULL);
+	const struct targ a[] = {TI(now), TI(query_at),
+				 TD(id ? id->digest : 0)};
+
+	return out_transition(st, Q_OUT_MARK_SENT, id, a, 3, "mark sent", "0",
+			      NULL);
 }
 
 int store_mark_relay_acked(struct store *st, const struct msgid *id,
 			   int64_t now, int64_t query_at)
 {
-	return out_transition(st, Q_OUT_MARK_RELAY, id, 4, query_at, 0, NULL, 0,
+	const struct targ a[] = {TI(query_at)};
+
+	(void)now;
+	return out_transition(st, Q_OUT_MARK_RELAY, id, a, 1,
 			      "mark relay-acked", "4", NULL);
 }
 
 int store_mark_unsent(struct store *st, const struct msgid *id,
 		      int64_t retry_at, const char *error)
 {
-	return out_transition(st, Q_OUT_MARK_UNSENT, id, 5, retry_at, 0, error,
-			      1, "mark unsent", "4 or 6", NULL);
+	const struct targ a[] = {TI(retry_at), TT(error)};
+
+	return out_transition(st, Q_OUT_MARK_UNSENT, id, a, 2, "mark unsent",
+			      "4 or 6", NULL);
 }
 
 int store_mark_confirmed(struct store *st, const struct msgid *id, int result,
 			 int64_t now)
 {
+	const struct targ a[] = {TI(result), TI(now)};
+
 	if (!st)
 		return SEMQ_ERR_INVALID;
-	if (result < RES_PROCESSED || result > RES_CANCELLED)
+	if (result < RES_PROCESSED || result > RES_DEAD)
 		return seterr(st, SEMQ_ERR_INVALID,
-			      "mark confirmed: result %d is not 0..4", result);
-	return out_transition(st, Q_OUT_MARK_CONFIRMED, id, 5, result, now,
-			      NULL, 0, "mark confirmed", "0, 4, 6 or -2", NULL);
+			      "mark confirmed: result %d is not 0..5", result);
+	return out_transition(st, Q_OUT_MARK_CONFIRMED, id, a, 2,
+			      "mark confirmed", "0, 4, 6, 8 or -2", NULL);
 }
 
 int store_cancel(struct store *st, const struct msgid *id, int64_t now)
 {
+	const struct targ a[] = {TI(now)};
 	int r, status;
 
-	r = out_transition(st, Q_OUT_CANCEL, id, 4, now, 0, NULL, 0, "cancel",
-			   "0, 4 or 6", &status);
+	r = out_transition(st, Q_OUT_CANCEL, id, a, 1, "cancel", "0, 4, 6 or 8",
+			   &status);
 	if (r != SEMQ_DECLINED)
 		return r;
 	if (status == INT_MIN) /* errmsg: no such message */
@@ -442,6 +598,15 @@ int store_cancel(struct store *st, const struct msgid *id, int64_t now)
 	if (status == SS_CANCELLED) /* already cancelled: nothing to do */
 		return SEMQ_OK;
 	return SEMQ_DECLINED;
+}
+
+int store_hold(struct store *st, const struct msgid *id, int result,
+	       const char *why, int64_t now)
+{
+	const struct targ a[] = {TI(result), TT(why), TI(now)};
+
+	return out_transition(st, Q_OUT_HOLD, id, a, 3, "hold", "0, 4 or 6",
+			      NULL);
 }
 
 /* Rows of query i due at `now` (bound as ?1), at most `limit` (?2). */
@@ -475,14 +640,18 @@ int store_fetch_in_doubt(struct store *st, int64_t now, unsigned limit,
 
 int store_defer(struct store *st, const struct msgid *id, int64_t next_at)
 {
-	return out_transition(st, Q_OUT_DEFER, id, 4, next_at, 0, NULL, 0,
-			      "defer", "4, 6 or unanswered -2", NULL);
+	const struct targ a[] = {TI(next_at)};
+
+	return out_transition(st, Q_OUT_DEFER, id, a, 1, "defer",
+			      "4, 6 or unanswered -2", NULL);
 }
 
 int store_drop_copy(struct store *st, const struct msgid *id)
 {
-	return out_transition(st, Q_OUT_DROP_COPY, id, 3, 0, 0, NULL, 0,
-			      "drop copy", "a relay copy", NULL);
+	const struct targ a[] = {TD(id ? id->digest : 0)};
+
+	return out_transition(st, Q_OUT_DROP_COPY, id, a, 1, "drop copy",
+			      "a relay copy of that message", NULL);
 }
 
 int store_fetch_tombstones(struct store *st, int64_t now, unsigned limit,
@@ -547,10 +716,12 @@ out:
 static int check_out_status(struct store *st, int status)
 {
 	if (status < -99 || status == SS_UNSEND || status == SS_SEND ||
-	    status == SS_ACK || status == SS_ACK2 || status == SS_CANCELLED)
+	    status == SS_ACK || status == SS_HELD || status == SS_ACK2 ||
+	    status == SS_CANCELLED)
 		return SEMQ_OK;
 	return seterr(st, SEMQ_ERR_INVALID,
-		      "tb_0031: status %d is not 0, 4, 6, 100 or -2", status);
+		      "tb_0031: status %d is not 0, 4, 6, 8, 100 or -2",
+		      status);
 }
 
 int store_outbound_list(struct store *st, int status, unsigned limit,
@@ -579,5 +750,271 @@ int store_outbound_list(struct store *st, int status, unsigned limit,
 	}
 	r = each_out(st, s, cb, ctx, NULL, NULL);
 	q_put(st, i, s);
+	return r;
+}
+
+/* ---- renumbering and stream counters ------------------------------------ */
+
+/* The next seq of this node's stream to dest (the counter moves). */
+static int next_seq(struct store *st, const char *dest, uint64_t *seq)
+{
+	struct db_stmt *s = q_get(st, Q_OUT_NEXT_SEQ);
+	int rc, r = SEMQ_OK;
+
+	if (!s)
+		return SEMQ_ERR_DB;
+	db_bind_text(s, 1, st->node_id);
+	db_bind_text(s, 2, dest);
+	rc = db_step(s);
+	if (rc == DB_ROW)
+		*seq = (uint64_t)db_col_int64(s, 0);
+	else if (rc == DB_DONE)
+		r = seterr(st, SEMQ_ERR_INTERNAL,
+			   "%s: stream %s/%s has no counter", st->name,
+			   st->node_id, dest);
+	else
+		r = dberr(st, "renumber: the stream's counter");
+	if (rc == DB_ROW)
+		rc = db_step(s); /* to the end: the update is complete */
+	q_put(st, Q_OUT_NEXT_SEQ, s);
+	return r;
+}
+
+int store_renumber(struct store *st, const struct msgid *id, int64_t now,
+		   const char *why, struct msgid **olds, unsigned *n_out,
+		   uint64_t *first_out)
+{
+	struct db_stmt *s = NULL;
+	struct msg m;
+	struct out_row row;
+	struct msgid *seqs = NULL;
+	uint64_t prev, nseq = 0;
+	size_t n = 0, cap = 0, k;
+	int r = SEMQ_ERR_INTERNAL, rc, own = 0;
+	char idb[MSGID_STRLEN];
+
+	memset(&m, 0, sizeof m);
+	if (olds)
+		*olds = NULL;
+	if (n_out)
+		*n_out = 0;
+	if (first_out)
+		*first_out = 0;
+	if (!st)
+		return SEMQ_ERR_INVALID;
+	r = tx_open(st, &own);
+	if (r)
+		goto out;
+	r = store_outbound_get(st, id, &m, &row);
+	if (r)
+		goto out;
+	msgid_str(id, idb, sizeof idb);
+	if (strcmp(m.id.origin, st->node_id) != 0 || m.id.life != st->life) {
+		r = seterr(st, SEMQ_DECLINED,
+			   "%s: not a message of this node's life", idb);
+		goto out;
+	}
+	if (row.status == SS_ACK2 ||
+	    (row.status == SS_CANCELLED && row.result >= 0)) {
+		r = seterr(st, SEMQ_DECLINED, "%s: already %s", idb,
+			   semq_status_name("tb_0031", row.status));
+		goto out;
+	}
+	/* The row and the unconfirmed later rows of its key, in order. */
+	s = q_get(st, Q_OUT_CHAIN);
+	if (!s) {
+		r = SEMQ_ERR_DB;
+		goto out;
+	}
+	db_bind_text(s, 1, m.id.origin);
+	db_bind_text(s, 2, m.id.dest);
+	db_bind_int64(s, 3, (int64_t)m.id.life);
+	db_bind_int64(s, 4, (int64_t)m.id.seq);
+	bind_key(s, 5, &m);
+	while ((rc = db_step(s)) == DB_ROW) {
+		if (n == cap) {
+			size_t nc = cap ? cap * 2 : 16;
+			struct msgid *v = realloc(seqs, nc * sizeof *v);
+			if (!v) {
+				r = seterr(st, SEMQ_ERR_NOMEM, "%s",
+					   "renumber: out of memory");
+				goto out;
+			}
+			seqs = v;
+			cap = nc;
+		}
+		seqs[n] = m.id;
+		seqs[n].seq = (uint64_t)db_col_int64(s, 0);
+		seqs[n].digest =
+			db_col_null(s, 1) ? 0 : (uint64_t)db_col_int64(s, 1);
+		n++;
+	}
+	q_put(st, Q_OUT_CHAIN, s);
+	s = NULL;
+	if (rc < 0) {
+		r = dberr(st, "renumber: reading the key's rows");
+		goto out;
+	}
+	/* The first keeps its predecessor; each later one follows the one
+	 * renumbered before it. */
+	prev = m.prev_seq;
+	for (k = 0; k < n; k++) {
+		struct msgid old = seqs[k];
+
+		r = next_seq(st, m.id.dest, &nseq);
+		if (r)
+			goto out;
+		s = q_get(st, Q_OUT_RENUMBER);
+		if (!s) {
+			r = SEMQ_ERR_DB;
+			goto out;
+		}
+		bind_id(s, &old);
+		db_bind_int64(s, 5, (int64_t)nseq);
+		db_bind_int64(s, 6, (int64_t)(k ? prev : m.prev_seq));
+		db_bind_int64(s, 7, now);
+		db_bind_text(s, 8, why);
+		rc = db_step(s);
+		q_put(st, Q_OUT_RENUMBER, s);
+		s = NULL;
+		if (rc < 0) {
+			r = dberr(st, "renumber");
+			goto out;
+		}
+		if (k == 0 && first_out)
+			*first_out = nseq;
+		prev = nseq;
+	}
+	if (n_out)
+		*n_out = (unsigned)n;
+	if (olds) {
+		*olds = seqs;
+		seqs = NULL;
+	}
+	r = SEMQ_OK;
+out:
+	q_put(st, Q_OUT_CHAIN, s);
+	msg_clear(&m);
+	free(seqs);
+	return tx_close(st, own, r);
+}
+
+int store_last_seq(struct store *st, const char *dest, uint64_t *last)
+{
+	struct db_stmt *s;
+	int rc, r;
+
+	*last = 0;
+	if (!st)
+		return SEMQ_ERR_INVALID;
+	r = check_node(st, "dest", dest, SEMQ_ID_MAX + 1);
+	if (r)
+		return r;
+	s = q_get(st, Q_OUT_LAST_SEQ);
+	if (!s)
+		return SEMQ_ERR_DB;
+	db_bind_text(s, 1, st->node_id);
+	db_bind_text(s, 2, dest);
+	rc = db_step(s);
+	if (rc == DB_ROW)
+		*last = (uint64_t)db_col_int64(s, 0);
+	r = rc < 0 ? dberr(st, "reading a stream's counter") : SEMQ_OK;
+	q_put(st, Q_OUT_LAST_SEQ, s);
+	return r;
+}
+
+int store_stream_resync(struct store *st, const char *dest, uint64_t high,
+			int64_t now, const char *note, int record,
+			uint64_t *moved_from, int *moved)
+{
+	struct db_stmt *s = NULL;
+	uint64_t last = 0;
+	int r = SEMQ_ERR_INTERNAL, own = 0;
+
+	if (moved_from)
+		*moved_from = 0;
+	if (moved)
+		*moved = 0;
+	if (!st)
+		return SEMQ_ERR_INVALID;
+	if (high > (uint64_t)INT64_MAX)
+		return seterr(st, SEMQ_ERR_INVALID,
+			      "resync: seq %" PRIu64 " out of range", high);
+	r = tx_open(st, &own);
+	if (r)
+		goto out;
+	/* Read under the write lock (SQLite) or before a row lock that the
+	 * upsert takes (PostgreSQL: GREATEST keeps it from going down). */
+	r = store_last_seq(st, dest, &last);
+	if (r)
+		goto out;
+	if (last >= high && !record) {
+		r = seterr(st, SEMQ_DECLINED,
+			   "%s/%s: counter %" PRIu64 " is not below %" PRIu64,
+			   st->node_id, dest, last, high);
+		goto out;
+	}
+	s = q_get(st, Q_OUT_RESYNC);
+	if (!s) {
+		r = SEMQ_ERR_DB;
+		goto out;
+	}
+	db_bind_text(s, 1, st->node_id);
+	db_bind_text(s, 2, dest);
+	db_bind_int64(s, 3, (int64_t)high);
+	db_bind_int64(s, 4, now);
+	db_bind_text(s, 5, note);
+	if (db_step(s) < 0) {
+		r = dberr(st, "resync: moving the stream's counter");
+		goto out;
+	}
+	if (moved_from)
+		*moved_from = last;
+	if (moved)
+		*moved = last < high;
+	r = SEMQ_OK;
+out:
+	q_put(st, Q_OUT_RESYNC, s);
+	return tx_close(st, own, r);
+}
+
+int store_streams_out(struct store *st, store_out_stream_cb cb, void *ctx)
+{
+	struct db_stmt *s;
+	int rc, r = SEMQ_OK;
+
+	if (!st)
+		return SEMQ_ERR_INVALID;
+	if (!cb)
+		return seterr(st, SEMQ_ERR_INVALID, "%s",
+			      "streams_out: callback is missing");
+	s = q_get(st, Q_OUT_STREAMS);
+	if (!s)
+		return SEMQ_ERR_DB;
+	db_bind_text(s, 1, st->node_id);
+	while ((rc = db_step(s)) == DB_ROW) {
+		char dest[SEMQ_ID_MAX + 1], *note = NULL;
+		struct out_stream os;
+		int stop;
+
+		col_text(dest, sizeof dest, s, 0);
+		if (col_dup(s, 4, &note)) {
+			r = seterr(st, SEMQ_ERR_NOMEM, "%s",
+				   "streams_out: out of memory");
+			break;
+		}
+		os.dest = dest;
+		os.last_seq = (uint64_t)db_col_int64(s, 1);
+		os.resyncs = db_col_int64(s, 2);
+		os.resync_at = db_col_null(s, 3) ? 0 : db_col_int64(s, 3);
+		os.note = note;
+		stop = cb(ctx, &os);
+		free(note);
+		if (stop)
+			break;
+	}
+	if (rc < 0)
+		r = dberr(st, "reading semq_stream_out");
+	q_put(st, Q_OUT_STREAMS, s);
 	return r;
 }

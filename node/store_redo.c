@@ -24,26 +24,27 @@ int store__redo_insert(struct store *st, const struct msg *m, int status,
 	if (!s)
 		return SEMQ_ERR_DB;
 	bind_id(s, &m->id);
-	db_bind_int64(s, 4, m->type);
-	bind_key(s, 5, m);
-	db_bind_int64(s, 6, (int64_t)m->prev_seq);
-	db_bind_int64(s, 7, m->deliver_at);
-	db_bind_int64(s, 8, m->created_at);
-	bind_payload(s, 9, m);
-	db_bind_int64(s, 10, status);
-	db_bind_int64(s, 11, tries);
-	db_bind_int64(s, 12, level);
-	db_bind_int64(s, 13, next_at);
-	db_bind_text(s, 14, last_error);
-	db_bind_int64(s, 15, now);
+	db_bind_int64(s, 5, m->type);
+	bind_key(s, 6, m);
+	db_bind_int64(s, 7, (int64_t)m->prev_seq);
+	db_bind_int64(s, 8, m->deliver_at);
+	db_bind_int64(s, 9, m->created_at);
+	bind_payload(s, 10, m);
+	db_bind_int64(s, 11, status);
+	db_bind_int64(s, 12, tries);
+	db_bind_int64(s, 13, level);
+	db_bind_int64(s, 14, next_at);
+	db_bind_text(s, 15, last_error);
+	db_bind_int64(s, 16, now);
 	rc = db_step(s);
 	q_put(st, Q_REDO_INSERT, s);
 	return rc < 0 ? dberr(st, idb) : SEMQ_OK;
 }
 
-/* Does the key have an entry with one of the statuses of query `i`? */
-int store__redo_key_has(struct store *st, enum q i, const char *origin,
-			const char *dest, const char *key, int *yes)
+/* Does the key have an entry with one of the statuses of query `i`, in the
+ * stream of `sid` (its origin, dest and life)? */
+int store__redo_key_has(struct store *st, enum q i, const struct msgid *sid,
+			const char *key, int *yes)
 {
 	struct db_stmt *s = q_get(st, i);
 	int rc, r = SEMQ_OK;
@@ -51,9 +52,8 @@ int store__redo_key_has(struct store *st, enum q i, const char *origin,
 	*yes = 0;
 	if (!s)
 		return SEMQ_ERR_DB;
-	db_bind_text(s, 1, origin);
-	db_bind_text(s, 2, dest);
-	db_bind_text(s, 3, key);
+	bind_stream(s, sid->origin, sid->dest, sid->life);
+	db_bind_text(s, 4, key);
 	rc = db_step(s);
 	if (rc == DB_ROW)
 		*yes = 1;
@@ -65,22 +65,21 @@ int store__redo_key_has(struct store *st, enum q i, const char *origin,
 
 /* After a head finished: the lowest waiting entry of the key becomes
  * pending (at its deliver_at when that is later), unless a head remains. */
-static int redo_release_next(struct store *st, const char *origin,
-			     const char *dest, const char *key, int64_t now)
+static int redo_release_next(struct store *st, const struct msgid *sid,
+			     const char *key, int64_t now)
 {
 	struct db_stmt *s = NULL;
 	int64_t id = 0, at = now;
 	int r = SEMQ_ERR_INTERNAL, rc, head;
 
-	r = redo_key_has(st, Q_REDO_KEY_HEAD, origin, dest, key, &head);
+	r = redo_key_has(st, Q_REDO_KEY_HEAD, sid, key, &head);
 	if (r || head)
 		return r;
 	s = q_get(st, Q_REDO_KEY_NEXT);
 	if (!s)
 		return SEMQ_ERR_DB;
-	db_bind_text(s, 1, origin);
-	db_bind_text(s, 2, dest);
-	db_bind_text(s, 3, key);
+	bind_stream(s, sid->origin, sid->dest, sid->life);
+	db_bind_text(s, 4, key);
 	rc = db_step(s);
 	if (rc == DB_ROW) {
 		id = db_col_int64(s, 0);
@@ -159,9 +158,11 @@ static int redo_load_locked(struct store *st, int64_t id, struct msg *m,
 	int r, known;
 
 	r = redo_load(st, id, m, row, strs);
-	if (r || !st->pg || stream_held(st, m->id.origin, m->id.dest))
+	if (r || !st->pg ||
+	    stream_held(st, m->id.origin, m->id.dest, m->id.life))
 		return r;
-	r = stream_lock(st, m->id.origin, m->id.dest, &w, &known);
+	r = stream_lock(st, m->id.origin, m->id.dest, m->id.life, 0, &w,
+			&known);
 	msg_clear(m);
 	free(strs[0]);
 	free(strs[1]);
@@ -297,8 +298,11 @@ int store_redo_run(struct store *st, int64_t id, int64_t now,
 	}
 	r = redo_update(st, id, status, tries, level, next_at,
 			status == RS_DONE ? NULL : perr, now);
+	/* What a second copy of it is answered from now on. */
+	if (!r && status == RS_DONE)
+		r = in_set_result(st, &m.id, RES_PROCESSED, idb);
 	if (!r && status == RS_DONE && key_of(&m))
-		r = redo_release_next(st, m.id.origin, m.id.dest, m.key, now);
+		r = redo_release_next(st, &m.id, m.key, now);
 	if (r)
 		goto out;
 	if (status_out)
@@ -487,9 +491,11 @@ int store_redo_discard(struct store *st, int64_t id, const char *reason,
 		r = dberr(st, "redo discard");
 		goto out;
 	}
-	r = key_of(&m)
-		    ? redo_release_next(st, m.id.origin, m.id.dest, m.key, now)
-		    : SEMQ_OK;
+	/* It will never take effect: a second copy is answered cancelled. */
+	r = in_set_result(st, &m.id, RES_CANCELLED, "redo discard");
+	if (r)
+		goto out;
+	r = key_of(&m) ? redo_release_next(st, &m.id, m.key, now) : SEMQ_OK;
 out:
 	msg_clear(&m);
 	free(strs[0]);

@@ -1,10 +1,15 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The schema: the migrations embedded from db/ and db/postgresql/ (one
- * runner for both back ends), and the node's rows in semq_meta (its id,
+ * runner for both back ends), the copy of an older database kept before it
+ * is migrated, and the node's rows in semq_meta (its id, its life,
  * max_payload).
  */
 #include "store_int.h"
+
+#include <unistd.h>
+
+#include <openssl/rand.h>
 
 /* pg_advisory_xact_lock key of migrations and the node id check ('SEMQ'). */
 #define MIGRATE_LOCK "1397050705"
@@ -32,6 +37,21 @@ static const struct migration *migrations_of(const struct store *st, size_t *n)
 int store_schema_latest(void)
 {
 	return latest_of(semq_migrations, semq_n_migrations);
+}
+
+int store_migrated_from(const struct store *st)
+{
+	return st ? st->migrated_from : 0;
+}
+
+const char *store_backup(const struct store *st)
+{
+	return st ? st->backup : "";
+}
+
+uint64_t store_life(const struct store *st)
+{
+	return st ? st->life : SEMQ_LIFE_NONE;
 }
 
 int store_schema_version(struct store *st)
@@ -189,6 +209,126 @@ static int bump_schema_cookie(struct store *st)
 	return db_exec(st->db, sql);
 }
 
+/*
+ * The life of a new database (docs/PROTOCOL.md, "Lives of a node"): random,
+ * never 0 (not given) or 1 (the legacy life), set in the transaction of
+ * migration 3 unless that migration kept the legacy life of a database
+ * that had sent messages. An application that sees tb_0031 may insert at
+ * once: the fill trigger needs it.
+ */
+static int life_meta(struct store *st)
+{
+	static const char sql[] = "INSERT INTO semq_meta(key, value)"
+				  " VALUES ('life', ?1)"
+				  " ON CONFLICT (key) DO NOTHING";
+	struct db_stmt *s = NULL;
+	uint64_t life = 0;
+	char v[32];
+	int rc;
+
+	while (life == SEMQ_LIFE_NONE || life == SEMQ_LIFE_LEGACY ||
+	       life > (uint64_t)INT64_MAX)
+		if (RAND_bytes((unsigned char *)&life, sizeof life) != 1)
+			return seterr(st, SEMQ_ERR_INTERNAL,
+				      "%s: no random bytes for the database's "
+				      "life id",
+				      st->name);
+	/* Kept as signed 64-bit text: the column is TEXT, the tables'
+	 * life columns are 64-bit integers; positive, so both read alike. */
+	snprintf(v, sizeof v, "%" PRId64, (int64_t)life);
+	rc = db_prepare(st->db, sql, &s);
+	if (rc == SEMQ_OK) {
+		db_bind_text(s, 1, v);
+		rc = db_step(s);
+		rc = rc < 0 ? rc : SEMQ_OK;
+	}
+	db_finalize(s);
+	return rc;
+}
+
+/*
+ * Before an existing database at schema version `from` is migrated, a copy
+ * of it as it is: SQLite, a file beside it (DB.schemaN.bak, or .bak.1,
+ * .bak.2 ... when that exists); PostgreSQL, a schema beside the current one
+ * (CURRENT_schemaN_bak, or ..._bakK) holding a copy of every SEMQ table.
+ * st->backup names it for the log.
+ */
+static int keep_copy(struct store *st, int from)
+{
+	char path[STORE_ERRMAX], sql[2048];
+	struct db_stmt *s = NULL;
+	int rc, k;
+
+	if (!st->pg) {
+		for (k = 0; k < 1000; k++) {
+			if (k)
+				snprintf(path, sizeof path,
+					 "%s.schema%d.bak.%d", st->name, from,
+					 k);
+			else
+				snprintf(path, sizeof path, "%s.schema%d.bak",
+					 st->name, from);
+			if (access(path, F_OK) != 0)
+				break;
+		}
+		rc = db_prepare(st->db, "VACUUM INTO ?1", &s);
+		if (rc == SEMQ_OK) {
+			db_bind_text(s, 1, path);
+			rc = db_step(s);
+			rc = rc < 0 ? rc : SEMQ_OK;
+		}
+		db_finalize(s);
+		if (rc != SEMQ_OK)
+			return seterr(st, SEMQ_ERR_IO,
+				      "%s: cannot keep a copy before migrating "
+				      "it from schema %d (%s): %s; free some "
+				      "space or copy it yourself and retry",
+				      st->name, from, path, db_errmsg(st->db));
+		snprintf(st->backup, sizeof st->backup, "%s", path);
+		return SEMQ_OK;
+	}
+	snprintf(
+		sql, sizeof sql,
+		"DO $copy$ DECLARE src text := current_schema();"
+		" dst text := current_schema() || '_schema%d_bak';"
+		" n int := 0; t text; BEGIN"
+		" WHILE EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = dst)"
+		" LOOP n := n + 1; dst := src || '_schema%d_bak' || n;"
+		" END LOOP;"
+		" EXECUTE format('CREATE SCHEMA %%I', dst);"
+		" FOREACH t IN ARRAY ARRAY['semq_schema', 'semq_meta',"
+		" 'semq_stream_out', 'semq_stream_in', 'tb_0031', 'tb_0030',"
+		" 'tb_0033'] LOOP EXECUTE format('CREATE TABLE %%I.%%I AS"
+		" TABLE %%I.%%I', dst, t, src, t); END LOOP;"
+		" PERFORM set_config('semq.backup', dst, true); END $copy$",
+		from, from);
+	rc = open_begin(st);
+	if (rc == SEMQ_OK)
+		rc = db_exec(st->db, sql);
+	if (rc == SEMQ_OK)
+		rc = db_prepare(st->db,
+				"SELECT current_setting('semq.backup', true)",
+				&s);
+	if (rc == SEMQ_OK && (rc = db_step(s)) == DB_ROW) {
+		snprintf(st->backup, sizeof st->backup, "schema %s of %s",
+			 db_col_text(s, 0) ? db_col_text(s, 0) : "?", st->name);
+		rc = SEMQ_OK;
+	}
+	db_finalize(s);
+	if (rc == SEMQ_OK)
+		rc = db_exec(st->db, "COMMIT");
+	if (rc != SEMQ_OK) {
+		int r = seterr(st, SEMQ_ERR_DB,
+			       "%s: cannot keep a copy before migrating it "
+			       "from schema %d: %s",
+			       st->name, from, db_errmsg(st->db));
+		if (db_in_tx(st->db))
+			db_exec(st->db, "ROLLBACK");
+		return r;
+	}
+	return SEMQ_OK;
+}
+
 int store__migrate(struct store *st)
 {
 	static const char create_lite[] =
@@ -220,6 +360,12 @@ int store__migrate(struct store *st)
 		r = too_new(st, cur, latest);
 		goto out;
 	}
+	st->migrated_from = cur;
+	if (cur >= 1 && cur < latest) {
+		r = keep_copy(st, cur);
+		if (r)
+			goto out;
+	}
 	for (i = 0; i < n_mig; i++) {
 		const struct migration *mg = &mig[i];
 
@@ -247,6 +393,7 @@ int store__migrate(struct store *st)
 		}
 		if (db_exec(st->db, mg->sql) ||
 		    (mg->version == 1 && first_meta(st)) ||
+		    (mg->version == 3 && life_meta(st)) ||
 		    (!st->pg && bump_schema_cookie(st))) {
 			r = seterr(st, SEMQ_ERR_DB,
 				   "%s: migration %s failed: %s", st->name,
@@ -281,17 +428,21 @@ out:
 	return r;
 }
 
-/* semq_meta: the node id (set once, then checked) and max_payload. */
+/* semq_meta: the node id (set once, then checked), the life (read) and
+ * max_payload. */
 int store__meta_sync(struct store *st)
 {
 	static const char get_sql[] =
 		"SELECT value FROM semq_meta WHERE key = 'node_id'";
+	static const char life_sql[] = "SELECT CAST(value AS BIGINT) FROM "
+				       "semq_meta WHERE key = 'life'";
 	static const char put_sql[] =
 		"INSERT INTO semq_meta(key, value) VALUES (?1, ?2)"
 		" ON CONFLICT (key) DO UPDATE SET value = excluded.value";
 	struct db_stmt *s = NULL;
 	char have[SEMQ_ID_MAX + 1] = "", mp[32];
 	int r = SEMQ_ERR_INTERNAL, rc, found = 0;
+	int64_t life = 0;
 
 	if (open_begin(st)) {
 		r = open_err(st, "begin");
@@ -318,6 +469,27 @@ int store__meta_sync(struct store *st)
 			   st->name, have, st->node_id);
 		goto out;
 	}
+	rc = db_prepare(st->db, life_sql, &s);
+	if (rc == SEMQ_OK) {
+		rc = db_step(s);
+		if (rc == DB_ROW)
+			life = db_col_int64(s, 0);
+		rc = rc < 0 ? rc : SEMQ_OK;
+	}
+	db_finalize(s);
+	s = NULL;
+	if (rc != SEMQ_OK) {
+		r = open_err(st, "reading semq_meta");
+		goto out;
+	}
+	if (life <= 0) {
+		r = seterr(st, SEMQ_ERR_DB,
+			   "%s: semq_meta has no valid life (%" PRId64
+			   "); the database was edited by hand",
+			   st->name, life);
+		goto out;
+	}
+	st->life = (uint64_t)life;
 	rc = db_prepare(st->db, put_sql, &s);
 	if (rc == SEMQ_OK && !found) {
 		db_bind_text(s, 1, "node_id");

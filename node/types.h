@@ -20,18 +20,40 @@ enum out_status {
 	SS_UNSEND = 0,
 	SS_SEND = 4,
 	SS_ACK = 6,
+	SS_HELD = 8, /* held for the operator: the destination cannot tell
+			whether it has this message (docs/PROTOCOL.md) */
 	SS_ACK2 = 100,
 	SS_CANCELLED = -2
 };
 
-/* tb_0031.result, tb_0030.result and the wire's Result (same numbers). */
+/*
+ * tb_0031.result, tb_0030.result and the wire's Result (same numbers, 0..4).
+ * The others are answers of wire revision 2 that travel as flags beside a
+ * wire Result (Verdict.dead with REDO; Verdict.refusal with DUPLICATE):
+ * RES_DEAD is kept in tb_0031.result (the destination's redo entry is
+ * dead), RES_UNDECIDED in a held row's result; a conflict is never stored
+ * (the row is renumbered).
+ */
 enum msg_result {
 	RES_PROCESSED = 0,
 	RES_REDO = 1,
 	RES_DUPLICATE = 2,
 	RES_SCHEDULED = 3,
-	RES_CANCELLED = 4
+	RES_CANCELLED = 4,
+	RES_DEAD = 5,
+	RES_CONFLICT = 6,
+	RES_UNDECIDED = 7
 };
+
+/* Lives of a node (docs/PROTOCOL.md): a database's random 64-bit id; the
+ * legacy life of streams begun by SEMQ 0.1.0; 0 = not given on the wire. */
+#define SEMQ_LIFE_NONE 0u
+#define SEMQ_LIFE_LEGACY 1u
+/* "0123456789abcdef": a life as listings show it (buf >= 17 bytes). */
+#define SEMQ_LIFE_STRLEN 17
+const char *semq_life_str(uint64_t life, char *buf, size_t bufsz);
+/* Parses 1..16 hex digits; -1 when it is not a life (0 is not one). */
+int semq_life_parse(const char *s, uint64_t *life);
 
 /* tb_0030.ack_status and confirm bits */
 enum { AS_INIT = 0, AS_OK = 1 };
@@ -46,11 +68,19 @@ enum redo_status {
 	RS_DISCARDED = -2
 };
 
-/* The id of a message everywhere: origin/dest/seq. */
+/*
+ * The id of a message everywhere: origin/dest/seq, in the origin's life
+ * (its text form leaves the life out). `digest` rides along where an
+ * answer depends on which message has that id (queries, refusals): 0 =
+ * unknown. Two ids are the same message id when origin, dest, seq and life
+ * are equal; the digest is not part of the identity.
+ */
 struct msgid {
 	char origin[SEMQ_ID_MAX + 1];
 	char dest[SEMQ_ID_MAX + 1];
 	uint64_t seq;
+	uint64_t life;   /* 0 = not given (a revision-1 peer): proto resolves */
+	uint64_t digest; /* semq_msg_digest() of the message; 0 = unknown */
 };
 
 /*
@@ -70,7 +100,16 @@ struct msg {
 	size_t payload_len;
 	int tombstone;                   /* cancelled by the origin */
 	char stored_by[SEMQ_ID_MAX + 1]; /* relay holding a copy, or "" */
+	uint64_t prev_digest; /* digest of the prev_seq message; 0 = unknown */
 };
+
+/*
+ * The digest of a message's content: the first 64 bits of SHA-256 over
+ * type, key, deliver_at, created_at and payload (not its id, nor whether it
+ * is a tombstone: a renumbered message and its cancel keep it). Never 0 (0
+ * means "unknown" everywhere). docs/PROTOCOL.md, "The digest".
+ */
+uint64_t semq_msg_digest(const struct msg *m);
 
 /* Frees m->payload and zeroes m. Accepts NULL. */
 void msg_clear(struct msg *m);
@@ -94,6 +133,20 @@ void semq_db_shown(const char *target, char *out, size_t outsz);
 size_t semq_utf8_char(const uint8_t *p, size_t n);
 /* Are the n bytes at p UTF-8? */
 int semq_utf8_valid(const uint8_t *p, size_t n);
+
+/* Every status of each table, in the order listings and reports show them
+ * (the one list semqctl, the admin reports and the dashboard read). */
+#define SEMQ_N_OUT_STATUS 6
+extern const int semq_out_statuses[SEMQ_N_OUT_STATUS];
+#define SEMQ_N_IN_STATUS 2
+extern const int semq_in_statuses[SEMQ_N_IN_STATUS];
+#define SEMQ_N_REDO_STATUS 5
+extern const int semq_redo_statuses[SEMQ_N_REDO_STATUS];
+
+/* The name of a verdict (enum msg_result): "processed", "redo",
+ * "duplicate", "scheduled", "cancelled", "dead", "conflict", "undecided";
+ * "-" for none (-1), "unknown" for another value. */
+const char *semq_result_name(int result);
 
 /* The name semqctl and the admin reports give status `status` of `table`
  * ("tb_0031", "tb_0030" — its ack_status —, "tb_0033"): "unsent",
