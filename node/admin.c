@@ -589,6 +589,24 @@ static void network_metrics(struct admin *a, struct evbuffer *b)
 			"Received messages queued in tb_0033: plugin failures, "
 			"messages behind an unfinished key, delayed messages.",
 			s.redo_created);
+		counter(b, "semq_messages_refused_total",
+			"Copies refused as another message under a seq seen "
+			"before (conflict) or no longer known (undecided): "
+			"not applied; their origin renumbers or holds them.",
+			s.refused);
+		counter(b, "semq_resyncs_total",
+			"Times this node found its database behind what a peer "
+			"had seen of its streams (restored from an older "
+			"copy?): a counter moved by stream state, or a "
+			"conflict that renumbered messages.",
+			s.resyncs);
+		counter(b, "semq_messages_renumbered_total",
+			"Own messages given a new seq after a conflict.",
+			s.renumbered);
+		counter(b, "semq_messages_held_total",
+			"Messages (or a relay's copies) held for the operator: "
+			"their destination could not tell whether it has them.",
+			s.held);
 		counter(b, "semq_commit_batches_total",
 			"Transactions of the store thread (one per batch of "
 			"jobs and periodic work).",

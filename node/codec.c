@@ -37,9 +37,11 @@
 
 #include "config.h" /* config_instance_valid() */
 
-#define LIST_MAX 65536 /* ids, verdicts, answers in one frame */
-#define DATA_MAX 10000 /* messages in one Data frame */
-#define TEXT_MAX 1024  /* RelayAck.detail, Error.text */
+#define LIST_MAX 65536   /* ids, verdicts, answers in one frame */
+#define DATA_MAX 10000   /* messages in one Data frame */
+#define TEXT_MAX 1024    /* RelayAck.detail, Error.text */
+#define SOFTWARE_MAX 64  /* Hello.software */
+#define STREAMS_MAX 4096 /* StreamQuery.dests, StreamState.streams */
 #define HELLO_MIN_FRAME 1024
 #define READER_KEEP 65536 /* an idle reader keeps a buffer up to this size */
 #define QUOTE_MAX 72      /* bytes of a bad value shown in a message */
@@ -132,6 +134,15 @@ static int check_text(const char *path, const char *v, size_t max, char *err,
 }
 
 /* A repeated field: 1..max entries, the array present. */
+/* Printable ASCII only (what a log line may show as it is). */
+static int printable(const char *s)
+{
+	for (; s && *s; s++)
+		if ((unsigned char)*s < 0x20 || (unsigned char)*s > 0x7e)
+			return 0;
+	return 1;
+}
+
 static int check_count(const char *path, size_t n, const void *arr, size_t max,
 		       char *err, size_t errsz)
 {
@@ -174,6 +185,32 @@ static int result_known(int v)
 	       v <= SEMQ__RESULT__RESULT_CANCELLED;
 }
 
+/*
+ * A verdict's revision-2 flags beside its result: a refusal comes with
+ * DUPLICATE (what it says to a revision-1 node: nothing, it never sees one)
+ * and no `dead`; `dead` comes with REDO. SEMQ_OK or SEMQ_ERR_PROTO naming
+ * `path`.
+ */
+static int check_flags(const char *path, int result, int refusal, int dead,
+		       char *err, size_t errsz)
+{
+	if (refusal < SEMQ__REFUSAL__REFUSAL_NONE ||
+	    refusal > SEMQ__REFUSAL__REFUSAL_UNDECIDED)
+		return fail(err, errsz, SEMQ_ERR_PROTO,
+			    "%s.refusal: %d is not a known refusal", path,
+			    refusal);
+	if (refusal && result != SEMQ__RESULT__RESULT_DUPLICATE)
+		return fail(err, errsz, SEMQ_ERR_PROTO,
+			    "%s.refusal: %d with result %d (a refusal comes "
+			    "with DUPLICATE)",
+			    path, refusal, result);
+	if (dead && result != SEMQ__RESULT__RESULT_REDO)
+		return fail(err, errsz, SEMQ_ERR_PROTO,
+			    "%s.dead with result %d (dead comes with REDO)",
+			    path, result);
+	return SEMQ_OK;
+}
+
 /* ---- bodies ------------------------------------------------------------- */
 
 static int check_hello(const Semq__Hello *h, char *err, size_t errsz)
@@ -206,6 +243,13 @@ static int check_hello(const Semq__Hello *h, char *err, size_t errsz)
 			    "(0-%d of A-Za-z0-9._:-)",
 			    quote(h->instance, q, sizeof q), SEMQ_INSTANCE_MAX);
 	}
+	/* Revision 2: the software's name is shown in logs and listings. */
+	if ((r = check_text("Hello.software", h->software, SOFTWARE_MAX, err,
+			    errsz)))
+		return r;
+	if (!printable(h->software))
+		return fail(err, errsz, SEMQ_ERR_PROTO,
+			    "Hello.software: not printable ASCII");
 	return SEMQ_OK;
 }
 
@@ -343,6 +387,13 @@ static int check_ack_indication(const Semq__AckIndication *a, char *err,
 			return fail(err, errsz, SEMQ_ERR_PROTO,
 				    "%s.result: %d is not a known result", p,
 				    (int)v->result);
+		if ((r = check_flags(p, (int)v->result, (int)v->refusal,
+				     v->dead, err, errsz)))
+			return r;
+		if (v->high > (uint64_t)INT64_MAX)
+			return fail(err, errsz, SEMQ_ERR_PROTO,
+				    "%s.high: %llu (must be 0..2^63-1)", p,
+				    (unsigned long long)v->high);
 		snprintf(p, sizeof p, "AckIndication.verdicts[%zu].id", i);
 		if ((r = check_msgid(p, v->id, err, errsz)))
 			return r;
@@ -380,9 +431,93 @@ static int check_query_reply(const Semq__QueryReply *q, char *err, size_t errsz)
 			return fail(err, errsz, SEMQ_ERR_PROTO,
 				    "%s.result: %d is not a known result", p,
 				    (int)a->result);
+		if ((r = check_flags(p, (int)a->result, (int)a->refusal,
+				     a->dead, err, errsz)))
+			return r;
+		if (a->high > (uint64_t)INT64_MAX)
+			return fail(err, errsz, SEMQ_ERR_PROTO,
+				    "%s.high: %llu (must be 0..2^63-1)", p,
+				    (unsigned long long)a->high);
+		if (a->refusal && !a->received)
+			return fail(err, errsz, SEMQ_ERR_PROTO,
+				    "%s.refusal: %d but received is false", p,
+				    (int)a->refusal);
 		snprintf(p, sizeof p, "QueryReply.answers[%zu].id", i);
 		if ((r = check_msgid(p, a->id, err, errsz)))
 			return r;
+	}
+	return SEMQ_OK;
+}
+
+/* A life in a StreamQuery or StreamState: given (not 0). */
+static int check_life(const char *path, uint64_t life, char *err, size_t errsz)
+{
+	if (life == SEMQ_LIFE_NONE)
+		return fail(err, errsz, SEMQ_ERR_PROTO,
+			    "%s: 0 (a life is never 0)", path);
+	return SEMQ_OK;
+}
+
+static int check_stream_query(const Semq__StreamQuery *q, char *err,
+			      size_t errsz)
+{
+	char p[PATH_MAX_LEN];
+	size_t i;
+	int r;
+
+	if ((r = check_id("StreamQuery.origin", q->origin, err, errsz)) ||
+	    (r = check_life("StreamQuery.life", q->life, err, errsz)))
+		return r;
+	if (q->n_dests > STREAMS_MAX)
+		return fail(err, errsz, SEMQ_ERR_PROTO,
+			    "StreamQuery.dests: %zu entries, more than %d",
+			    q->n_dests, STREAMS_MAX);
+	if (q->n_dests && !q->dests)
+		return fail(err, errsz, SEMQ_ERR_PROTO,
+			    "StreamQuery.dests: %zu entries but no array",
+			    q->n_dests);
+	for (i = 0; i < q->n_dests; i++) {
+		snprintf(p, sizeof p, "StreamQuery.dests[%zu]", i);
+		if ((r = check_id(p, q->dests[i], err, errsz)))
+			return r;
+	}
+	return SEMQ_OK;
+}
+
+static int check_stream_state(const Semq__StreamState *st, char *err,
+			      size_t errsz)
+{
+	char p[PATH_MAX_LEN];
+	size_t i;
+	int r;
+
+	if ((r = check_id("StreamState.origin", st->origin, err, errsz)) ||
+	    (r = check_life("StreamState.life", st->life, err, errsz)) ||
+	    (r = check_id("StreamState.reporter", st->reporter, err, errsz)))
+		return r;
+	if (st->n_streams > STREAMS_MAX)
+		return fail(err, errsz, SEMQ_ERR_PROTO,
+			    "StreamState.streams: %zu entries, more than %d",
+			    st->n_streams, STREAMS_MAX);
+	if (st->n_streams && !st->streams)
+		return fail(err, errsz, SEMQ_ERR_PROTO,
+			    "StreamState.streams: %zu entries but no array",
+			    st->n_streams);
+	for (i = 0; i < st->n_streams; i++) {
+		const Semq__StreamHigh *h = st->streams[i];
+
+		snprintf(p, sizeof p, "StreamState.streams[%zu]", i);
+		if (!h)
+			return fail(err, errsz, SEMQ_ERR_PROTO, "%s: missing",
+				    p);
+		snprintf(p, sizeof p, "StreamState.streams[%zu].dest", i);
+		if ((r = check_id(p, h->dest, err, errsz)))
+			return r;
+		if (h->high > (uint64_t)INT64_MAX)
+			return fail(err, errsz, SEMQ_ERR_PROTO,
+				    "StreamState.streams[%zu].high: %llu (must "
+				    "be 0..2^63-1)",
+				    i, (unsigned long long)h->high);
 	}
 	return SEMQ_OK;
 }
@@ -549,6 +684,14 @@ int codec_validate(const Semq__Frame *f, char *err, size_t errsz)
 		name = "Error";
 		body = f->error;
 		break;
+	case SEMQ__FRAME__BODY_STREAM_QUERY:
+		name = "StreamQuery";
+		body = f->stream_query;
+		break;
+	case SEMQ__FRAME__BODY_STREAM_STATE:
+		name = "StreamState";
+		body = f->stream_state;
+		break;
 	default:
 		/* NOT_SET, which is also what a newer body number decodes to. */
 		return fail(err, errsz, SEMQ_ERR_PROTO,
@@ -573,6 +716,10 @@ int codec_validate(const Semq__Frame *f, char *err, size_t errsz)
 	case SEMQ__FRAME__BODY_QUERY_REPLY:
 		return check_query_reply(f->query_reply, err, errsz);
 	case SEMQ__FRAME__BODY_ERROR: return check_error(f->error, err, errsz);
+	case SEMQ__FRAME__BODY_STREAM_QUERY:
+		return check_stream_query(f->stream_query, err, errsz);
+	case SEMQ__FRAME__BODY_STREAM_STATE:
+		return check_stream_state(f->stream_state, err, errsz);
 	default: return SEMQ_OK; /* Ping, Pong: any values */
 	}
 }
@@ -814,6 +961,9 @@ void codec_msg_from_wire(const Semq__Message *w, struct msg *m)
 	m->payload_len = w->payload.len;
 	m->tombstone = w->tombstone ? 1 : 0;
 	copy_str(m->stored_by, sizeof m->stored_by, w->stored_by);
+	m->id.life = w->life;
+	m->id.digest = w->digest;
+	m->prev_digest = w->prev_digest;
 }
 
 void codec_msg_to_wire(const struct msg *m, Semq__Message *w)
@@ -831,6 +981,9 @@ void codec_msg_to_wire(const struct msg *m, Semq__Message *w)
 	w->payload.len = m->payload ? m->payload_len : 0;
 	w->tombstone = m->tombstone ? 1 : 0;
 	w->stored_by = (char *)m->stored_by;
+	w->life = m->id.life;
+	w->digest = m->id.digest;
+	w->prev_digest = m->prev_digest;
 }
 
 int codec_check_msg(const struct msg *m, char *err, size_t errsz)
@@ -847,6 +1000,8 @@ void codec_msgid_from_wire(const Semq__MsgId *w, struct msgid *id)
 	copy_str(id->origin, sizeof id->origin, w->origin);
 	copy_str(id->dest, sizeof id->dest, w->dest);
 	id->seq = w->seq;
+	id->life = w->life;
+	id->digest = w->digest;
 }
 
 void codec_msgid_to_wire(const struct msgid *id, Semq__MsgId *w)
@@ -854,4 +1009,6 @@ void codec_msgid_to_wire(const struct msgid *id, Semq__MsgId *w)
 	w->origin = (char *)id->origin;
 	w->dest = (char *)id->dest;
 	w->seq = id->seq;
+	w->life = id->life;
+	w->digest = id->digest;
 }

@@ -175,6 +175,12 @@ static const struct key keys[] = {
 	{S_NODE, "outbound_retention", T_DURATION, "1d",
 	 NODE(outbound_retention_ms), 0, 0, 3650 * DAY, NULL, 0,
 	 "How long a confirmed outbound row is kept before it is deleted."},
+	{S_NODE, "receipt_retention", T_DURATION, "7d",
+	 NODE(receipt_retention_ms), 0, 0, 3650 * DAY, NULL, 0,
+	 "How long a received row (tb_0030) is kept after the watermark "
+	 "passed it: its digest tells a second copy of a message from "
+	 "another message under the same seq when a sender's database went "
+	 "back in time by less than this. 0 deletes it at once."},
 	{S_NODE, "ping_interval", T_DURATION, "10s", NODE(ping_interval_ms), 0,
 	 1, DAY, NULL, 0, "Send a Ping on every ready connection this often."},
 	{S_NODE, "idle_timeout", T_DURATION, "60s", NODE(idle_timeout_ms), 0, 1,

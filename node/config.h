@@ -96,6 +96,7 @@ struct config {
 	int64_t poll_interval_ms;      /* 50ms */
 	int64_t query_after_ms;        /* 30s */
 	int64_t outbound_retention_ms; /* 1d */
+	int64_t receipt_retention_ms;  /* 7d */
 	int64_t ping_interval_ms;      /* 10s */
 	int64_t idle_timeout_ms;       /* 60s */
 	int64_t reconnect_min_ms;      /* 500ms */

@@ -37,8 +37,9 @@
  *                            AS_OK for 810-Responses (store_ack_response) in
  *                            the open batch; no commit.
  *   compaction_before_commit proto.c proto_tick(): store_advance_watermarks()
- *                            moved a watermark and compacted tb_0030 rows in
- *                            the open batch; no commit.
+ *                            moved a watermark (and, without a receipt
+ *                            retention, purged the rows it passed) in the
+ *                            open batch; no commit.
  *   relay_store_before_commit proto.c relay_one(): a relay stored a
  *                            store-and-forward copy (store_enqueue_copy) in
  *                            the open batch; no commit, no RelayAck.

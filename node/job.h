@@ -31,6 +31,8 @@ struct route_hop {
 	int relay; /* the peer announced FEATURE_RELAY */
 	/* The instance its Hello named ("" = the peer's only one). */
 	char instance[SEMQ_INSTANCE_MAX + 1];
+	unsigned revision; /* its wire revision (1: SEMQ 0.1, no lives) */
+	uint64_t life;     /* the life its Hello named; 0 = revision 1 */
 };
 
 /*

@@ -22,8 +22,6 @@
 #include "types.h"
 #include "worker.h"
 
-#define SEMQD_VERSION "0.1.0"
-
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: semqd -c node.ini [--check]\n"
@@ -59,7 +57,7 @@ int main(int argc, char **argv)
 		case 'c': path = optarg; break;
 		case 't': check = 1; break;
 		case 'h': usage(stdout); return 0;
-		case 'V': printf("semqd %s\n", SEMQD_VERSION); return 0;
+		case 'V': printf("semqd %s\n", SEMQ_VERSION); return 0;
 		case 'R': config_describe(stdout); return 0;
 		case ':':
 			fprintf(stderr, "semqd: %s needs an argument\n",
@@ -138,7 +136,7 @@ int main(int argc, char **argv)
 	semq_db_shown(c->db, db_shown, sizeof db_shown);
 	log_msg(LOG_INFO, "main", NULL, NULL,
 		"semqd %s: node %s%s%s, db %s%s%s, %zu peer(s), %zu plugin(s)",
-		SEMQD_VERSION, c->id, c->instance[0] ? " instance " : "",
+		SEMQ_VERSION, c->id, c->instance[0] ? " instance " : "",
 		c->instance, db_shown, c->listen.set ? ", listening on " : "",
 		c->listen.set ? c->listen.host : "", c->n_peers, c->n_plugins);
 	net_run(n);

@@ -170,6 +170,8 @@ static void send_routes(struct net *n)
 		r->hops[k].conn_id = conn_id(c);
 		r->hops[k].relay = (conn_peer_features(c) &
 				    SEMQ__FEATURE__FEATURE_RELAY) != 0;
+		r->hops[k].revision = conn_peer_revision(c);
+		r->hops[k].life = conn_peer_life(c);
 		k++;
 	}
 	r->n_hops = k;
@@ -286,7 +288,32 @@ static int check_rights(struct net *n, const char *peer, const Semq__Frame *f,
 				return -1;
 			}
 		return 0;
-	default: return 0;
+	case SEMQ__FRAME__BODY_STREAM_QUERY:
+		if (strcmp(f->stream_query->origin, peer)) {
+			snprintf(why, whysz,
+				 "StreamQuery from '%s' about the streams of "
+				 "'%s'",
+				 peer, f->stream_query->origin);
+			return -1;
+		}
+		return 0;
+	case SEMQ__FRAME__BODY_STREAM_STATE:
+		if (strcmp(f->stream_state->reporter, peer)) {
+			snprintf(why, whysz,
+				 "StreamState from '%s' reporting for '%s'",
+				 peer, f->stream_state->reporter);
+			return -1;
+		}
+		return 0;
+	case SEMQ__FRAME__BODY_PING:
+	case SEMQ__FRAME__BODY_PONG:
+	case SEMQ__FRAME__BODY_ERROR: return 0;
+	default:
+		/* A body this table does not know is refused, never let
+		 * through (a new frame kind must be given its rights here). */
+		snprintf(why, whysz, "a frame of body %d has no rights here",
+			 (int)f->body_case);
+		return -1;
 	}
 }
 
@@ -749,6 +776,7 @@ int net_new(const struct config *c, struct net **out, char *err, size_t errsz)
 		(c->store_and_forward ? SEMQ__FEATURE__FEATURE_STORE_AND_FORWARD
 				      : 0);
 	n->prm.max_frame = c->max_frame;
+	n->prm.software = "semqd " SEMQ_VERSION;
 	n->prm.ping_interval_ms = c->ping_interval_ms;
 	n->prm.idle_timeout_ms = c->idle_timeout_ms;
 	n->cbs.on_identified = on_identified;
@@ -854,6 +882,7 @@ out:
 void net_attach_worker(struct net *n, struct worker *w)
 {
 	n->w = w;
+	n->prm.life = worker_life(w); /* for Hello: the store has opened */
 	if (n->admin)
 		admin_attach_worker(n->admin, w);
 }

@@ -42,6 +42,9 @@ struct conn {
 	char expect[SEMQ_ID_MAX + 1];
 	char peer[SEMQ_ID_MAX + 1];
 	char instance[SEMQ_INSTANCE_MAX + 1]; /* from the peer's Hello */
+	unsigned revision;                    /* its wire revision */
+	uint64_t peer_life;                   /* its life; 0 = revision 1 */
+	char software[65];                    /* its software, "" = none */
 	char addr[64];
 	unsigned peer_features;
 	int hello_sent;
@@ -201,6 +204,9 @@ static void send_hello(struct conn *c)
 	h.features = c->prm->features;
 	h.max_frame = (uint32_t)c->prm->max_frame;
 	h.instance = (char *)(c->prm->instance ? c->prm->instance : "");
+	h.life = c->prm->life;
+	h.wire_revision = SEMQ__WIRE_REVISION__WIRE_REVISION;
+	h.software = (char *)(c->prm->software ? c->prm->software : "");
 	f.body_case = SEMQ__FRAME__BODY_HELLO;
 	f.hello = &h;
 	send_frame(c, &f);
@@ -248,6 +254,10 @@ static int on_hello(struct conn *c, const Semq__Hello *h)
 	c->peer_features = h->features;
 	/* validated by the codec: at most SEMQ_INSTANCE_MAX of the name set */
 	snprintf(c->instance, sizeof c->instance, "%s", h->instance);
+	c->revision = h->wire_revision >= 2 ? h->wire_revision : 1;
+	c->peer_life = h->life;
+	/* printable ASCII of at most 64 bytes (codec) */
+	snprintf(c->software, sizeof c->software, "%s", h->software);
 	if (!c->hello_sent)
 		send_hello(c);
 	c->state = CONN_READY;
@@ -257,9 +267,17 @@ static int on_hello(struct conn *c, const Semq__Hello *h)
 			    ping_cb, c);
 	if (c->ping)
 		event_add(c->ping, &tv);
-	log_msg(LOG_INFO, "peer", c->peer, NULL, "ready (%s, %s%s%s)",
+	log_msg(LOG_INFO, "peer", c->peer, NULL,
+		"ready (%s, %s%s%s, %s, wire revision %u)",
 		c->outbound ? "dialled" : "accepted", c->addr,
-		c->instance[0] ? ", instance " : "", c->instance);
+		c->instance[0] ? ", instance " : "", c->instance,
+		c->software[0] ? c->software : "semqd 0.1", c->revision);
+	if (c->revision < 2)
+		log_msg(LOG_WARN, "peer", c->peer, NULL,
+			"runs SEMQ 0.1 (wire revision 1): it knows no lives "
+			"or digests, so a restore or re-image of this node "
+			"or of %s is not detected on this link; upgrade %s",
+			c->peer, c->peer);
 	if (c->cbs->on_ready)
 		c->cbs->on_ready(c->ctx, c);
 	return 0;
@@ -568,6 +586,21 @@ int conn_outbound(const struct conn *c)
 unsigned conn_peer_features(const struct conn *c)
 {
 	return c->peer_features;
+}
+
+unsigned conn_peer_revision(const struct conn *c)
+{
+	return c->revision ? c->revision : 1;
+}
+
+uint64_t conn_peer_life(const struct conn *c)
+{
+	return c->peer_life;
+}
+
+const char *conn_peer_software(const struct conn *c)
+{
+	return c->software;
 }
 
 size_t conn_output_pending(const struct conn *c)

@@ -36,6 +36,9 @@ struct conn_params {
 	int role;             /* Semq__Role for Hello */
 	unsigned features;    /* Hello feature bits */
 	size_t max_frame;
+	uint64_t life;        /* ours (the database's), for Hello; 0 until the
+				 store opened it */
+	const char *software; /* "semqd 0.2.0", for Hello */
 	int64_t ping_interval_ms;
 	int64_t idle_timeout_ms;
 };
@@ -84,6 +87,12 @@ const char *conn_peer_instance(const struct conn *c);
 int conn_state(const struct conn *c);
 int conn_outbound(const struct conn *c);
 unsigned conn_peer_features(const struct conn *c);
+/* What the peer's Hello said of wire revision 2 (docs/PROTOCOL.md): its
+ * revision (1 when it sent none: SEMQ 0.1), its database's life (0 then)
+ * and its software ("" then). Borrowed while the connection lives. */
+unsigned conn_peer_revision(const struct conn *c);
+uint64_t conn_peer_life(const struct conn *c);
+const char *conn_peer_software(const struct conn *c);
 size_t conn_output_pending(const struct conn *c);
 void conn_set_user(struct conn *c, void *user);
 void *conn_user(const struct conn *c);

@@ -31,6 +31,7 @@
 #define WHEEL_TICK_MS 100 /* one turn of the wheel = 60 s */
 #define HORIZON_MS 60000  /* what the wheel holds ahead of now */
 #define WHEEL_MAX 50000   /* entries the wheel holds at most */
+#define NOTED_MAX 64      /* streams whose resync was logged this run */
 
 struct held {
 	struct held *next;
@@ -61,6 +62,11 @@ struct proto {
 	int64_t drain_at;
 	struct proto_counts cnt; /* this batch so far, for metrics */
 	size_t stored;           /* copies this batch stored (crash points) */
+	uint64_t life;           /* this node's (the database's) life */
+	/* Destinations whose stream was found behind a peer in this run:
+	 * the operator hears it once per stream (then at INFO). */
+	char noted[NOTED_MAX][SEMQ_ID_MAX + 1];
+	size_t n_noted;
 };
 
 /* ---- outbox ------------------------------------------------------------- */
@@ -205,7 +211,8 @@ uint64_t route_lookup(const struct routes *r, const struct config *c,
 
 struct idlist {
 	struct msgid *ids;
-	int *results; /* verdicts / answers; -1 = not received */
+	int *results;    /* verdicts / answers; -1 = not received */
+	uint64_t *highs; /* with a refusal: the refuser's high of the stream */
 	size_t n, cap;
 };
 
@@ -213,15 +220,18 @@ static void idlist_free(struct idlist *l)
 {
 	free(l->ids);
 	free(l->results);
+	free(l->highs);
 	memset(l, 0, sizeof *l);
 }
 
-static int idlist_add(struct idlist *l, const struct msgid *id, int result)
+static int idlist_add_high(struct idlist *l, const struct msgid *id, int result,
+			   uint64_t high)
 {
 	if (l->n == l->cap) {
 		size_t cap = l->cap ? l->cap * 2 : 64;
 		struct msgid *ids = realloc(l->ids, cap * sizeof *ids);
 		int *res;
+		uint64_t *hi;
 		if (!ids)
 			return SEMQ_ERR_NOMEM;
 		l->ids = ids;
@@ -229,15 +239,69 @@ static int idlist_add(struct idlist *l, const struct msgid *id, int result)
 		if (!res)
 			return SEMQ_ERR_NOMEM;
 		l->results = res;
+		hi = realloc(l->highs, cap * sizeof *hi);
+		if (!hi)
+			return SEMQ_ERR_NOMEM;
+		l->highs = hi;
 		l->cap = cap;
 	}
 	l->ids[l->n] = *id;
 	l->results[l->n] = result;
+	l->highs[l->n] = high;
 	l->n++;
 	return SEMQ_OK;
 }
 
+static int idlist_add(struct idlist *l, const struct msgid *id, int result)
+{
+	return idlist_add_high(l, id, result, 0);
+}
+
 enum id_frame { IDF_INDICATION, IDF_RESPONSE, IDF_QUERY, IDF_QUERY_REPLY };
+
+/*
+ * A verdict (RES_*) as the wire carries it: RES_DEAD is REDO with `dead`,
+ * RES_CONFLICT and RES_UNDECIDED are DUPLICATE with a refusal (fields of
+ * wire revision 2, which a revision-1 node ignores; it never gets a
+ * refusal, which only answers a message that carries a digest).
+ */
+static void verdict_to_wire(int res, Semq__Result *result,
+			    Semq__Refusal *refusal, protobuf_c_boolean *dead)
+{
+	*refusal = SEMQ__REFUSAL__REFUSAL_NONE;
+	*dead = 0;
+	switch (res) {
+	case RES_DEAD:
+		*result = SEMQ__RESULT__RESULT_REDO;
+		*dead = 1;
+		break;
+	case RES_CONFLICT:
+	case RES_UNDECIDED:
+		*result = SEMQ__RESULT__RESULT_DUPLICATE;
+		*refusal = res == RES_CONFLICT
+				   ? SEMQ__REFUSAL__REFUSAL_CONFLICT
+				   : SEMQ__REFUSAL__REFUSAL_UNDECIDED;
+		break;
+	default: *result = res < 0 ? 0 : (Semq__Result)res; break;
+	}
+}
+
+/* The other way round (the codec checked the combination). */
+static int verdict_from_wire(int result, int refusal, int dead)
+{
+	if (refusal == SEMQ__REFUSAL__REFUSAL_CONFLICT)
+		return RES_CONFLICT;
+	if (refusal == SEMQ__REFUSAL__REFUSAL_UNDECIDED)
+		return RES_UNDECIDED;
+	if (dead)
+		return RES_DEAD;
+	return result;
+}
+
+static int is_refusal(int res)
+{
+	return res == RES_CONFLICT || res == RES_UNDECIDED;
+}
 
 /*
  * Emits the ids of `l` as frames of `kind` to conn, IDS_PER_FRAME at a time.
@@ -279,14 +343,18 @@ static int emit_ids(struct proto *p, struct outbox *ob, uint64_t conn, int kind,
 			pid[i] = &wid[i];
 			semq__verdict__init(&wv[i]);
 			wv[i].id = &wid[i];
-			wv[i].result = l->results[off + i] < 0
-					       ? 0
-					       : l->results[off + i];
+			verdict_to_wire(l->results[off + i], &wv[i].result,
+					&wv[i].refusal, &wv[i].dead);
+			if (wv[i].refusal)
+				wv[i].high = l->highs[off + i];
 			pv[i] = &wv[i];
 			semq__query_answer__init(&wa[i]);
 			wa[i].id = &wid[i];
 			wa[i].received = l->results[off + i] >= 0;
 			wa[i].result = wv[i].result;
+			wa[i].refusal = wv[i].refusal;
+			wa[i].dead = wv[i].dead;
+			wa[i].high = wv[i].high;
 			pa[i] = &wa[i];
 		}
 		switch (kind) {
@@ -392,6 +460,7 @@ struct proto *proto_new(struct store *st, struct plughost *ph,
 	p->c = c;
 	p->more_to_send = 1;
 	p->wm_dirty = 1; /* AS_OK rows a crash left uncompacted */
+	p->life = store_life(st);
 	return p;
 }
 
@@ -450,6 +519,10 @@ void proto_take_counts(struct proto *p, struct proto_counts *c)
 	c->received += p->cnt.received;
 	c->duplicates += p->cnt.duplicates;
 	c->redo_created += p->cnt.redo_created;
+	c->refused += p->cnt.refused;
+	c->resyncs += p->cnt.resyncs;
+	c->renumbered += p->cnt.renumbered;
+	c->held += p->cnt.held;
 	memset(&p->cnt, 0, sizeof p->cnt);
 }
 
@@ -458,6 +531,8 @@ static void count_receipt(struct proto *p, int rr, int result)
 {
 	if (rr == SEMQ_DUPLICATE)
 		p->cnt.duplicates++;
+	if (rr == SEMQ_DECLINED)
+		p->cnt.refused++;
 	if (rr != SEMQ_OK)
 		return;
 	p->cnt.received++;
@@ -465,16 +540,54 @@ static void count_receipt(struct proto *p, int rr, int result)
 		p->cnt.redo_created++;
 }
 
+/* ---- lives ----------------------------------------------------------------- */
+
+/*
+ * An id from a revision-1 peer has no life (0): it is about the stream's
+ * current life here — this node's own when it is the origin, else the one
+ * that began here last (store_current_life). docs/PROTOCOL.md, "The life
+ * id".
+ */
+static int resolve_life(struct proto *p, struct msgid *id)
+{
+	if (id->life != SEMQ_LIFE_NONE)
+		return SEMQ_OK;
+	if (strcmp(id->origin, p->c->id) == 0) {
+		id->life = p->life;
+		return SEMQ_OK;
+	}
+	return store_current_life(p->st, id->origin, id->dest, &id->life);
+}
+
+/* "R1/S1/7" and, unless it is this node's or the legacy life, "@LIFE". */
+static const char *id_text(const struct msgid *id, char *buf, size_t sz)
+{
+	char lb[SEMQ_LIFE_STRLEN];
+	size_t n;
+
+	msgid_str(id, buf, sz);
+	n = strlen(buf);
+	if (id->life > SEMQ_LIFE_LEGACY && n + 18 < sz)
+		snprintf(buf + n, sz - n, "@%s",
+			 semq_life_str(id->life, lb, sizeof lb));
+	return buf;
+}
+
 /* ---- receiving ----------------------------------------------------------- */
+
+static int same_id(const struct msgid *a, const struct msgid *b)
+{
+	return a->seq == b->seq && a->life == b->life &&
+	       strcmp(a->origin, b->origin) == 0 &&
+	       strcmp(a->dest, b->dest) == 0;
+}
 
 static int is_held(const struct proto *p, const struct msgid *id)
 {
 	const struct held *h;
 
 	for (h = p->held; h; h = h->next)
-		if (h->m.id.seq == id->seq &&
-		    strcmp(h->m.id.origin, id->origin) == 0 &&
-		    strcmp(h->m.id.dest, id->dest) == 0)
+		if (same_id(&h->m.id, id))
 			return 1;
 	return 0;
 }
@@ -523,6 +636,21 @@ static int hold(struct proto *p, const struct msg *m, const char *via,
  * Records one message addressed to this node. *verdict gets the result to
  * report, or -1 when it was held (no verdict yet).
  */
+/* The highest seq of m's stream this node has seen: what a refusal tells
+ * the origin to move past. */
+static uint64_t stream_high(struct proto *p, const struct msgid *id)
+{
+	uint64_t high = 0;
+
+	if (strcmp(id->dest, p->c->id) == 0)
+		(void)store_stream_high(p->st, id->origin, id->dest, id->life,
+					&high);
+	else
+		(void)store_relay_high(p->st, id->origin, id->dest, id->life,
+				       &high);
+	return high > id->seq ? high : id->seq;
+}
+
 static int receive_one(struct proto *p, const struct msg *m, const char *via,
 		       unsigned need, uint64_t conn, int64_t now, int *verdict)
 {
@@ -544,19 +672,19 @@ static int receive_one(struct proto *p, const struct msg *m, const char *via,
 					 "earlier message of its key");
 		return SEMQ_OK;
 	case SEMQ_DUPLICATE:
-		*verdict = RES_DUPLICATE;
-		if (m->tombstone) {
-			/* A cancel for something already recorded: answer what
-			 * it became, so the origin records that instead. */
-			int received = 0, res = RES_DUPLICATE;
-			r = store_lookup_received(p->st, &m->id, &received,
-						  &res);
-			if (r != SEMQ_OK)
-				return r;
-			*verdict = res == RES_CANCELLED   ? RES_CANCELLED
-				   : res == RES_DUPLICATE ? RES_PROCESSED
-							  : res;
-		}
+		/* What it became the first time (the origin records that);
+		 * a cancel of something whose record is gone took effect. */
+		*verdict = result;
+		if (m->tombstone && result == RES_DUPLICATE)
+			*verdict = RES_PROCESSED;
+		return SEMQ_OK;
+	case SEMQ_DECLINED:
+		/* Another message under this seq, or no longer known: not
+		 * applied, not recorded; its origin renumbers or holds it. */
+		*verdict = result;
+		log_msg(LOG_WARN, "proto", via, &m->id, "refused (%s): %s",
+			result == RES_CONFLICT ? "conflict" : "undecided",
+			err[0] ? err : "");
 		return SEMQ_OK;
 	case SEMQ_AGAIN: *verdict = -1; return hold(p, m, via, need, conn, now);
 	default:
@@ -727,35 +855,117 @@ out:
 }
 
 /*
- * A message for another node: forward it when its next hop is connected,
- * else keep a copy (store_and_forward), else refuse it. The sender learns
- * which with a RelayAck, sent after the commit that stored any copy.
+ * The streams a relay passed on in one frame, with the highest seq of each,
+ * for its record (semq_stream_relay): written once per stream and frame.
  */
-static int relay_one(struct proto *p, const struct job *j, Semq__Message *w,
-		     const struct msg *m, int64_t now, struct fwd *fw,
-		     struct idlist *forwarded, struct idlist *stored,
-		     struct idlist *unreachable, struct idlist *too_big)
+#define RELAYED_MAX 16
+struct relayed {
+	struct msgid id[RELAYED_MAX];
+	size_t n;
+};
+
+static int relayed_flush(struct proto *p, struct relayed *x, int64_t now)
 {
-	uint64_t conn;
+	size_t i;
+	int r = SEMQ_OK;
+
+	for (i = 0; i < x->n && r == SEMQ_OK; i++)
+		r = store_relay_note(p->st, x->id[i].origin, x->id[i].dest,
+				     x->id[i].life, x->id[i].seq, now);
+	x->n = 0;
+	return r;
+}
+
+static int relayed_add(struct proto *p, struct relayed *x,
+		       const struct msgid *id, int64_t now)
+{
+	size_t i;
 	int r;
 
+	for (i = 0; i < x->n; i++)
+		if (x->id[i].life == id->life &&
+		    !strcmp(x->id[i].origin, id->origin) &&
+		    !strcmp(x->id[i].dest, id->dest)) {
+			if (id->seq > x->id[i].seq)
+				x->id[i].seq = id->seq;
+			return SEMQ_OK;
+		}
+	if (x->n == RELAYED_MAX && (r = relayed_flush(p, x, now)) != SEMQ_OK)
+		return r;
+	x->id[x->n++] = *id;
+	return SEMQ_OK;
+}
+
+/* The lists of one Data frame's answers. */
+struct data_answers {
+	struct idlist verdicts;    /* 810-Indications (and refusals) */
+	struct idlist forwarded;   /* RelayAck FORWARDED */
+	struct idlist stored;      /* RelayAck STORED */
+	struct idlist unreachable; /* RelayAck UNREACHABLE */
+	struct idlist too_big;     /* RelayAck UNREACHABLE, over max_payload */
+};
+
+/*
+ * A message for another node: forward it when its next hop is connected,
+ * else keep a copy (store_and_forward), else refuse it. The sender learns
+ * which with a RelayAck, sent after the commit that stored any copy. A copy
+ * of that id held here already is custody (the same message: answered
+ * STORED, never forwarded around the copy) or a conflict (another message
+ * under its id: refused with CONFLICT towards the origin, which renumbers
+ * it; docs/PROTOCOL.md, "The digest").
+ */
+static int relay_one(struct proto *p, const struct job *j, Semq__Message *w,
+		     struct msg *m, int64_t now, struct fwd *fw,
+		     struct data_answers *a, struct relayed *rel)
+{
+	char idb[MSGID_STRLEN + 20];
+	uint64_t conn, have = 0;
+	int r, status;
+
 	if (!p->c->relay)
-		return idlist_add(unreachable, &m->id, 0);
+		return idlist_add(&a->unreachable, &m->id, 0);
 	if (m->payload_len > p->c->max_payload) {
 		log_msg(LOG_WARN, "proto", j->peer, &m->id,
 			"refused: a payload of %zu bytes is over this relay's "
 			"max_payload (%zu)",
 			m->payload_len, p->c->max_payload);
-		return idlist_add(too_big, &m->id, 0);
+		return idlist_add(&a->too_big, &m->id, 0);
 	}
+	r = resolve_life(p, &m->id);
+	if (r != SEMQ_OK)
+		return r;
+	r = store_outbound_state(p->st, &m->id, &status, &have);
+	if (r == SEMQ_OK) {
+		if (have && m->id.digest && have != m->id.digest) {
+			log_msg(LOG_WARN, "proto", j->peer, &m->id,
+				"refused (conflict): %s: a copy of another "
+				"message is held here under this id; its "
+				"origin renumbers it",
+				id_text(&m->id, idb, sizeof idb));
+			p->cnt.refused++;
+			return idlist_add_high(&a->verdicts, &m->id,
+					       RES_CONFLICT,
+					       stream_high(p, &m->id));
+		}
+		return idlist_add(&a->stored, &m->id, 0);
+	}
+	if (r != SEMQ_ERR_NOT_FOUND)
+		return r;
 	conn = next_hop(p, m->id.dest, &m->id, j->conn_id);
 	if (conn) {
 		r = fwd_add(fw, conn, w);
-		return r ? r : idlist_add(forwarded, &m->id, 0);
+		if (r == SEMQ_OK)
+			r = relayed_add(p, rel, &m->id, now);
+		return r ? r : idlist_add(&a->forwarded, &m->id, 0);
 	}
 	if (!p->c->store_and_forward)
-		return idlist_add(unreachable, &m->id, 0);
+		return idlist_add(&a->unreachable, &m->id, 0);
 	r = store_enqueue_copy(p->st, m, now);
+	if (r == SEMQ_DECLINED) { /* another message's copy, meanwhile */
+		p->cnt.refused++;
+		return idlist_add_high(&a->verdicts, &m->id, RES_CONFLICT,
+				       stream_high(p, &m->id));
+	}
 	if (r != SEMQ_OK && r != SEMQ_DUPLICATE) {
 		log_msg(LOG_ERROR, "proto", j->peer, &m->id,
 			"cannot store a copy: %s", store_errmsg(p->st));
@@ -766,19 +976,22 @@ static int relay_one(struct proto *p, const struct job *j, Semq__Message *w,
 		fault_point("relay_store_before_commit");
 	}
 	p->more_to_send = 1;
-	return idlist_add(stored, &m->id, 0);
+	r = relayed_add(p, rel, &m->id, now);
+	return r ? r : idlist_add(&a->stored, &m->id, 0);
 }
 
 static int on_data(struct proto *p, const struct job *j, int64_t now,
 		   struct outbox *ob)
 {
 	const Semq__Data *d = j->frame->data;
-	struct idlist verdicts = {0}, fwd_ids = {0}, stored = {0},
-		      unreachable = {0}, too_big = {0};
+	struct data_answers a;
+	struct relayed rel;
 	struct fwd fw = {0};
 	size_t i;
 	int r = SEMQ_OK;
 
+	memset(&a, 0, sizeof a);
+	rel.n = 0;
 	for (i = 0; i < d->n_messages && r == SEMQ_OK; i++) {
 		struct msg m;
 		const char *via;
@@ -787,46 +1000,52 @@ static int on_data(struct proto *p, const struct job *j, int64_t now,
 
 		codec_msg_from_wire(d->messages[i], &m);
 		if (strcmp(m.id.dest, p->c->id) != 0) {
-			r = relay_one(p, j, d->messages[i], &m, now, &fw,
-				      &fwd_ids, &stored, &unreachable,
-				      &too_big);
+			r = relay_one(p, j, d->messages[i], &m, now, &fw, &a,
+				      &rel);
 			continue;
 		}
+		r = resolve_life(p, &m.id);
+		if (r != SEMQ_OK)
+			break;
 		via = strcmp(j->peer, m.id.origin) ? j->peer : NULL;
 		need = CONFIRM_ORIGIN | (m.stored_by[0] ? CONFIRM_RELAY : 0);
 		r = receive_one(p, &m, via, need, j->conn_id, now, &v);
 		if (r == SEMQ_OK && v >= 0)
-			r = idlist_add(&verdicts, &m.id, v);
+			r = idlist_add_high(
+				&a.verdicts, &m.id, v,
+				is_refusal(v) ? stream_high(p, &m.id) : 0);
 	}
 	if (r == SEMQ_OK)
-		r = emit_ids(p, ob, j->conn_id, IDF_INDICATION, &verdicts,
+		r = relayed_flush(p, &rel, now);
+	if (r == SEMQ_OK)
+		r = emit_ids(p, ob, j->conn_id, IDF_INDICATION, &a.verdicts,
 			     NULL);
 	if (r == SEMQ_OK)
 		r = fwd_emit(p, ob, &fw, SEMQ__FRAME__BODY_DATA, NULL);
 	if (r == SEMQ_OK)
 		r = emit_relay_ack(p, ob, j->conn_id,
-				   SEMQ__RELAY_ACK__KIND__FORWARDED, &fwd_ids,
-				   NULL);
+				   SEMQ__RELAY_ACK__KIND__FORWARDED,
+				   &a.forwarded, NULL);
 	if (r == SEMQ_OK)
 		r = emit_relay_ack(p, ob, j->conn_id,
-				   SEMQ__RELAY_ACK__KIND__STORED, &stored,
+				   SEMQ__RELAY_ACK__KIND__STORED, &a.stored,
 				   NULL);
 	if (r == SEMQ_OK)
 		r = emit_relay_ack(p, ob, j->conn_id,
 				   SEMQ__RELAY_ACK__KIND__UNREACHABLE,
-				   &unreachable,
+				   &a.unreachable,
 				   p->c->relay ? "destination not connected"
 					       : "this node does not relay");
 	if (r == SEMQ_OK)
-		r = emit_relay_ack(p, ob, j->conn_id,
-				   SEMQ__RELAY_ACK__KIND__UNREACHABLE, &too_big,
-				   "payload over the relay's max_payload");
+		r = emit_relay_ack(
+			p, ob, j->conn_id, SEMQ__RELAY_ACK__KIND__UNREACHABLE,
+			&a.too_big, "payload over the relay's max_payload");
 	fwd_free(&fw);
-	idlist_free(&too_big);
-	idlist_free(&verdicts);
-	idlist_free(&fwd_ids);
-	idlist_free(&stored);
-	idlist_free(&unreachable);
+	idlist_free(&a.too_big);
+	idlist_free(&a.verdicts);
+	idlist_free(&a.forwarded);
+	idlist_free(&a.stored);
+	idlist_free(&a.unreachable);
 	return r;
 }
 
@@ -850,14 +1069,17 @@ static int retry_held(struct proto *p, int64_t now, struct outbox *ob)
 			pp = &h->next;
 			continue;
 		}
-		if (rr == SEMQ_OK || rr == SEMQ_DUPLICATE) {
+		if (rr == SEMQ_OK || rr == SEMQ_DUPLICATE ||
+		    rr == SEMQ_DECLINED) {
 			struct idlist *l = connlists_get(&cl, h->conn_id);
 			if (!l)
 				r = SEMQ_ERR_NOMEM;
 			else
-				r = idlist_add(l, &h->m.id,
-					       rr == SEMQ_OK ? result
-							     : RES_DUPLICATE);
+				r = idlist_add_high(
+					l, &h->m.id, result,
+					is_refusal(result)
+						? stream_high(p, &h->m.id)
+						: 0);
 		} else if (rr != SEMQ_AGAIN) {
 			r = rr;
 			break;
@@ -876,6 +1098,202 @@ static int retry_held(struct proto *p, int64_t now, struct outbox *ob)
 
 /* ---- confirmations --------------------------------------------------------- */
 
+/*
+ * A relay's copy that the destination refused (CONFLICT or UNDECIDED): if
+ * it is the copy of that message, it is held for the operator (status 8)
+ * instead of being sent again; its origin renumbers or holds its own row
+ * and then takes the copy back (an 810-Response with its digest, which
+ * drops it here).
+ */
+static int hold_copy(struct proto *p, const struct msgid *id, int res,
+		     const char *peer, int64_t now)
+{
+	char why[SEMQ_ERRLEN], idb[MSGID_STRLEN + 20];
+	uint64_t have = 0;
+	int r, status;
+
+	r = store_outbound_state(p->st, id, &status, &have);
+	if (r == SEMQ_ERR_NOT_FOUND)
+		return SEMQ_OK;
+	if (r != SEMQ_OK)
+		return r;
+	if (have && id->digest && have != id->digest)
+		return SEMQ_OK; /* about another message under its id */
+	snprintf(why, sizeof why,
+		 "%s refused it (%s): %s; held for the operator until its "
+		 "origin takes it back",
+		 peer, res == RES_CONFLICT ? "conflict" : "undecided",
+		 res == RES_CONFLICT ? "it holds another message under this "
+				       "seq"
+				     : "its record of this seq is gone");
+	r = store_hold(p->st, id, res, why, now);
+	if (r == SEMQ_OK) {
+		p->cnt.held++;
+		log_msg(LOG_WARN, "proto", peer, id, "copy %s held: %s",
+			id_text(id, idb, sizeof idb), why);
+	}
+	return r == SEMQ_DECLINED ? SEMQ_OK : r;
+}
+
+/* Sends an 810-Response for each of ids[0..n) (with their digests) towards
+ * their destination: the origin has done with those ids — a relay still
+ * holding a copy of one of them drops it. */
+static int retract(struct proto *p, const struct msgid *ids, unsigned n,
+		   struct outbox *ob)
+{
+	struct connlists cl = {0};
+	unsigned k;
+	int r = SEMQ_OK;
+
+	for (k = 0; k < n && r == SEMQ_OK; k++) {
+		uint64_t conn =
+			stream_conn(p->routes, p->c, ids[k].dest, &ids[k]);
+		struct idlist *l;
+
+		if (!conn)
+			continue;
+		l = connlists_get(&cl, conn);
+		r = l ? idlist_add(l, &ids[k], 0) : SEMQ_ERR_NOMEM;
+	}
+	if (r == SEMQ_OK)
+		r = connlists_emit(p, ob, &cl, IDF_RESPONSE, p->c->id);
+	connlists_free(&cl);
+	return r;
+}
+
+/* Was the stream to dest found behind in this run already? Remembers it. */
+static int noted_before(struct proto *p, const char *dest)
+{
+	size_t i;
+
+	for (i = 0; i < p->n_noted; i++)
+		if (!strcmp(p->noted[i], dest))
+			return 1;
+	if (p->n_noted < NOTED_MAX)
+		snprintf(p->noted[p->n_noted++], sizeof p->noted[0], "%s",
+			 dest);
+	return 0;
+}
+
+/*
+ * A peer has seen this node's stream to dest up to `high` (stream state, or
+ * a refusal): when that is beyond the counter, this database went back in
+ * time. The counter moves past it, so every message enqueued from then on
+ * gets a seq nobody has seen; it is recorded for semqctl status and
+ * counted, and the operator hears it (ERROR) once per stream and run.
+ */
+static int behind(struct proto *p, const char *dest, uint64_t high,
+		  const char *reporter, const char *how, int64_t now)
+{
+	char note[SEMQ_ERRLEN];
+	uint64_t from = 0;
+	int r, moved = 0, first = !noted_before(p, dest);
+
+	snprintf(note, sizeof note, "%s had seen up to seq %" PRIu64 " (%s)",
+		 reporter, high, how);
+	r = store_stream_resync(p->st, dest, high, now, note, first, &from,
+				&moved);
+	if (r == SEMQ_DECLINED)
+		return SEMQ_OK;
+	if (r != SEMQ_OK)
+		return r;
+	p->cnt.resyncs++;
+	log_msg(first ? LOG_ERROR : LOG_WARN, "proto", reporter, NULL,
+		"stream %s->%s went back in time: this database had handed "
+		"out seqs up to %" PRIu64 ", %s has seen up to %" PRIu64
+		" (%s; the database was restored from an older copy?)%s",
+		p->c->id, dest, from, reporter, high, how,
+		moved ? "; the counter moves past it: messages enqueued from "
+			"now on get new seqs, those enqueued since the "
+			"restore are checked by their digests and renumbered "
+			"where they collide"
+		      : "; messages enqueued since the restore are "
+			"renumbered where they collide");
+	return SEMQ_OK;
+}
+
+/*
+ * A refusal of one of this node's own messages (docs/PROTOCOL.md, "What
+ * the origin does"): the counter moves past what the refuser has seen
+ * (`high`); CONFLICT renumbers the message and the unconfirmed later rows
+ * of its key, UNDECIDED holds it for the operator.
+ */
+static int on_refusal(struct proto *p, const struct msgid *id, int res,
+		      uint64_t high, const char *peer, int64_t now,
+		      struct outbox *ob)
+{
+	char why[4 * SEMQ_ERRLEN], idb[MSGID_STRLEN];
+	struct msgid *olds = NULL;
+	uint64_t have = 0, first = 0;
+	unsigned n = 0;
+	int r, status;
+
+	r = store_outbound_state(p->st, id, &status, &have);
+	if (r == SEMQ_ERR_NOT_FOUND) /* renumbered already, or purged */
+		return SEMQ_OK;
+	if (r != SEMQ_OK)
+		return r;
+	msgid_str(id, idb, sizeof idb);
+	if (have && id->digest && have != id->digest) {
+		/* A copy of this id from before this database went back in
+		 * time: the message it carries cannot be sent again from
+		 * here. The relay that holds it keeps it for the operator. */
+		log_msg(LOG_ERROR, "proto", peer, id,
+			"%s refused another message under %s than this "
+			"database's (a copy made before this database went "
+			"back in time); the copy is held where it is, see "
+			"semqctl outbound list --status held there",
+			peer, idb);
+		return SEMQ_OK;
+	}
+	if (status == SS_ACK2 || status == SS_HELD)
+		return SEMQ_OK;
+	r = behind(p, id->dest, high > id->seq ? high : id->seq, peer,
+		   res == RES_CONFLICT ? "it holds another message under a seq "
+					 "this database handed out again"
+				       : "its record of a seq this database "
+					 "handed out again is gone",
+		   now);
+	if (r != SEMQ_OK)
+		return r;
+	if (res == RES_UNDECIDED) {
+		snprintf(why, sizeof why,
+			 "%s cannot tell whether it has this message: its "
+			 "record of seq %" PRIu64 " is older than its "
+			 "receipt_retention (this database went back in time "
+			 "by more than that?); if it is new, semqctl outbound "
+			 "renumber %s; if it took effect, semqctl outbound "
+			 "cancel %s",
+			 peer, id->seq, idb, idb);
+		r = store_hold(p->st, id, RES_UNDECIDED, why, now);
+		if (r == SEMQ_OK) {
+			p->cnt.held++;
+			log_msg(LOG_ERROR, "proto", peer, id, "held: %s", why);
+		}
+		return r == SEMQ_DECLINED ? SEMQ_OK : r;
+	}
+	snprintf(why, sizeof why,
+		 "%s holds another message under seq %" PRIu64
+		 ": this database went back in time (restored from an older "
+		 "copy?); renumbered",
+		 peer, id->seq);
+	r = store_renumber(p->st, id, now, why, &olds, &n, &first);
+	if (r == SEMQ_DECLINED)
+		return SEMQ_OK;
+	if (r != SEMQ_OK)
+		return r;
+	p->cnt.renumbered += n;
+	log_msg(LOG_INFO, "proto", peer, id,
+		"renumbered: %s holds another message under seq %" PRIu64
+		"; %u message(s) of this key get seq %" PRIu64 "..%" PRIu64
+		" and are sent again",
+		peer, id->seq, n, first, first + (n ? n - 1 : 0));
+	p->more_to_send = 1;
+	r = retract(p, olds, n, ob);
+	free(olds);
+	return r;
+}
+
 static int on_indication(struct proto *p, const struct job *j, int64_t now,
 			 struct outbox *ob)
 {
@@ -886,29 +1304,49 @@ static int on_indication(struct proto *p, const struct job *j, int64_t now,
 	int r = SEMQ_OK;
 
 	for (i = 0; i < ind->n_verdicts && r == SEMQ_OK; i++) {
+		const Semq__Verdict *v = ind->verdicts[i];
 		struct msgid id;
 		uint64_t conn;
-		int rr;
+		int rr, res;
 
-		codec_msgid_from_wire(ind->verdicts[i]->id, &id);
+		codec_msgid_from_wire(v->id, &id);
+		res = verdict_from_wire(v->result, v->refusal, v->dead);
+		r = resolve_life(p, &id);
+		if (r != SEMQ_OK)
+			break;
 		if (strcmp(id.origin, p->c->id) != 0) {
 			/* Relaying: our copy (if any) is done with; confirm
 			 * for ourselves (harmless when the destination did not
 			 * need it, and it covers a lost earlier response) and
-			 * pass the verdict on to the origin. */
-			rr = store_drop_copy(p->st, &id);
-			if (rr != SEMQ_OK && rr != SEMQ_DECLINED) {
-				r = rr;
-				break;
+			 * pass the verdict on to the origin. A refusal
+			 * recorded nothing to confirm: the copy is held. */
+			if (is_refusal(res)) {
+				r = hold_copy(p, &id, res, j->peer, now);
+			} else {
+				rr = store_drop_copy(p->st, &id);
+				if (rr != SEMQ_OK && rr != SEMQ_DECLINED) {
+					r = rr;
+					break;
+				}
+				r = idlist_add(&relay_resp, &id, 0);
 			}
-			r = idlist_add(&relay_resp, &id, 0);
 			conn = next_hop(p, id.origin, &id, j->conn_id);
 			if (r == SEMQ_OK && conn)
 				r = fwd_add(&fw, conn, ind->verdicts[i]);
 			continue;
 		}
-		rr = store_mark_confirmed(p->st, &id, ind->verdicts[i]->result,
-					  now);
+		if (id.life != p->life) {
+			/* A message of an earlier life of this node: nothing
+			 * of it is here; let the receiver finish its record. */
+			if (!is_refusal(res))
+				r = idlist_add(&resp, &id, 0);
+			continue;
+		}
+		if (is_refusal(res)) {
+			r = on_refusal(p, &id, res, v->high, j->peer, now, ob);
+			continue;
+		}
+		rr = store_mark_confirmed(p->st, &id, res, now);
 		if (rr == SEMQ_OK)
 			p->cnt.confirmed++;
 		if (rr != SEMQ_OK && rr != SEMQ_DECLINED &&
@@ -949,9 +1387,21 @@ static int on_response(struct proto *p, const struct job *j, struct outbox *ob)
 		unsigned bit;
 
 		codec_msgid_from_wire(ar->ids[i], &id);
+		r = resolve_life(p, &id);
+		if (r != SEMQ_OK)
+			break;
 		if (strcmp(id.dest, p->c->id) != 0) {
 			uint64_t conn = next_hop(p, id.dest, &id, j->conn_id);
-			if (conn)
+
+			/* The origin is done with this message id: a copy of
+			 * that very message held here (refused, or taken
+			 * back after a renumbering) goes. */
+			if (id.digest && strcmp(ar->from, id.origin) == 0) {
+				r = store_drop_copy(p->st, &id);
+				if (r == SEMQ_DECLINED)
+					r = SEMQ_OK;
+			}
+			if (r == SEMQ_OK && conn)
 				r = fwd_add(&fw, conn, ar->ids[i]);
 			continue;
 		}
@@ -984,19 +1434,43 @@ static int on_query(struct proto *p, const struct job *j, struct outbox *ob)
 
 	for (i = 0; i < q->n_ids && r == SEMQ_OK; i++) {
 		struct msgid id;
-		int received = 0, result = 0;
+		int received = 0, result = 0, status;
+		uint64_t have = 0;
 
 		codec_msgid_from_wire(q->ids[i], &id);
+		r = resolve_life(p, &id);
+		if (r != SEMQ_OK)
+			break;
 		if (strcmp(id.dest, p->c->id) != 0) {
-			/* A relay never answers for the destination. */
-			uint64_t conn = next_hop(p, id.dest, &id, j->conn_id);
+			/* A relay never answers for the destination, but for
+			 * a copy of another message it holds under that id:
+			 * the asker's message cannot be that one. */
+			uint64_t conn;
+
+			r = store_outbound_state(p->st, &id, &status, &have);
+			if (r == SEMQ_OK && have && id.digest &&
+			    have != id.digest) {
+				p->cnt.refused++;
+				r = idlist_add_high(&ans, &id, RES_CONFLICT,
+						    stream_high(p, &id));
+				continue;
+			}
+			if (r != SEMQ_OK && r != SEMQ_ERR_NOT_FOUND)
+				break;
+			r = SEMQ_OK;
+			conn = next_hop(p, id.dest, &id, j->conn_id);
 			if (conn)
 				r = fwd_add(&fw, conn, q->ids[i]);
 			continue;
 		}
 		r = store_lookup_received(p->st, &id, &received, &result);
+		if (r == SEMQ_OK && received && is_refusal(result))
+			p->cnt.refused++;
 		if (r == SEMQ_OK)
-			r = idlist_add(&ans, &id, received ? result : -1);
+			r = idlist_add_high(&ans, &id, received ? result : -1,
+					    received && is_refusal(result)
+						    ? stream_high(p, &id)
+						    : 0);
 	}
 	if (r == SEMQ_OK)
 		r = emit_ids(p, ob, j->conn_id, IDF_QUERY_REPLY, &ans, NULL);
@@ -1025,7 +1499,7 @@ static int copy_status(struct proto *p, const struct msgid *id, int *status)
 		return r;
 	msg_clear(&m);
 	if (row.status == SS_UNSEND || row.status == SS_SEND ||
-	    row.status == SS_ACK)
+	    row.status == SS_ACK || row.status == SS_HELD)
 		*status = row.status;
 	return SEMQ_OK;
 }
@@ -1041,11 +1515,20 @@ static int copy_status(struct proto *p, const struct msgid *id, int *status)
 static int answer_for_copy(struct proto *p, const struct job *j,
 			   const Semq__QueryAnswer *a, const struct msgid *id,
 			   int status, uint64_t origin_conn, struct fwd *fw,
-			   struct idlist *relay_resp, struct connlists *custody)
+			   struct idlist *relay_resp, struct connlists *custody,
+			   int64_t now)
 {
 	char why[200];
-	int r;
+	int r, res = verdict_from_wire(a->result, a->refusal, a->dead);
 
+	if (a->received && is_refusal(res)) {
+		/* Nothing recorded there: the copy is held, the origin
+		 * hears the refusal. */
+		r = hold_copy(p, id, res, j->peer, now);
+		if (r == SEMQ_OK && origin_conn)
+			r = fwd_add(fw, origin_conn, (void *)a);
+		return r;
+	}
 	if (a->received) {
 		r = store_drop_copy(p->st, id);
 		if (r != SEMQ_OK && r != SEMQ_DECLINED)
@@ -1084,9 +1567,12 @@ static int on_query_reply(struct proto *p, const struct job *j, int64_t now,
 	for (i = 0; i < qr->n_answers && r == SEMQ_OK; i++) {
 		const Semq__QueryAnswer *a = qr->answers[i];
 		struct msgid id;
-		int rr;
+		int rr, res = verdict_from_wire(a->result, a->refusal, a->dead);
 
 		codec_msgid_from_wire(a->id, &id);
+		r = resolve_life(p, &id);
+		if (r != SEMQ_OK)
+			break;
 		if (strcmp(id.origin, p->c->id) != 0) {
 			uint64_t conn = next_hop(p, id.origin, &id, j->conn_id);
 			int cst = NO_COPY;
@@ -1096,13 +1582,22 @@ static int on_query_reply(struct proto *p, const struct job *j, int64_t now,
 				break;
 			if (cst != NO_COPY)
 				r = answer_for_copy(p, j, a, &id, cst, conn,
-						    &fw, &relay_resp, &custody);
+						    &fw, &relay_resp, &custody,
+						    now);
 			else if (conn)
 				r = fwd_add(&fw, conn, qr->answers[i]);
 			continue;
 		}
-		if (a->received) {
-			rr = store_mark_confirmed(p->st, &id, a->result, now);
+		if (id.life != p->life) {
+			/* about an earlier life of this node: nothing here */
+			if (a->received && !is_refusal(res))
+				r = idlist_add(&resp, &id, 0);
+			continue;
+		}
+		if (a->received && is_refusal(res)) {
+			r = on_refusal(p, &id, res, a->high, j->peer, now, ob);
+		} else if (a->received) {
+			rr = store_mark_confirmed(p->st, &id, res, now);
 			if (rr == SEMQ_OK)
 				p->cnt.confirmed++;
 			if (rr == SEMQ_OK || rr == SEMQ_DECLINED ||
@@ -1161,6 +1656,9 @@ static int on_relay_ack(struct proto *p, const struct job *j, int64_t now)
 		/* Our own rows, or a relay's copies sent on to a further
 		 * relay; ids we hold nothing for are declined below. */
 		codec_msgid_from_wire(ra->ids[i], &id);
+		r = resolve_life(p, &id);
+		if (r != SEMQ_OK)
+			break;
 		if (ra->kind != SEMQ__RELAY_ACK__KIND__UNREACHABLE) {
 			r = store_mark_relay_acked(p->st, &id, now,
 						   now + p->c->query_after_ms);
@@ -1347,16 +1845,324 @@ static int on_routes(struct proto *p, const struct job *j, int64_t now,
 	return r;
 }
 
+/* The hop of connection conn in the routes; NULL when it is not routed. */
+static const struct route_hop *hop_of(const struct proto *p, uint64_t conn)
+{
+	size_t i;
+
+	for (i = 0; p->routes && i < p->routes->n_hops; i++)
+		if (p->routes->hops[i].conn_id == conn)
+			return &p->routes->hops[i];
+	return NULL;
+}
+
+/* Does connection conn speak wire revision 2 (the new frames)? */
+static int speaks_2(const struct proto *p, uint64_t conn)
+{
+	const struct route_hop *h = hop_of(p, conn);
+
+	return h && h->revision >= 2;
+}
+
+/* A list of node ids, for StreamQuery.dests. */
+struct names {
+	char (*v)[SEMQ_ID_MAX + 1];
+	size_t n, cap;
+};
+
+static int names_add(struct names *l, const char *id)
+{
+	size_t i;
+
+	for (i = 0; i < l->n; i++)
+		if (!strcmp(l->v[i], id))
+			return SEMQ_OK;
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? l->cap * 2 : 16;
+		void *v = realloc(l->v, cap * sizeof *l->v);
+		if (!v)
+			return SEMQ_ERR_NOMEM;
+		l->v = v;
+		l->cap = cap;
+	}
+	snprintf(l->v[l->n++], sizeof l->v[0], "%s", id);
+	return SEMQ_OK;
+}
+
+/* StreamQuery{origin, life, dests[0..n)} to conn (at most STREAMS per
+ * frame). */
+#define STREAMS_PER_FRAME 4096
+static int emit_stream_query(struct proto *p, struct outbox *ob, uint64_t conn,
+			     const char *origin, uint64_t life,
+			     const struct names *dests)
+{
+	size_t off = 0, k;
+	char **pd = NULL;
+	int r = SEMQ_OK;
+
+	if (dests->n)
+		pd = calloc(dests->n, sizeof *pd);
+	if (dests->n && !pd)
+		return SEMQ_ERR_NOMEM;
+	for (k = 0; k < dests->n; k++)
+		pd[k] = (char *)dests->v[k];
+	do {
+		Semq__Frame f = SEMQ__FRAME__INIT;
+		Semq__StreamQuery q = SEMQ__STREAM_QUERY__INIT;
+
+		q.origin = (char *)origin;
+		q.life = life;
+		q.n_dests = dests->n - off < STREAMS_PER_FRAME
+				    ? dests->n - off
+				    : STREAMS_PER_FRAME;
+		q.dests = pd ? pd + off : NULL;
+		f.body_case = SEMQ__FRAME__BODY_STREAM_QUERY;
+		f.stream_query = &q;
+		r = outbox_frame(ob, conn, &f, p->c->max_frame);
+		off += q.n_dests;
+	} while (r == SEMQ_OK && off < dests->n);
+	free(pd);
+	return r;
+}
+
+static int out_dest_cb(void *ctx, const struct out_stream *os)
+{
+	return names_add(ctx, os->dest) != SEMQ_OK;
+}
+
+/*
+ * A peer that says (Hello) it has another database than the one whose
+ * stream to this node began here last was re-imaged or replaced: its new
+ * messages start a new stream here, the earlier life's records stay. The
+ * operator hears of it once per link.
+ */
+static int note_new_life(struct proto *p, const struct job *j)
+{
+	const struct route_hop *h = hop_of(p, j->conn_id);
+	char lb[SEMQ_LIFE_STRLEN], ob[SEMQ_LIFE_STRLEN];
+	uint64_t cur = 0;
+	int r, known = 0;
+
+	if (!h || h->revision < 2 || h->life == SEMQ_LIFE_NONE)
+		return SEMQ_OK;
+	r = store_origin_life(p->st, j->peer, &cur, &known);
+	if (r != SEMQ_OK || !known || cur == h->life)
+		return r;
+	log_msg(LOG_WARN, "proto", j->peer, NULL,
+		"%s has another database than before (life %s; its messages "
+		"here came from life %s): re-imaged or replaced? Its new "
+		"messages start new streams; the earlier life's records stay "
+		"(semqctl lives)",
+		j->peer, semq_life_str(h->life, lb, sizeof lb),
+		semq_life_str(cur, ob, sizeof ob));
+	return SEMQ_OK;
+}
+
 static int on_peer_up(struct proto *p, const struct job *j, int64_t now,
 		      struct outbox *ob)
 {
+	struct names dests = {0};
 	int r;
 
 	log_msg(LOG_DEBUG, "proto", j->peer, NULL, "resynchronising");
-	r = query_in_doubt(p, now, INT64_MAX, j->conn_id, NULL, ob);
+	r = note_new_life(p, j);
+	if (r == SEMQ_OK)
+		r = query_in_doubt(p, now, INT64_MAX, j->conn_id, NULL, ob);
 	if (r == SEMQ_OK)
 		r = repeat_unacked(p, INT64_MAX, j->peer, ob);
+	/* How far has this peer (and what is behind it) seen our streams?
+	 * A database that went back in time learns it here. */
+	if (r == SEMQ_OK && speaks_2(p, j->conn_id)) {
+		r = store_streams_out(p->st, out_dest_cb, &dests);
+		if (r == SEMQ_OK)
+			r = emit_stream_query(p, ob, j->conn_id, p->c->id,
+					      p->life, &dests);
+	}
+	free(dests.v);
 	p->more_to_send = 1;
+	return r;
+}
+
+/* ---- stream state ------------------------------------------------------------ */
+
+struct highs {
+	Semq__StreamHigh *v;
+	size_t n, cap;
+	char (*dest)[SEMQ_ID_MAX + 1];
+	int r;
+};
+
+static int highs_add(struct highs *h, const char *dest, uint64_t high)
+{
+	if (!high || h->n >= STREAMS_PER_FRAME)
+		return SEMQ_OK;
+	if (h->n == h->cap) {
+		size_t cap = h->cap ? h->cap * 2 : 16;
+		void *v = realloc(h->v, cap * sizeof *h->v);
+		void *d;
+		if (!v)
+			return SEMQ_ERR_NOMEM;
+		h->v = v;
+		d = realloc(h->dest, cap * sizeof *h->dest);
+		if (!d)
+			return SEMQ_ERR_NOMEM;
+		h->dest = d;
+		h->cap = cap;
+	}
+	snprintf(h->dest[h->n], sizeof h->dest[0], "%s", dest);
+	semq__stream_high__init(&h->v[h->n]);
+	h->v[h->n].high = high;
+	h->n++;
+	return SEMQ_OK;
+}
+
+static int relay_high_cb(void *ctx, const char *dest, uint64_t high)
+{
+	struct highs *h = ctx;
+
+	h->r = highs_add(h, dest, high);
+	return h->r != SEMQ_OK;
+}
+
+/*
+ * StreamQuery: what this node has seen of (origin, life) — as the
+ * destination of one of its streams, and as a relay of the others — goes
+ * back to the asker; a relay also passes the question on to the
+ * destinations behind it that speak revision 2, which answer end to end.
+ */
+static int on_stream_query(struct proto *p, const struct job *j,
+			   struct outbox *ob)
+{
+	const Semq__StreamQuery *q = j->frame->stream_query;
+	struct highs h = {0};
+	struct names dests = {0};
+	Semq__StreamHigh **ph = NULL;
+	uint64_t high = 0;
+	size_t i, k;
+	int r;
+
+	if (!strcmp(q->origin, p->c->id))
+		return SEMQ_OK; /* our own question came back */
+	r = store_stream_high(p->st, q->origin, p->c->id, q->life, &high);
+	if (r == SEMQ_OK)
+		r = highs_add(&h, p->c->id, high);
+	if (r == SEMQ_OK && p->c->relay) {
+		r = store_relay_streams(p->st, q->origin, q->life,
+					relay_high_cb, &h);
+		if (r == SEMQ_OK)
+			r = h.r;
+	}
+	if (r == SEMQ_OK && h.n) {
+		Semq__Frame f = SEMQ__FRAME__INIT;
+		Semq__StreamState ss = SEMQ__STREAM_STATE__INIT;
+
+		ph = calloc(h.n, sizeof *ph);
+		if (!ph)
+			r = SEMQ_ERR_NOMEM;
+		for (i = 0; ph && i < h.n; i++) {
+			h.v[i].dest = h.dest[i];
+			ph[i] = &h.v[i];
+		}
+		ss.origin = q->origin;
+		ss.life = q->life;
+		ss.reporter = (char *)p->c->id;
+		ss.n_streams = h.n;
+		ss.streams = ph;
+		f.body_case = SEMQ__FRAME__BODY_STREAM_STATE;
+		f.stream_state = &ss;
+		if (r == SEMQ_OK)
+			r = outbox_frame(ob, j->conn_id, &f, p->c->max_frame);
+	}
+	/* A relay asks the destinations it can reach, once per link. */
+	for (i = 0; r == SEMQ_OK && p->c->relay && i < q->n_dests; i++)
+		r = names_add(&dests, q->dests[i]);
+	for (i = 0; r == SEMQ_OK && p->c->relay && i < h.n; i++)
+		r = names_add(&dests, h.dest[i]);
+	for (i = 0; r == SEMQ_OK && i < dests.n; i++) {
+		struct msgid sid;
+		struct names one = {0};
+		uint64_t conn;
+
+		memset(&sid, 0, sizeof sid);
+		snprintf(sid.origin, sizeof sid.origin, "%s", q->origin);
+		snprintf(sid.dest, sizeof sid.dest, "%s", dests.v[i]);
+		if (!strcmp(sid.dest, p->c->id) || !strcmp(sid.dest, q->origin))
+			continue;
+		conn = next_hop(p, sid.dest, &sid, j->conn_id);
+		if (!conn || !speaks_2(p, conn))
+			continue;
+		for (k = 0; k < i; k++) { /* asked on this link already? */
+			struct msgid o = sid;
+			snprintf(o.dest, sizeof o.dest, "%s", dests.v[k]);
+			if (next_hop(p, o.dest, &o, j->conn_id) == conn)
+				break;
+		}
+		if (k < i)
+			continue;
+		/* every destination of the list behind this link */
+		for (k = i; r == SEMQ_OK && k < dests.n; k++) {
+			struct msgid o = sid;
+			snprintf(o.dest, sizeof o.dest, "%s", dests.v[k]);
+			if (strcmp(o.dest, p->c->id) &&
+			    next_hop(p, o.dest, &o, j->conn_id) == conn)
+				r = names_add(&one, o.dest);
+		}
+		if (r == SEMQ_OK)
+			r = emit_stream_query(p, ob, conn, q->origin, q->life,
+					      &one);
+		free(one.v);
+	}
+	free(ph);
+	free(h.v);
+	free(h.dest);
+	free(dests.v);
+	return r;
+}
+
+/* StreamState: at the origin, a peer that has seen a stream further than
+ * this database's counter says that the database went back in time; on
+ * the way, passed on towards the origin. */
+static int on_stream_state(struct proto *p, const struct job *j, int64_t now,
+			   struct outbox *ob)
+{
+	const Semq__StreamState *ss = j->frame->stream_state;
+	char note[SEMQ_ERRLEN], lb[SEMQ_LIFE_STRLEN];
+	size_t i;
+	int r = SEMQ_OK;
+
+	if (strcmp(ss->origin, p->c->id) != 0) {
+		struct msgid sid;
+		uint64_t conn;
+		Semq__Frame f = SEMQ__FRAME__INIT;
+
+		memset(&sid, 0, sizeof sid);
+		snprintf(sid.origin, sizeof sid.origin, "%s", ss->origin);
+		snprintf(sid.dest, sizeof sid.dest, "%s", ss->reporter);
+		conn = next_hop(p, ss->origin, &sid, j->conn_id);
+		if (!conn || !speaks_2(p, conn))
+			return SEMQ_OK;
+		f.body_case = SEMQ__FRAME__BODY_STREAM_STATE;
+		f.stream_state = (Semq__StreamState *)ss;
+		return outbox_frame(ob, conn, &f, p->c->max_frame);
+	}
+	if (ss->life != p->life) {
+		log_msg(LOG_DEBUG, "proto", j->peer, NULL,
+			"stream state of an earlier life %s from %s: nothing "
+			"of it here",
+			semq_life_str(ss->life, lb, sizeof lb), ss->reporter);
+		return SEMQ_OK;
+	}
+	for (i = 0; i < ss->n_streams && r == SEMQ_OK; i++) {
+		uint64_t last = 0;
+
+		snprintf(note, sizeof note, "its stream state, via %s",
+			 j->peer);
+		r = store_last_seq(p->st, ss->streams[i]->dest, &last);
+		if (r == SEMQ_OK && ss->streams[i]->high > last)
+			r = behind(p, ss->streams[i]->dest,
+				   ss->streams[i]->high, ss->reporter, note,
+				   now);
+	}
 	return r;
 }
 
@@ -1374,6 +2180,29 @@ struct send_ctx {
 	size_t fetched;
 	int r;
 };
+
+/* The digest of m's key predecessor: from the rows fetched in this batch
+ * (sent before it, in seq order), else the table (0 when it is gone). */
+static int prev_digest(struct send_ctx *x, const struct msg *m, uint64_t *d)
+{
+	struct msgid pid = m->id;
+	size_t i;
+	int r;
+
+	*d = 0;
+	for (i = x->n; i-- > 0;)
+		if (x->v[i].m.id.seq == m->prev_seq &&
+		    x->v[i].m.id.life == m->id.life &&
+		    !strcmp(x->v[i].m.id.dest, m->id.dest) &&
+		    !strcmp(x->v[i].m.id.origin, m->id.origin)) {
+			*d = x->v[i].m.id.digest;
+			return SEMQ_OK;
+		}
+	pid.seq = m->prev_seq;
+	pid.digest = 0;
+	r = store_outbound_digest(x->p->st, &pid, d);
+	return r == SEMQ_ERR_NOT_FOUND ? SEMQ_OK : r;
+}
 
 static int send_cb(void *ctx, const struct msg *m, const struct out_row *row)
 {
@@ -1420,6 +2249,19 @@ static int send_cb(void *ctx, const struct msg *m, const struct out_row *row)
 	it = &x->v[x->n];
 	it->m = *m;
 	it->m.payload = NULL;
+	if (strcmp(m->id.origin, x->p->c->id) == 0) {
+		/* This node's own row: its digest (fixed when it is first
+		 * sent) and its key predecessor's. A relay's copy carries
+		 * what its origin sent. */
+		if (!it->m.id.digest)
+			it->m.id.digest = semq_msg_digest(m);
+		it->m.prev_digest = 0;
+		if (m->prev_seq) {
+			x->r = prev_digest(x, m, &it->m.prev_digest);
+			if (x->r != SEMQ_OK)
+				return 1;
+		}
+	}
 	if (m->tombstone)
 		it->m.payload_len = 0; /* a cancel carries no document */
 	if (strcmp(m->id.origin, x->p->c->id) != 0) /* a relay's copy */
@@ -1741,14 +2583,22 @@ int proto_job(struct proto *p, const struct job *j, int64_t now,
 	case SEMQ__FRAME__BODY_QUERY_REPLY:
 		return on_query_reply(p, j, now, ob);
 	case SEMQ__FRAME__BODY_RELAY_ACK: return on_relay_ack(p, j, now);
+	case SEMQ__FRAME__BODY_STREAM_QUERY: return on_stream_query(p, j, ob);
+	case SEMQ__FRAME__BODY_STREAM_STATE:
+		return on_stream_state(p, j, now, ob);
 	default:
-		return SEMQ_OK; /* Hello, Ping, Pong, Error: network thread's */
+		/* Hello, Ping, Pong, Error stay on the network thread: a job
+		 * with any other body is a bug upstream. */
+		log_msg(LOG_ERROR, "proto", j->peer, NULL,
+			"a frame of body %d reached the store thread",
+			(int)j->frame->body_case);
+		return SEMQ_ERR_INTERNAL;
 	}
 }
 
 int proto_tick(struct proto *p, int64_t now, struct outbox *ob)
 {
-	unsigned compacted = 0;
+	unsigned advanced = 0;
 	int r = SEMQ_OK;
 
 	if (p->held)
@@ -1763,10 +2613,16 @@ int proto_tick(struct proto *p, int64_t now, struct outbox *ob)
 		r = repeat_unacked(p, now - p->c->query_after_ms, NULL, ob);
 	}
 	if (r == SEMQ_OK && p->wm_dirty) {
-		r = store_advance_watermarks(p->st, &compacted);
+		r = store_advance_watermarks(p->st, &advanced);
 		if (r == SEMQ_OK)
 			p->wm_dirty = 0;
-		if (r == SEMQ_OK && compacted)
+		/* Without a receipt retention the rows the watermark passed
+		 * go at once (as before 0.2); else in the minute's purge. */
+		if (r == SEMQ_OK && advanced && !p->c->receipt_retention_ms) {
+			unsigned n = 0;
+			r = store_receipt_purge(p->st, now, 0, PURGE_LIMIT, &n);
+		}
+		if (r == SEMQ_OK && advanced)
 			fault_point("compaction_before_commit");
 	}
 	if (r == SEMQ_OK && now - p->last_purge >= PURGE_EVERY_MS) {
@@ -1778,6 +2634,10 @@ int proto_tick(struct proto *p, int64_t now, struct outbox *ob)
 			r = store_redo_purge(p->st, now,
 					     p->c->redo_retention_ms,
 					     PURGE_LIMIT, &n);
+		if (r == SEMQ_OK)
+			r = store_receipt_purge(p->st, now,
+						p->c->receipt_retention_ms,
+						PURGE_LIMIT, &n);
 	}
 	if (r == SEMQ_OK)
 		r = run_due_redo(p, now);

@@ -84,6 +84,12 @@ struct proto_counts {
 	uint64_t received;     /* messages recorded in tb_0030 */
 	uint64_t duplicates;   /* copies recognised as already received */
 	uint64_t redo_created; /* receipts that went to tb_0033 (redo, delay) */
+	uint64_t refused;      /* copies refused: another message under their
+				  seq, or one no longer known */
+	uint64_t resyncs;      /* times this node found its database behind
+				  (stream state, or a conflict it caused) */
+	uint64_t renumbered;   /* own messages renumbered after a conflict */
+	uint64_t held;         /* messages or copies held for the operator */
 };
 void proto_take_counts(struct proto *p, struct proto_counts *c);
 

@@ -47,14 +47,12 @@ enum {
 
 /* ---- statuses ------------------------------------------------------------- */
 
-static const int out_statuses[] = {SS_UNSEND, SS_SEND, SS_ACK, SS_ACK2,
-				   SS_CANCELLED};
-static const int in_statuses[] = {AS_INIT, AS_OK};
-static const int redo_statuses[] = {RS_PENDING, RS_WAITING, RS_DONE, RS_DEAD,
-				    RS_DISCARDED};
-#define N_OUT (sizeof out_statuses / sizeof out_statuses[0])
-#define N_IN (sizeof in_statuses / sizeof in_statuses[0])
-#define N_REDO (sizeof redo_statuses / sizeof redo_statuses[0])
+#define out_statuses semq_out_statuses
+#define in_statuses semq_in_statuses
+#define redo_statuses semq_redo_statuses
+#define N_OUT SEMQ_N_OUT_STATUS
+#define N_IN SEMQ_N_IN_STATUS
+#define N_REDO SEMQ_N_REDO_STATUS
 
 /* Index of status in v[n], or -1. */
 static int status_index(const int *v, size_t n, int status)
@@ -563,13 +561,17 @@ struct stream {
 	int64_t oldest;       /* created_at / received_at of the oldest
 				 unconfirmed row; 0 when none */
 	int has_wm;
-	uint64_t wm; /* confirmed_through */
+	uint64_t wm;     /* confirmed_through of its current life */
+	uint64_t life;   /* that life */
+	int lives;       /* lives of the origin seen on this stream */
+	int64_t resyncs; /* outbound: times it was found behind a peer */
 };
 
 struct streams {
 	struct stream *v;
 	size_t n, cap;
 	int failed;
+	const char *node; /* this node: the origin of its outbound streams */
 };
 
 static struct stream *stream_get(struct streams *s, int out, const char *origin,
@@ -643,7 +645,9 @@ static int stat_cb(void *ctx, const struct stat_row *r)
 	return 0;
 }
 
-static int wm_cb(void *ctx, const char *origin, const char *dest,
+/* Per (origin, dest) the watermark of its current life (the last one the
+ * store lists) and how many lives it has seen here. */
+static int wm_cb(void *ctx, const char *origin, const char *dest, uint64_t life,
 		 uint64_t confirmed_through)
 {
 	struct streams *s = ctx;
@@ -653,6 +657,20 @@ static int wm_cb(void *ctx, const char *origin, const char *dest,
 		return 1;
 	x->has_wm = 1;
 	x->wm = confirmed_through;
+	x->life = life;
+	x->lives++;
+	return 0;
+}
+
+/* An outbound stream's counter and resyncs (semq_stream_out). */
+static int out_cb(void *ctx, const struct out_stream *os)
+{
+	struct streams *s = ctx;
+	struct stream *x = stream_get(s, 1, s->node, os->dest);
+
+	if (!x)
+		return 1;
+	x->resyncs = os->resyncs;
 	return 0;
 }
 
@@ -666,6 +684,8 @@ static int streams_read(struct store *st, const struct admin_req *rq,
 	r = store_stats(st, stat_cb, s);
 	if (r == SEMQ_OK && !s->failed)
 		r = store_streams_in(st, wm_cb, s);
+	if (r == SEMQ_OK && !s->failed)
+		r = store_streams_out(st, out_cb, s);
 	if (s->failed)
 		return SEMQ_ERR_NOMEM;
 	if (r != SEMQ_OK) {
@@ -715,6 +735,14 @@ static json_t *stream_json(const struct stream *x, int64_t now, int *failed)
 		jset(o, "confirmed_through",
 		     x->has_wm ? json_integer((json_int_t)x->wm) : json_null(),
 		     failed);
+		if (x->has_wm) {
+			char lb[SEMQ_LIFE_STRLEN];
+
+			jset(o, "life",
+			     json_string(semq_life_str(x->life, lb, sizeof lb)),
+			     failed);
+			jset(o, "lives", json_integer(x->lives), failed);
+		}
 	}
 	if (x->other)
 		jset(o, "other_status", json_integer(x->other), failed);
@@ -732,7 +760,7 @@ static int streams_get(struct store *st, const struct config *c,
 		       const struct admin_req *rq, int64_t now,
 		       struct outbox *ob)
 {
-	struct streams s = {0};
+	struct streams s = {.node = c->id};
 	json_t *doc = NULL, *outv = NULL, *inv = NULL;
 	int answered, failed = 0, r;
 	size_t i;
@@ -875,12 +903,28 @@ static void metrics_text(struct evbuffer *b, const struct streams *s,
 		label(b, "dest", s->v[i].dest);
 		evbuffer_add_printf(b, "} %" PRIu64 "\n", s->v[i].wm);
 	}
+	evbuffer_add_printf(
+		b, "# HELP semq_stream_resyncs_total Times this node's stream "
+		   "was found behind what a peer had seen (its database went "
+		   "back in time: restored from an older copy), kept in the "
+		   "database.\n"
+		   "# TYPE semq_stream_resyncs_total counter\n");
+	for (i = 0; i < s->n; i++) {
+		if (!s->v[i].out)
+			continue;
+		evbuffer_add_printf(b, "semq_stream_resyncs_total{");
+		label(b, "origin", s->v[i].origin);
+		evbuffer_add(b, ",", 1);
+		label(b, "dest", s->v[i].dest);
+		evbuffer_add_printf(b, "} %" PRId64 "\n", s->v[i].resyncs);
+	}
 }
 
-static int metrics_get(struct store *st, const struct admin_req *rq,
-		       int64_t now, struct outbox *ob)
+static int metrics_get(struct store *st, const struct config *c,
+		       const struct admin_req *rq, int64_t now,
+		       struct outbox *ob)
 {
-	struct streams s = {0};
+	struct streams s = {.node = c->id};
 	struct evbuffer *b = NULL;
 	char *body = NULL;
 	size_t n;
@@ -929,7 +973,7 @@ int report_handle(struct store *st, const struct config *c, const struct job *j,
 	if (!strcmp(path, "/streams") && get)
 		return streams_get(st, c, rq, now, ob);
 	if (!strcmp(path, "/metrics") && get)
-		return metrics_get(st, rq, now, ob);
+		return metrics_get(st, c, rq, now, ob);
 	if (!strcmp(path, "/redo") && get)
 		return redo_list(st, rq, ob);
 	if (!strcmp(path, "/redo/retry-all-dead") && post)

@@ -143,6 +143,17 @@ int worker_new(const struct config *c, worker_output_fn out, void *out_ctx,
 	r = store_open(&so, &w->st, err, errsz);
 	if (r != SEMQ_OK)
 		goto out;
+	if (store_migrated_from(w->st) >= 1 &&
+	    store_migrated_from(w->st) < store_schema_version(w->st)) {
+		char shown[512];
+
+		semq_db_shown(c->db, shown, sizeof shown);
+		log_msg(LOG_WARN, "store", NULL, NULL,
+			"%s: migrated from schema %d to %d; the database as it "
+			"was is kept in %s",
+			shown, store_migrated_from(w->st),
+			store_schema_version(w->st), store_backup(w->st));
+	}
 	r = plughost_new(c, store_plugin_tx(w->st), &w->ph, err, errsz);
 	if (r != SEMQ_OK) {
 		/* missing file or symbol, wrong ABI, refused options: all
@@ -288,6 +299,10 @@ static void batch(struct worker *w, struct job *jobs, size_t n)
 	w->stats.sent += cnt.sent;
 	w->stats.confirmed += cnt.confirmed;
 	w->stats.redo_created += cnt.redo_created;
+	w->stats.refused += cnt.refused;
+	w->stats.resyncs += cnt.resyncs;
+	w->stats.renumbered += cnt.renumbered;
+	w->stats.held += cnt.held;
 	if (n || msgs || cnt.confirmed) {
 		hist_observe(&w->stats.batch_jobs, n);
 		hist_observe(&w->stats.batch_messages, msgs);
@@ -409,6 +424,11 @@ void worker_free(struct worker *w)
 	pthread_cond_destroy(&w->cv);
 	pthread_mutex_destroy(&w->mu);
 	free(w);
+}
+
+uint64_t worker_life(const struct worker *w)
+{
+	return store_life(w->st);
 }
 
 int worker_disk_full(struct worker *w)

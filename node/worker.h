@@ -49,6 +49,10 @@ void worker_stop(struct worker *w);
 /* Stops if needed, then closes plugins and the store. NULL ok. */
 void worker_free(struct worker *w);
 
+/* The life of the node's database (store_life): set when the worker was
+ * made, read-only after; any thread. */
+uint64_t worker_life(const struct worker *w);
+
 /* Is the worker in the disk-full state (worker.c)? A batch failed for lack
  * of space and no retry has committed since: the network thread refuses
  * Data meanwhile, /health reports it. Any thread. */
@@ -76,7 +80,8 @@ struct worker_stats {
 	uint64_t batches, jobs, commit_us_total;
 	uint64_t received, duplicates, sent, confirmed;
 	uint64_t redo_created;
-	struct worker_hist batch_jobs;     /* jobs per batch */
+	uint64_t refused, resyncs, renumbered, held; /* lives, proto.h */
+	struct worker_hist batch_jobs;               /* jobs per batch */
 	struct worker_hist batch_messages; /* received + duplicates + sent */
 	struct worker_hist commit_us;      /* BEGIN to last COMMIT, in µs */
 };

@@ -96,6 +96,9 @@ static int cmd_send(struct ctl *c);
 static int cmd_outbound_list(struct ctl *c);
 static int cmd_outbound_show(struct ctl *c);
 static int cmd_outbound_cancel(struct ctl *c);
+static int cmd_outbound_renumber(struct ctl *c);
+static int cmd_lives(struct ctl *c);
+static int cmd_lives_drop(struct ctl *c);
 static int cmd_redo_list(struct ctl *c);
 static int cmd_redo_show(struct ctl *c);
 static int cmd_redo_retry(struct ctl *c);
@@ -138,6 +141,11 @@ static const struct ctl_opt received_list_opts[] = {
 
 static const struct ctl_opt peers_opts[] = {{NULL, NULL}};
 
+static const struct ctl_opt lives_opts[] = {{NULL, NULL}};
+
+static const struct ctl_opt lives_drop_opts[] = {{"--force", NULL},
+						 {NULL, NULL}};
+
 static const struct ctl_cmd ctl_cmds[] = {
 	{"status", cmd_status, status_opts, "",
 	 "counts per table, status and stream; inbound watermarks",
@@ -167,15 +175,16 @@ static const struct ctl_cmd ctl_cmds[] = {
 	 "Prints the message id (origin/dest/seq); --json prints\n"
 	 "{\"origin\", \"dest\", \"seq\", \"woke_daemon\"}.\n"},
 	{"outbound list", cmd_outbound_list, outbound_list_opts,
-	 "[--status unsent|sent|relay-acked|confirmed|cancelled|N] [--dest D] "
-	 "[--limit N]",
+	 "[--status unsent|sent|relay-acked|held|confirmed|cancelled|N] "
+	 "[--dest D] [--limit N]",
 	 "list the outbound queue tb_0031, newest first",
 	 "Lists rows of the outbound queue tb_0031, newest first: ID\n"
 	 "(origin/dest/seq), TYPE, KEY, STATUS, RESULT (the destination's\n"
 	 "verdict), ATTEMPTS, AGE and LAST_ERROR (shortened).\n"
 	 "\n"
 	 "  --status S   only rows in status S: unsent (0), sent (4),\n"
-	 "               relay-acked (6), confirmed (100), cancelled (-2)\n"
+	 "               relay-acked (6), held (8: for the operator, see\n"
+	 "               outbound renumber), confirmed (100), cancelled (-2)\n"
 	 "  --dest D     only messages to node D\n"
 	 "  --limit N    at most N rows, 1..100000 (default 100)\n"
 	 "\n"
@@ -214,7 +223,28 @@ static const struct ctl_cmd ctl_cmds[] = {
 	 "Exit 1 when the message is already confirmed, not there, or a copy\n"
 	 "held for another origin. --json prints {\"id\", \"cancelled\",\n"
 	 "\"status\", \"already_cancelled\", \"woke_daemon\"} (also when the\n"
-	 "cancel is refused, with \"cancelled\": false).\n"},
+	 "cancel is refused, with \"cancelled\": false). A held message\n"
+	 "(status 8: its destination cannot tell whether it has it) has no\n"
+	 "tombstone to send: cancelling it ends it at once, cancelled.\n"},
+	{"outbound renumber", cmd_outbound_renumber, outbound_id_opts,
+	 "ORIGIN/DEST/SEQ | SEQ --dest D",
+	 "send an unconfirmed message of this node again under a new seq",
+	 "Gives an unconfirmed message of this node the next seq of its\n"
+	 "stream, and so the unconfirmed later messages of its key, in\n"
+	 "order; they go back to unsent and the daemon is woken to send\n"
+	 "them. For a held message (status 8) whose destination could not\n"
+	 "tell whether it has it: renumber it when you know it is a new\n"
+	 "message (it did not take effect), cancel it when it took effect.\n"
+	 "The daemon renumbers by itself a message its destination refused\n"
+	 "because it holds another message under that seq\n"
+	 "(docs/PROTOCOL.md, \"Lives of a node\").\n"
+	 "\n"
+	 "  ORIGIN/DEST/SEQ  the message id, e.g. R1/S1/7\n"
+	 "  SEQ --dest D     a message of this node to D, e.g. 7 --dest S1\n"
+	 "\n"
+	 "Exit 1 when the message is confirmed, not there, or a copy held\n"
+	 "for another origin. --json prints {\"id\", \"new_seq\",\n"
+	 "\"renumbered\", \"woke_daemon\"}.\n"},
 	{"redo list", cmd_redo_list, redo_list_opts,
 	 "[--status pending|waiting|dead|done|discarded|N] [--limit N]",
 	 "list the redo queue tb_0033, oldest first",
@@ -290,17 +320,49 @@ static const struct ctl_cmd ctl_cmds[] = {
 	 "relay that delivered it, - when direct), RESULT (processed, redo,\n"
 	 "scheduled, cancelled) and ACK (acked once every 810-Response it\n"
 	 "needs arrived; unacked says which are missing). Then one line per\n"
-	 "inbound stream with its confirmed_through watermark: the rows at\n"
-	 "or below it are compacted away, so they are not listed.\n"
+	 "inbound stream (per life of its origin) with its confirmed_through\n"
+	 "watermark: the rows at or below it stay for [node]\n"
+	 "receipt_retention, then they are purged and no longer listed.\n"
 	 "\n"
 	 "  --origin O   only messages from node O\n"
 	 "  --limit N    at most N rows, 1..100000 (default 100)\n"
 	 "\n"
 	 "--json prints {\"received\": [...], \"streams_in\": [{\"origin\",\n"
-	 "\"dest\", \"confirmed_through\"}...]}, a received row with message,\n"
-	 "origin, dest, seq, rowid, type, key, prev_seq, received_at, via,\n"
+	 "\"dest\", \"life\", \"confirmed_through\"}...]}, a received row with\n"
+	 "message, origin, dest, seq, life, rowid, type, key, prev_seq,\n"
+	 "received_at, via,\n"
 	 "result, result_name, ack_status, ack_name, confirm_need and\n"
 	 "confirm_got (bits: 1 origin, 2 relay).\n"},
+	{"lives", cmd_lives, lives_opts, "",
+	 "this database's life and the lives of the origins it heard from",
+	 "A node's database is one life of the node (docs/PROTOCOL.md,\n"
+	 "\"Lives of a node\"): a re-imaged node starts a new life, and its\n"
+	 "streams start afresh at every receiver and relay. Shows this\n"
+	 "database's LIFE (16 hex digits; 0000000000000001 is the legacy life\n"
+	 "of a database from SEMQ 0.1), then one line per origin, life and\n"
+	 "stream this node knows: ORIGIN, LIFE, CURRENT (yes: its newest life\n"
+	 "here), AS (receiver: the stream to this node; relay: one this node\n"
+	 "relayed), DEST, MARK (receiver: the watermark; relay: the highest\n"
+	 "seq relayed), ROWS (received rows kept) and SINCE (when the life\n"
+	 "began here).\n"
+	 "\n"
+	 "--json prints {\"node\", \"life\", \"lives\": [{\"origin\",\n"
+	 "\"life\", \"current\", \"as\", \"dest\", \"mark\", \"rows\",\n"
+	 "\"started_at\"}...]}.\n"},
+	{"lives drop", cmd_lives_drop, lives_drop_opts, "ORIGIN LIFE [--force]",
+	 "forget a retired life of an origin",
+	 "Forgets a life of ORIGIN this node knows (LIFE as 'lives' shows\n"
+	 "it): its watermarks, its received rows and its relay record, one\n"
+	 "row each per stream. Refused while it has redo entries that are not\n"
+	 "finished or relay copies not delivered, and, without --force, when\n"
+	 "it is the current life of one of ORIGIN's streams here (a message\n"
+	 "of that life arriving later would start its stream afresh and\n"
+	 "could take effect again: drop a current life only when ORIGIN's\n"
+	 "database is gone for good).\n"
+	 "\n"
+	 "  --force  drop it even when it is a current life\n"
+	 "\n"
+	 "--json prints {\"origin\", \"life\", \"dropped\"}.\n"},
 	{"peers", cmd_peers, peers_opts, "",
 	 "the running daemon's peer connections (over its admin HTTP)",
 	 "Asks the running semqd for its peer connections, over its admin\n"
@@ -704,7 +766,15 @@ struct stat_copy {
 
 struct stream_copy {
 	char *origin, *dest;
+	uint64_t life;
 	uint64_t confirmed_through;
+};
+
+/* One outbound stream of this node: its counter and resynchronisations. */
+struct out_copy {
+	char *dest, *note;
+	uint64_t last_seq;
+	int64_t resyncs, resync_at;
 };
 
 /* What status collects before printing. All owned; status_free. */
@@ -713,6 +783,8 @@ struct status_data {
 	size_t n_rows, cap_rows;
 	struct stream_copy *streams;
 	size_t n_streams, cap_streams;
+	struct out_copy *outs;
+	size_t n_outs, cap_outs;
 	int failed; /* out of memory in a callback */
 };
 
@@ -729,8 +801,13 @@ static void status_free(struct status_data *d)
 		free(d->streams[i].origin);
 		free(d->streams[i].dest);
 	}
+	for (i = 0; i < d->n_outs; i++) {
+		free(d->outs[i].dest);
+		free(d->outs[i].note);
+	}
 	free(d->rows);
 	free(d->streams);
+	free(d->outs);
 }
 
 /* The capacity after `cap` when an array is full. */
@@ -775,7 +852,7 @@ nomem:
 }
 
 static int status_stream_cb(void *ctx, const char *origin, const char *dest,
-			    uint64_t confirmed_through)
+			    uint64_t life, uint64_t confirmed_through)
 {
 	struct status_data *d = ctx;
 	struct stream_copy *s;
@@ -791,6 +868,7 @@ static int status_stream_cb(void *ctx, const char *origin, const char *dest,
 	s = &d->streams[d->n_streams++];
 	s->origin = dup_or_null(origin);
 	s->dest = dup_or_null(dest);
+	s->life = life;
 	s->confirmed_through = confirmed_through;
 	if ((origin && !s->origin) || (dest && !s->dest))
 		goto nomem;
@@ -798,6 +876,34 @@ static int status_stream_cb(void *ctx, const char *origin, const char *dest,
 nomem:
 	d->failed = 1;
 	return 1;
+}
+
+static int status_out_cb(void *ctx, const struct out_stream *os)
+{
+	struct status_data *d = ctx;
+	struct out_copy *o;
+	size_t cap = next_cap(d->cap_outs);
+
+	if (d->n_outs == d->cap_outs) {
+		o = realloc(d->outs, cap * sizeof *d->outs);
+		if (!o) {
+			d->failed = 1;
+			return 1;
+		}
+		d->outs = o;
+		d->cap_outs = cap;
+	}
+	o = &d->outs[d->n_outs++];
+	o->dest = dup_or_null(os->dest);
+	o->note = dup_or_null(os->note);
+	o->last_seq = os->last_seq;
+	o->resyncs = os->resyncs;
+	o->resync_at = os->resync_at;
+	if (!o->dest || (os->note && !o->note)) {
+		d->failed = 1;
+		return 1;
+	}
+	return 0;
 }
 
 static int table_rank(const char *table)
@@ -868,8 +974,20 @@ static void status_print_text(const struct ctl *c, const struct status_data *d)
 	int64_t now = now_ms();
 	size_t i;
 
-	printf("node %s  db %s  schema %d\n\n", c->cfg->id, c->db,
+	char lb[SEMQ_LIFE_STRLEN];
+
+	printf("node %s  life %s  db %s  schema %d\n\n", c->cfg->id,
+	       semq_life_str(store_life(c->st), lb, sizeof lb), c->db,
 	       store_schema_version(c->st));
+	/* A database that went back in time: what the peers had seen. */
+	for (i = 0; i < d->n_outs; i++)
+		if (d->outs[i].resyncs)
+			printf("RESYNC %s->%s: %lld time(s), last %s: %s\n",
+			       c->cfg->id, d->outs[i].dest,
+			       (long long)d->outs[i].resyncs,
+			       fmt_oldest(d->outs[i].resync_at, now, tbuf,
+					  sizeof tbuf),
+			       d->outs[i].note ? d->outs[i].note : "-");
 	if (!d->n_rows)
 		printf("no messages\n");
 	for (i = 0; i < d->n_rows; i++) {
@@ -904,12 +1022,13 @@ static void status_print_text(const struct ctl *c, const struct status_data *d)
 		wo = width(wo, d->streams[i].origin);
 		wd = width(wd, d->streams[i].dest);
 	}
-	printf("\ninbound streams\n%-*s  %-*s  %s\n", wo, "ORIGIN", wd, "DEST",
-	       "CONFIRMED_THROUGH");
+	printf("\ninbound streams\n%-*s  %-*s  %-16s  %s\n", wo, "ORIGIN", wd,
+	       "DEST", "LIFE", "CONFIRMED_THROUGH");
 	for (i = 0; i < d->n_streams; i++)
-		printf("%-*s  %-*s  %llu\n", wo,
+		printf("%-*s  %-*s  %-16s  %llu\n", wo,
 		       d->streams[i].origin ? d->streams[i].origin : "-", wd,
 		       d->streams[i].dest ? d->streams[i].dest : "-",
+		       semq_life_str(d->streams[i].life, lb, sizeof lb),
 		       (unsigned long long)d->streams[i].confirmed_through);
 }
 
@@ -917,10 +1036,11 @@ static void status_print_text(const struct ctl *c, const struct status_data *d)
 static json_t *status_json(const struct ctl *c, const struct status_data *d)
 {
 	json_t *doc = NULL, *queues = json_array(), *streams = json_array();
-	json_t *e;
+	json_t *outs = json_array(), *e;
+	char lb[SEMQ_LIFE_STRLEN];
 	size_t i;
 
-	if (!queues || !streams)
+	if (!queues || !streams || !outs)
 		goto out;
 	for (i = 0; i < d->n_rows; i++) {
 		const struct stat_copy *r = &d->rows[i];
@@ -934,21 +1054,38 @@ static json_t *status_json(const struct ctl *c, const struct status_data *d)
 			goto out;
 	}
 	for (i = 0; i < d->n_streams; i++) {
-		e = json_pack("{s:s?, s:s?, s:I}", "origin",
+		e = json_pack("{s:s?, s:s?, s:s, s:I}", "origin",
 			      d->streams[i].origin, "dest", d->streams[i].dest,
+			      "life",
+			      semq_life_str(d->streams[i].life, lb, sizeof lb),
 			      "confirmed_through",
 			      (json_int_t)d->streams[i].confirmed_through);
 		if (!e || json_array_append_new(streams, e))
 			goto out;
 	}
+	for (i = 0; i < d->n_outs; i++) {
+		const struct out_copy *o = &d->outs[i];
+
+		e = json_pack("{s:s, s:I, s:I, s:o, s:s?}", "dest", o->dest,
+			      "last_seq", (json_int_t)o->last_seq, "resyncs",
+			      (json_int_t)o->resyncs, "resync_at",
+			      o->resync_at ? json_integer(o->resync_at)
+					   : json_null(),
+			      "resync_note", o->note);
+		if (!e || json_array_append_new(outs, e))
+			goto out;
+	}
 	/* "o" steals the arrays, even when packing fails. */
-	doc = json_pack("{s:s, s:s, s:i, s:o, s:o}", "node", c->cfg->id, "db",
-			c->db, "schema_version", store_schema_version(c->st),
-			"queues", queues, "streams_in", streams);
-	queues = streams = NULL;
+	doc = json_pack(
+		"{s:s, s:s, s:s, s:i, s:o, s:o, s:o}", "node", c->cfg->id,
+		"life", semq_life_str(store_life(c->st), lb, sizeof lb), "db",
+		c->db, "schema_version", store_schema_version(c->st), "queues",
+		queues, "streams_in", streams, "streams_out", outs);
+	queues = streams = outs = NULL;
 out:
 	json_decref(queues);
 	json_decref(streams);
+	json_decref(outs);
 	return doc;
 }
 
@@ -968,7 +1105,8 @@ static int cmd_status(struct ctl *c)
 
 	r = EXIT_FAIL;
 	if (store_stats(c->st, status_stat_cb, &d) != SEMQ_OK ||
-	    store_streams_in(c->st, status_stream_cb, &d) != SEMQ_OK) {
+	    store_streams_in(c->st, status_stream_cb, &d) != SEMQ_OK ||
+	    store_streams_out(c->st, status_out_cb, &d) != SEMQ_OK) {
 		fail("%s: reading the queues: %s", c->db, store_errmsg(c->st));
 		goto out;
 	}
@@ -1250,20 +1388,8 @@ out:
 #define CELL_MAX 1024         /* bytes of one cleaned table cell */
 
 /* The names of tb_0031.status that --status accepts, besides the numbers. */
-static const int out_statuses[] = {SS_UNSEND, SS_SEND, SS_ACK, SS_ACK2,
-				   SS_CANCELLED};
-
-static const char *result_name(int result)
-{
-	switch (result) {
-	case RES_PROCESSED: return "processed";
-	case RES_REDO: return "redo";
-	case RES_DUPLICATE: return "duplicate";
-	case RES_SCHEDULED: return "scheduled";
-	case RES_CANCELLED: return "cancelled";
-	}
-	return result < 0 ? "-" : "unknown";
-}
+#define out_statuses semq_out_statuses
+#define result_name semq_result_name
 
 /* --status: one of the n statuses v of `table`, by its semq_status_name() or
  * its number. */
@@ -1557,7 +1683,17 @@ static int target_open(struct ctl *c, struct target *t)
 	if (t->bare)
 		snprintf(t->id.origin, sizeof t->id.origin, "%s", c->cfg->id);
 	msgid_str(&t->id, t->text, sizeof t->text);
-	return ctl_open_store(c);
+	r = ctl_open_store(c);
+	if (r)
+		return r;
+	/* The life: this database's for this node's own rows; for a relay's
+	 * copy, the one of its stream that began here last. */
+	if (store_current_life(c->st, t->id.origin, t->id.dest, &t->id.life) !=
+	    SEMQ_OK) {
+		fail("%s: %s", c->db, store_errmsg(c->st));
+		return EXIT_FAIL;
+	}
+	return EXIT_OK;
 }
 
 /* ---- outbound list ---- */
@@ -1689,8 +1825,8 @@ static int cmd_outbound_list(struct ctl *c)
 				   status, &want))
 		return usage_err(c,
 				 "--status '%s' is not unsent, sent, "
-				 "relay-acked, confirmed, cancelled or "
-				 "0, 4, 6, 100, -2",
+				 "relay-acked, held, confirmed, cancelled or "
+				 "0, 4, 6, 8, 100, -2",
 				 status);
 	d.dest = opt(c, "--dest");
 	if (d.dest && !semq_id_valid(d.dest))
@@ -1988,13 +2124,246 @@ out:
 	return r;
 }
 
+static int cmd_outbound_renumber(struct ctl *c)
+{
+	struct target t;
+	struct msgid *olds = NULL;
+	uint64_t first = 0;
+	unsigned n = 0;
+	int r, e, woke;
+
+	r = parse_target(c, &t);
+	if (r)
+		return r;
+	r = target_open(c, &t);
+	if (r)
+		return r;
+	if (strcmp(t.id.origin, c->cfg->id) != 0)
+		return fail("%s is a copy this node holds for origin %s; only "
+			    "the origin can renumber it",
+			    t.text, t.id.origin);
+	e = store_renumber(c->st, &t.id, now_ms(),
+			   "renumbered by the operator (semqctl outbound "
+			   "renumber)",
+			   &olds, &n, &first);
+	free(olds);
+	if (e == SEMQ_ERR_NOT_FOUND)
+		return fail("no outbound message %s in %s", t.text, c->db);
+	if (e == SEMQ_DECLINED)
+		return fail("%s: %s; it cannot be renumbered", t.text,
+			    store_errmsg(c->st));
+	if (e != SEMQ_OK)
+		return fail("renumber %s: %s", t.text, store_errmsg(c->st));
+	woke = !c->cfg->db_url && semq_notify(c->cfg->db) == SEMQ_OK;
+	if (c->json)
+		return print_json(json_pack("{s:s, s:I, s:i, s:b}", "id",
+					    t.text, "new_seq",
+					    (json_int_t)first, "renumbered",
+					    (int)n, "woke_daemon", woke));
+	printf("renumbered %s to %s/%s/%llu", t.text, t.id.origin, t.id.dest,
+	       (unsigned long long)first);
+	if (n > 1)
+		printf(" and %u later message(s) of its key after it", n - 1);
+	printf("; it will be sent again\n");
+	return EXIT_OK;
+}
+
+/* ---- lives ------------------------------------------------------------------ */
+
+struct life_copy {
+	char *origin, *dest;
+	uint64_t life, mark;
+	int relay, current;
+	int64_t started_at, rows;
+};
+
+struct lives_data {
+	struct life_copy *v;
+	size_t n, cap;
+	int failed;
+};
+
+static int lives_cb(void *ctx, const struct life_row *lr)
+{
+	struct lives_data *d = ctx;
+	struct life_copy *x;
+
+	if (d->n == d->cap) {
+		size_t cap = next_cap(d->cap);
+		x = realloc(d->v, cap * sizeof *d->v);
+		if (!x) {
+			d->failed = 1;
+			return 1;
+		}
+		d->v = x;
+		d->cap = cap;
+	}
+	x = &d->v[d->n++];
+	memset(x, 0, sizeof *x);
+	x->origin = strdup(lr->origin);
+	x->dest = strdup(lr->dest);
+	x->life = lr->life;
+	x->mark = lr->mark;
+	x->relay = lr->relay;
+	x->started_at = lr->started_at;
+	x->rows = lr->rows;
+	if (!x->origin || !x->dest) {
+		d->failed = 1;
+		return 1;
+	}
+	return 0;
+}
+
+static void lives_free(struct lives_data *d)
+{
+	size_t i;
+
+	for (i = 0; i < d->n; i++) {
+		free(d->v[i].origin);
+		free(d->v[i].dest);
+	}
+	free(d->v);
+}
+
+static int cmd_lives(struct ctl *c)
+{
+	struct lives_data d = {0};
+	char lb[SEMQ_LIFE_STRLEN], tbuf[48];
+	json_t *arr = NULL, *e;
+	int64_t now = now_ms();
+	size_t i;
+	int r;
+
+	if (c->n_pos)
+		return usage_err(c, "unexpected argument '%s'", c->pos[0]);
+	r = ctl_load_config(c);
+	if (!r)
+		r = ctl_open_store(c);
+	if (r)
+		return r;
+	r = EXIT_FAIL;
+	if (store_lives(c->st, lives_cb, &d) != SEMQ_OK) {
+		fail("%s: reading the lives: %s", c->db, store_errmsg(c->st));
+		goto out;
+	}
+	for (i = 0; i < d.n && !d.failed; i++) {
+		uint64_t cur = 0;
+
+		if (store_current_life(c->st, d.v[i].origin, d.v[i].dest,
+				       &cur) != SEMQ_OK) {
+			fail("%s: %s", c->db, store_errmsg(c->st));
+			goto out;
+		}
+		d.v[i].current = cur == d.v[i].life;
+	}
+	if (d.failed) {
+		fail("out of memory");
+		goto out;
+	}
+	if (c->json) {
+		arr = json_array();
+		for (i = 0; arr && i < d.n; i++) {
+			const struct life_copy *x = &d.v[i];
+			char xl[SEMQ_LIFE_STRLEN];
+
+			e = json_pack("{s:s, s:s, s:b, s:s, s:s, s:I, s:I, "
+				      "s:I}",
+				      "origin", x->origin, "life",
+				      semq_life_str(x->life, xl, sizeof xl),
+				      "current", x->current, "as",
+				      x->relay ? "relay" : "receiver", "dest",
+				      x->dest, "mark", (json_int_t)x->mark,
+				      "rows", (json_int_t)x->rows, "started_at",
+				      (json_int_t)x->started_at);
+			if (!e || json_array_append_new(arr, e)) {
+				json_decref(arr);
+				arr = NULL;
+			}
+		}
+		r = print_json(arr ? json_pack("{s:s, s:s, s:o}", "node",
+					       c->cfg->id, "life",
+					       semq_life_str(store_life(c->st),
+							     lb, sizeof lb),
+					       "lives", arr)
+				   : NULL);
+		goto out;
+	}
+	printf("node %s  life %s\n", c->cfg->id,
+	       semq_life_str(store_life(c->st), lb, sizeof lb));
+	if (!d.n) {
+		printf("no lives of other nodes known here\n");
+		r = EXIT_OK;
+		goto out;
+	}
+	printf("\n%-16s  %-16s  %-7s  %-8s  %-16s  %10s  %8s  %s\n", "ORIGIN",
+	       "LIFE", "CURRENT", "AS", "DEST", "MARK", "ROWS", "SINCE");
+	for (i = 0; i < d.n; i++) {
+		const struct life_copy *x = &d.v[i];
+
+		printf("%-16s  %-16s  %-7s  %-8s  %-16s  %10llu  %8lld  %s\n",
+		       x->origin, semq_life_str(x->life, lb, sizeof lb),
+		       x->current ? "yes" : "no",
+		       x->relay ? "relay" : "receiver", x->dest,
+		       (unsigned long long)x->mark, (long long)x->rows,
+		       x->started_at > 0 ? fmt_oldest(x->started_at, now, tbuf,
+						      sizeof tbuf)
+					 : "before 0.2");
+	}
+	r = EXIT_OK;
+out:
+	lives_free(&d);
+	return r;
+}
+
+static int cmd_lives_drop(struct ctl *c)
+{
+	const char *origin, *ls;
+	uint64_t life = 0;
+	int r, e, force = opt(c, "--force") != NULL;
+
+	if (c->n_pos < 2)
+		return usage_err(c, "ORIGIN and LIFE are required (see "
+				    "'semqctl lives')");
+	if (c->n_pos > 2)
+		return usage_err(c, "unexpected argument '%s'", c->pos[2]);
+	origin = c->pos[0];
+	ls = c->pos[1];
+	if (!semq_id_valid(origin))
+		return usage_err(c,
+				 "'%s' is not a node id (1-64 of "
+				 "A-Za-z0-9._-)",
+				 origin);
+	if (semq_life_parse(ls, &life))
+		return usage_err(c,
+				 "'%s' is not a life (1-16 hex digits, not "
+				 "0, as 'semqctl lives' shows it)",
+				 ls);
+	r = ctl_load_config(c);
+	if (!r)
+		r = ctl_open_store(c);
+	if (r)
+		return r;
+	e = store_life_drop(c->st, origin, life, force);
+	if (e == SEMQ_ERR_NOT_FOUND || e == SEMQ_DECLINED || e != SEMQ_OK) {
+		if (c->json)
+			(void)print_json(json_pack("{s:s, s:s, s:b}", "origin",
+						   origin, "life", ls,
+						   "dropped", 0));
+		return fail("%s", store_errmsg(c->st));
+	}
+	if (c->json)
+		return print_json(json_pack("{s:s, s:s, s:b}", "origin", origin,
+					    "life", ls, "dropped", 1));
+	printf("dropped life %s of %s\n", ls, origin);
+	return EXIT_OK;
+}
+
 /* ---- redo: list, show, retry, discard ------------------------------------ */
 
 #define REASON_MAX 1000 /* bytes of a discard reason */
 
 /* The statuses of tb_0033 that --status accepts, besides the numbers. */
-static const int redo_statuses[] = {RS_PENDING, RS_WAITING, RS_DEAD, RS_DONE,
-				    RS_DISCARDED};
+#define redo_statuses semq_redo_statuses
 
 /* "in 25s", "in 5m", "in 2h", "in 3d" until `at`, or "due" when it has
  * come. Seconds are rounded up, so a deadline still ahead is never "in 0s". */
@@ -2873,6 +3242,12 @@ static json_t *recv_json(const struct recv_item *it)
 	jset(o, "origin", json_string(it->id.origin), &failed);
 	jset(o, "dest", json_string(it->id.dest), &failed);
 	jset(o, "seq", json_integer((json_int_t)it->id.seq), &failed);
+	{
+		char lb[SEMQ_LIFE_STRLEN];
+		jset(o, "life",
+		     json_string(semq_life_str(it->id.life, lb, sizeof lb)),
+		     &failed);
+	}
 	jset(o, "rowid", json_integer(it->rowid), &failed);
 	jset(o, "type", json_integer(it->type), &failed);
 	jset(o, "key", json_text(it->key), &failed);
@@ -2912,8 +3287,12 @@ static json_t *received_json(const struct recv_data *d,
 		const struct stream_copy *sc = &s->streams[i];
 		if (origin && strcmp_null(sc->origin, origin))
 			continue;
-		e = json_pack("{s:s?, s:s?, s:I}", "origin", sc->origin, "dest",
-			      sc->dest, "confirmed_through",
+		char lb[SEMQ_LIFE_STRLEN];
+
+		e = json_pack("{s:s?, s:s?, s:s, s:I}", "origin", sc->origin,
+			      "dest", sc->dest, "life",
+			      semq_life_str(sc->life, lb, sizeof lb),
+			      "confirmed_through",
 			      (json_int_t)sc->confirmed_through);
 		if (!e || json_array_append_new(streams, e))
 			goto out;
@@ -2978,9 +3357,15 @@ static int cmd_received_list(struct ctl *c)
 			continue;
 		if (!footer++)
 			fputc('\n', stdout);
-		printf("stream %s/%s: confirmed_through %llu (rows at or "
-		       "below it are compacted)\n",
-		       sc->origin ? sc->origin : "-", sc->dest ? sc->dest : "-",
+		printf("stream %s/%s", sc->origin ? sc->origin : "-",
+		       sc->dest ? sc->dest : "-");
+		if (sc->life != SEMQ_LIFE_LEGACY) {
+			char lb[SEMQ_LIFE_STRLEN];
+			printf(" life %s",
+			       semq_life_str(sc->life, lb, sizeof lb));
+		}
+		printf(": confirmed_through %llu (rows at or below it are kept "
+		       "for receipt_retention)\n",
 		       (unsigned long long)sc->confirmed_through);
 	}
 	r = EXIT_OK;
