@@ -364,7 +364,7 @@ got_dead() {
 	[ "$(sqlite3 "$dir/e/s1.db" "SELECT seq||' '||status||' '||last_error FROM tb_0033")" = "2 -1 minimal: R1/S1/2 has an empty payload" ]
 }
 confirmed() {
-	[ "$(sqlite3 "$dir/e/r1.db" "SELECT group_concat(seq||':'||status||':'||result, ' ') FROM (SELECT * FROM tb_0031 ORDER BY seq)")" = "1:100:0 2:100:1" ]
+	[ "$(sqlite3 "$dir/e/r1.db" "SELECT group_concat(seq||':'||status||':'||result, ' ') FROM (SELECT * FROM tb_0031 ORDER BY seq)")" = "1:100:0 2:100:5" ]
 }
 if until_ok 60 got_row; then
 	ok "the minimal plugin wrote the message into minimal_inbox at S1, once"
@@ -379,10 +379,10 @@ else
 	bad "its PERMANENT failure is dead in tb_0033 with the plugin's reason"
 fi
 if until_ok 30 confirmed; then
-	ok "R1 has both confirmed (100), with results processed (0) and redo (1)"
+	ok "R1 has both confirmed (100), with results processed (0) and dead (5)"
 else
 	sqlite3 "$dir/e/r1.db" "SELECT seq, status, result FROM tb_0031" >"$dir/log" 2>&1 || true
-	bad "R1 has both confirmed (100), with results processed (0) and redo (1)"
+	bad "R1 has both confirmed (100), with results processed (0) and dead (5)"
 fi
 stopped=0
 for p in "${pids[@]}"; do

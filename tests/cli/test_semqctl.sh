@@ -137,7 +137,8 @@ if [ "$rc" -eq 0 ] && pyjson '
 assert d["node"] == "R1", d
 assert d["db"].endswith("/node.db"), d
 assert isinstance(d["schema_version"], int) and d["schema_version"] >= 1, d
-assert d["queues"] == [] and d["streams_in"] == [], d'; then
+assert len(d["life"]) == 16 and d["life"] not in ("0" * 16, "0" * 15 + "1"), d
+assert d["queues"] == [] and d["streams_in"] == [] and d["streams_out"] == [], d'; then
 	ok "status --json on an empty database (--config=FILE form)"
 else
 	bad "status --json on an empty database (--config=FILE form)"
@@ -1424,8 +1425,8 @@ if [ "$rc" -eq 0 ] && [ -z "$err" ] &&
 	grep -Eqx 'R2/S1/1 +7 +- +2m +P1 +processed +unacked \(awaits relay\)' "$dir/out" &&
 	grep -Eqx 'R1/S1/7 +2800 +K1 +[0-9]+s +- +redo +unacked \(awaits origin\)' "$dir/out" &&
 	[ "$(tail -3 "$dir/out")" = "
-stream R1/S1: confirmed_through 6 (rows at or below it are compacted)
-stream R2/S1: confirmed_through 0 (rows at or below it are compacted)" ]; then
+stream R1/S1: confirmed_through 6 (rows at or below it are kept for receipt_retention)
+stream R2/S1: confirmed_through 0 (rows at or below it are kept for receipt_retention)" ]; then
 	ok "received list: newest first, every result and ack, a watermark line per stream"
 else
 	bad "received list: newest first, every result and ack, a watermark line per stream"
@@ -1433,7 +1434,7 @@ fi
 run -c "$S1" received list --origin R2
 if [ "$rc" -eq 0 ] &&
 	[ "$(awk 'NR > 1 && NF { print $1 }' "$dir/out" | tr '\n' ' ')" = "R2/S1/2 R2/S1/1 stream " ] &&
-	[ "$(tail -1 "$dir/out")" = "stream R2/S1: confirmed_through 0 (rows at or below it are compacted)" ]; then
+	[ "$(tail -1 "$dir/out")" = "stream R2/S1: confirmed_through 0 (rows at or below it are kept for receipt_retention)" ]; then
 	ok "received list --origin R2: its rows and its stream only"
 else
 	bad "received list --origin R2: its rows and its stream only"
@@ -1453,7 +1454,7 @@ else
 fi
 run -c "$S1" received list --json
 if [ "$rc" -eq 0 ] && pyjson "
-cols = {'message', 'origin', 'dest', 'seq', 'rowid', 'type', 'key',
+cols = {'message', 'origin', 'dest', 'seq', 'life', 'rowid', 'type', 'key',
     'prev_seq', 'received_at', 'via', 'result', 'result_name', 'ack_status',
     'ack_name', 'confirm_need', 'confirm_got'}
 rows = d['received']
@@ -1472,8 +1473,10 @@ assert (x['key'], x['prev_seq'], x['via'], x['result_name']) == ('K1', 7,
     None, 'scheduled'), x
 assert r['R1/S1/9']['result_name'] == 'cancelled' and r['R1/S1/9']['ack_name'] == 'acked'
 assert r['R1/S1/7']['result_name'] == 'redo'
-assert d['streams_in'] == [{'origin': 'R1', 'dest': 'S1', 'confirmed_through': 6},
-    {'origin': 'R2', 'dest': 'S1', 'confirmed_through': 0}], d"; then
+assert d['streams_in'] == [{'origin': 'R1', 'dest': 'S1',
+    'life': '0000000000000001', 'confirmed_through': 6},
+    {'origin': 'R2', 'dest': 'S1', 'life': '0000000000000001',
+    'confirmed_through': 0}], d"; then
 	ok "received list --json: every column and the streams' watermarks"
 else
 	bad "received list --json: every column and the streams' watermarks"
@@ -1481,7 +1484,8 @@ fi
 run -c "$S1" --json received list --origin R1 --limit 1
 if [ "$rc" -eq 0 ] && pyjson '
 assert [x["message"] for x in d["received"]] == ["R1/S1/9"], d
-assert d["streams_in"] == [{"origin": "R1", "dest": "S1", "confirmed_through": 6}], d'; then
+assert d["streams_in"] == [{"origin": "R1", "dest": "S1",
+    "life": "0000000000000001", "confirmed_through": 6}], d'; then
 	ok "received list --json --origin R1 --limit 1"
 else
 	bad "received list --json --origin R1 --limit 1"

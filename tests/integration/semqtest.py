@@ -662,6 +662,32 @@ class Node:
     def received_count(self):
         return self.sql("SELECT count(*) FROM tb_0030")[0][0]
 
+    def watermark(self, origin, dest=None):
+        """confirmed_through of origin's stream to dest (default: this node)
+        in its current life here (the one that began last); 0 when none."""
+        rows = self.sql("SELECT confirmed_through FROM semq_stream_in WHERE "
+                        "origin = ? AND dest = ? ORDER BY started_at DESC, "
+                        "life DESC LIMIT 1", (origin, dest or self.id))
+        return rows[0][0] if rows else 0
+
+    def unsettled(self, origin, dest=None):
+        """tb_0030 rows of origin's stream to dest (default: this node) that
+        the watermark has not passed: above it, or not acknowledged. Rows it
+        passed stay for [node] receipt_retention (their digests answer a
+        second copy), so a settled stream has none of these."""
+        dest = dest or self.id
+        w = self.watermark(origin, dest)
+        return self.sql("SELECT count(*) FROM tb_0030 WHERE origin = ? AND "
+                        "dest = ? AND (seq > ? OR ack_status <> 1)",
+                        (origin, dest, w))[0][0]
+
+    def settled(self, origin, n, dest=None):
+        """origin's stream to dest stands at watermark n with every row at or
+        below it acknowledged; else a Pending that says how far it is."""
+        w, left = self.watermark(origin, dest), self.unsettled(origin, dest)
+        return (w == n and left == 0) or Pending(
+            f"confirmed_through {w}, {left} tb_0030 rows not settled")
+
     def all_confirmed(self, dest=None, total=None):
         """True when every tb_0031 row (to dest) is SS_ACK2 (100), and there
         are `total` of them when given."""

@@ -62,8 +62,8 @@ FAST = {"poll_interval": "20ms", "query_after": "10s",
 TOKEN = "s3cret-token-for-tests"
 SETTLE_TIMEOUT = 30.0
 
-OUT_NAMES = {0: "unsent", 4: "sent", 6: "relay-acked", 100: "confirmed",
-             -2: "cancelled"}
+OUT_NAMES = {0: "unsent", 4: "sent", 6: "relay-acked", 8: "held",
+             100: "confirmed", -2: "cancelled"}
 IN_NAMES = {0: "unacked", 1: "acked"}
 REDO_NAMES = {0: "pending", 1: "waiting", 2: "done", -1: "dead",
               -2: "discarded"}

@@ -11,10 +11,13 @@ recorded the destination's verdict (status 100, result):
      random moments (seeded; the seed is printed and SEMQ_EO_SEED repeats
      it); prints the restarts and the duplicates R was told about.
   3. the same through faultproxy cutting the link every 0.5-2 s.
-  4. a second copy yields result 2 and no second journal row: (a) after the
-     watermark compacted the received row, (b) while the tb_0030 row still
-     exists behind a gap; (c) an in-doubt row (status 4) is resolved by a
-     Query, not by a blind resend, both after compaction and behind a gap.
+  4. a second copy yields the verdict recorded the first time (processed)
+     and no second journal row: (a) after the watermark passed the received
+     row, (b) while the tb_0030 row exists behind a gap; (c) an in-doubt row
+     (status 4) is resolved by a Query, not by a blind resend, both after
+     the watermark and behind a gap; (d) once the received row is purged
+     (receipt_retention 0), a second copy cannot be told from another
+     message: S refuses it undecided and R holds it for the operator.
   5. messages of one key held at R while S is down are applied in seq order
      once S comes up.
   6. while the application commits all the time, R stamps no row sent
@@ -130,15 +133,25 @@ def received_seqs(s, origin):
         "dest = ?", (origin, s.id))}
 
 
-def wait_compacted(t, s, origin, n, timeout=SHORT_TIMEOUT):
-    """Waits until S's watermark of origin's stream is n and its tb_0030
-    holds no row of that stream (SPEC §4: bounded space)."""
+def settled(s, origin, n):
+    """S's watermark of origin's stream is n and every tb_0030 row of the
+    stream is at or below it, acknowledged (the rows stay for
+    receipt_retention: their digests answer a second copy)."""
+    w = watermark(s, origin)
+    open_rows = [q for q, (a, _) in received_seqs(s, origin).items()
+                 if q > w or a != 1]
+    return w == n and not open_rows
+
+
+def wait_settled(t, s, origin, n, timeout=SHORT_TIMEOUT):
+    """Waits until settled(s, origin, n) (SPEC §4)."""
     def done():
-        w, left = watermark(s, origin), len(received_seqs(s, origin))
-        return (w == n and left == 0) or Pending(
-            f"confirmed_through {w}, {left} tb_0030 rows")
+        w, rows = watermark(s, origin), received_seqs(s, origin)
+        return settled(s, origin, n) or Pending(
+            f"confirmed_through {w}, tb_0030 rows {len(rows)}, not "
+            f"acknowledged {sum(1 for a, _ in rows.values() if a != 1)}")
     wait_until(done, timeout, f"{s.id}: confirmed_through {n} for {origin}"
-               " and its tb_0030 rows compacted", interval=0.2,
+               " and every row of it acknowledged", interval=0.2,
                on_timeout=t.logs)
 
 
@@ -188,7 +201,7 @@ def check_bulk_outcome(t, r, s, keys):
     wait_confirmed(t, r, "S", n, BULK_TIMEOUT)
     got = check_exactly_once(s, ["R"], n, keys=keys)
     assert got["total"] == n and got["keys"] == N_KEYS, got
-    wait_compacted(t, s, "R", n)
+    wait_settled(t, s, "R", n)
     return got
 
 
@@ -326,27 +339,67 @@ def wait_row(t, r, seq, what, pred):
 
 
 @test(timeout=120)
-def resend_after_compaction_is_a_duplicate(t):
+def resend_after_the_watermark_is_answered_from_the_record(t):
     r, s, _ = make_pair(t)
     s.start(timeout=READY_TIMEOUT)
     r.start(timeout=READY_TIMEOUT)
     r.enqueue("S", type=7, key=None, payload=PAYLOAD, count=3)
     wait_confirmed(t, r, "S", 3, SHORT_TIMEOUT)
-    wait_compacted(t, s, "R", 3)
+    wait_settled(t, s, "R", 3)
     before = out_row(r, "S", 2)
     assert before[0] == 100 and before[1] == 0, before
     r.stop()
     reset_row(r, 2, 0)
     r.start(timeout=READY_TIMEOUT)
-    wait_row(t, r, 2, "at status 100 with result 2",
-             lambda x: x[0] == 100 and x[1] == 2)
+    # The same message again (the same digest): S answers what it became
+    # the first time, processed, without a second effect.
+    wait_row(t, r, 2, "at status 100 with result 0 (processed)",
+             lambda x: x[0] == 100 and x[1] == 0 and x[2] > before[2])
     after = out_row(r, "S", 2)
     assert after[2] > before[2], \
         f"R did not send seq 2 again: {before} -> {after}"
     assert journal_copies(s, "R", 2) == 1
     check_exactly_once(s, ["R"], 3)
-    assert watermark(s, "R") == 3 and not received_seqs(s, "R")
+    assert settled(s, "R", 3)
     assert s.redo_status_counts() == {}, s.redo_status_counts()
+    r.stop()
+    s.stop()
+
+
+@test(timeout=120)
+def resend_after_purge_is_held_undecided(t):
+    """S keeps no received row past the watermark (receipt_retention 0): a
+    second copy of seq 2 could be the same message or another one under
+    the same seq (a restored sender), so S refuses it undecided and R
+    holds the row for the operator, who ends it with outbound cancel."""
+    r, s, _ = make_pair(t)
+    s.node_options["receipt_retention"] = "0"
+    s.start(timeout=READY_TIMEOUT)
+    r.start(timeout=READY_TIMEOUT)
+    r.enqueue("S", type=7, key=None, payload=PAYLOAD, count=3)
+    wait_confirmed(t, r, "S", 3, SHORT_TIMEOUT)
+
+    def purged():
+        rows = received_seqs(s, "R")
+        return (watermark(s, "R") == 3 and not rows) or Pending(
+            f"W {watermark(s, 'R')}, rows {sorted(rows)}")
+    wait_until(purged, SHORT_TIMEOUT, "S: rows purged past W 3",
+               interval=0.1, on_timeout=t.logs)
+    r.stop()
+    reset_row(r, 2, 0)
+    r.start(timeout=READY_TIMEOUT)
+    row = wait_row(t, r, 2, "held (status 8) with result 7 (undecided)",
+                   lambda x: x[0] == 8 and x[1] == 7)
+    assert "cannot tell" in (out_row(r, "S", 2)[3] or ""), out_row(r, "S", 2)
+    assert "held:" in r.log_text() and "cannot tell" in r.log_text()
+    assert journal_copies(s, "R", 2) == 1
+    rc, out, err = r.semqctl("outbound", "list", "--status", "held")
+    assert rc == 0 and "R/S/2" in out, (rc, out, err)
+    rc, out, err = r.semqctl("outbound", "cancel", "R/S/2")
+    assert rc == 0, (rc, out, err)
+    assert out_row(r, "S", 2)[:2] == (-2, 4), out_row(r, "S", 2)
+    check_exactly_once(s, ["R"], 3)
+    print(f"held row: {row}", flush=True)
     r.stop()
     s.stop()
 
@@ -384,8 +437,8 @@ def resend_while_received_row_exists_is_a_duplicate(t):
     r.stop()
     reset_row(r, 2, 0)
     r.start(timeout=READY_TIMEOUT)
-    wait_row(t, r, 2, "at status 100 with result 2",
-             lambda x: x[0] == 100 and x[1] == 2)
+    wait_row(t, r, 2, "at status 100 with result 0 (as recorded)",
+             lambda x: x[0] == 100 and x[1] == 0 and x[2] > before[2])
     after = out_row(r, "S", 2)
     assert after[2] > before[2], \
         f"R did not send seq 2 again: {before} -> {after}"
@@ -407,7 +460,7 @@ def in_doubt_row_is_queried_not_resent(t):
     r.start(timeout=READY_TIMEOUT)
     r.enqueue("S", type=7, key="bill-1", payload=PAYLOAD, count=1)
     wait_confirmed(t, r, "S", 1, SHORT_TIMEOUT)
-    wait_compacted(t, s, "R", 1)
+    wait_settled(t, s, "R", 1)
     before = out_row(r, "S", 1)
     assert before[:3] == (100, 0, 1), before
     r.stop()
@@ -420,11 +473,11 @@ def in_doubt_row_is_queried_not_resent(t):
     assert after[2] == before[2], \
         f"R sent the in-doubt row again: {before} -> {after}"
     assert after[3] is None or "resent" not in after[3], after
-    # S answered from its watermark: received (the row is compacted).
-    assert after[1] in (0, 2), f"query answer recorded as result {after[1]}"
+    # S answered from its record: received, processed.
+    assert after[1] == 0, f"query answer recorded as result {after[1]}"
     assert journal_copies(s, "R", 1) == 1
     assert s.journal_count() == 1
-    assert watermark(s, "R") == 1 and not received_seqs(s, "R")
+    assert settled(s, "R", 1)
     assert s.redo_status_counts() == {}, s.redo_status_counts()
     print(f"in-doubt row: {before} -> {after}", flush=True)
     r.stop()

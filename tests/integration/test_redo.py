@@ -12,7 +12,7 @@ the operator's side with `semqctl redo`:
      the malformed one is dead in tb_0033 with a last_error naming the
      fault; `redo list --status dead --json` lists it, `redo show` prints
      the error and the payload, `redo discard --reason` moves it to
-     discarded. R's rows are all 100, the dead one with result 1. The human
+     discarded. R's rows are all 100, the dead one with result 5. The human
      output of `redo list` and `redo show` is printed between
      "---- redo list ----" and "---- end ----".
   2. A dead head holds its key: (a) a malformed bill with key K, then three
@@ -58,7 +58,7 @@ OTHER_TYPE = 7  # journal only
 # tb_0033 statuses (SPEC §4).
 RS_PENDING, RS_WAITING, RS_DONE, RS_DEAD, RS_DISCARDED = 0, 1, 2, -1, -2
 # Verdicts in R's tb_0031.result.
-RES_PROCESSED, RES_REDO, RES_SCHEDULED = 0, 1, 3
+RES_PROCESSED, RES_REDO, RES_SCHEDULED, RES_DEAD = 0, 1, 3, 5
 
 
 def bill_so():
@@ -228,9 +228,9 @@ def bills_imported_malformed_dead_then_discarded(t):
     assert seqs == list(range(1, 22)), seqs
     wait_confirmed(t, r, "S", 21)
 
-    # R: every row confirmed; the malformed one queued for redo.
+    # R: every row confirmed; the malformed one dead in S's redo queue.
     want = {q: (100, RES_PROCESSED) for q in seqs}
-    want[bad_seq] = (100, RES_REDO)
+    want[bad_seq] = (100, RES_DEAD)
     assert out_rows(r, "S") == want, out_rows(r, "S")
 
     # S: the 20 imported once each, with their lines; the bad one not.
@@ -350,7 +350,9 @@ def dead_head_discarded_releases_successors_in_order(t):
     for q in o_seqs:
         no = f"O-{q:02d}"
         check_bill(s, got, no, q, docs[no][1], docs[no][2])
-    res = {q: (100, RES_REDO) for q in [1] + k_seqs}
+    # R: the head dead there, its successors waiting in the redo queue
+    res = {q: (100, RES_REDO) for q in k_seqs}
+    res[1] = (100, RES_DEAD)
     res.update({q: (100, RES_PROCESSED) for q in o_seqs})
     assert out_rows(r, "S") == res, out_rows(r, "S")
     time.sleep(2.5)  # past both redo levels: a dead head stays dead

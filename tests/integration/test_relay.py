@@ -12,16 +12,16 @@ ends in the state SPEC §4/§6 describe:
   1. S offline: two origins send 2,500 messages each (50 keys each). P holds
      them (origins at status 6, 5,000 copies in P's tb_0031). S starts: all
      take effect exactly once, in key order; P's tb_0031 ends empty, the
-     origins' rows at 100, S's tb_0030 compacted (confirmed_through 2,500
-     per stream). Prints FIGURES: stored, seconds to drain, msgs/s.
+     origins' rows at 100, S's watermark at 2,500 per stream with every
+     received row acknowledged. Prints FIGURES: stored, seconds to drain, msgs/s.
   2. P is killed -9 twice while it holds stored copies and a faultproxy
      cuts the R->P link every 0.5-2 s during the sending (and once for
      certain right after the first restart); every row R knows
      P stored is in P's tb_0031; then S starts: nothing lost, no duplicate.
   3. R resends a message P still holds: P keeps one copy. S then starts
      while R is away: S's row (via P, confirm_need 3) has the relay's
-     confirmation only, P's copy is gone, and the row is AS_OK (compacted)
-     only after R's 810-Response arrives. One effect.
+     confirmation only, P's copy is gone, and the row is AS_OK (under the
+     watermark) only after R's 810-Response arrives. One effect.
   4. Forward-only (store_and_forward = no) to two servers S1, S2: forwarded,
      exactly once each; with S2 stopped, R's rows for S2 go back to status 0
      with last_error "unreachable", backing off, nothing stored at P; they
@@ -174,11 +174,6 @@ def watermark(s, origin):
     return rows[0][0] if rows else 0
 
 
-def received_rows(s, origin):
-    return s.sql("SELECT count(*) FROM tb_0030 WHERE origin = ? AND "
-                 "dest = ?", (origin, s.id))[0][0]
-
-
 def result_counts(r, dest):
     return dict(r.sql("SELECT coalesce(result, -1), count(*) FROM tb_0031 "
                       "WHERE origin = ? AND dest = ? GROUP BY result",
@@ -214,16 +209,13 @@ def wait_relay_empty(t, p, timeout=SHORT_TIMEOUT):
                interval=0.1, on_timeout=t.logs)
 
 
-def wait_compacted(t, s, origin, n, timeout=SHORT_TIMEOUT):
-    """S's watermark of origin's stream reaches n and no tb_0030 row of the
-    stream is left (SPEC §4)."""
-    def done():
-        w, left = watermark(s, origin), received_rows(s, origin)
-        return (w == n and left == 0) or Pending(
-            f"confirmed_through {w}, {left} tb_0030 rows")
-    wait_until(done, timeout, f"{s.id}: confirmed_through {n} for {origin}"
-               " and its tb_0030 rows compacted", interval=0.2,
-               on_timeout=t.logs)
+def wait_settled(t, s, origin, n, timeout=SHORT_TIMEOUT):
+    """S's watermark of origin's stream reaches n and every tb_0030 row of
+    the stream is at or below it, acknowledged (SPEC §4; the rows stay for
+    receipt_retention)."""
+    wait_until(lambda: s.settled(origin, n), timeout,
+               f"{s.id}: confirmed_through {n} for {origin} and every row "
+               "of it acknowledged", interval=0.2, on_timeout=t.logs)
 
 
 def reset_row(r, dest, seq, status):
@@ -320,7 +312,7 @@ def offline_server_gets_stored_messages_of_two_origins(t):
     assert duplicate_journal_rows(s) == 0
     wait_relay_empty(t, p)
     for r in (r1, r2):
-        wait_compacted(t, s, r.id, n)
+        wait_settled(t, s, r.id, n)
     redo = s.redo_status_counts()
     assert redo == {}, f"S's tb_0033: {redo}"
     results = {r.id: result_counts(r, "S") for r in (r1, r2)}
@@ -407,7 +399,7 @@ def relay_killed_and_link_cut_while_holding(t):
     dups = duplicate_journal_rows(s)
     assert dups == 0, f"{dups} duplicate journal rows"
     wait_relay_empty(t, p)
-    wait_compacted(t, s, "R", n)
+    wait_settled(t, s, "R", n)
     print(f"FIGURES: relay kill9+faultproxy messages={n} kills_at={kills} "
           f"seed={proxy.seed} links={stats['conns']} cuts={stats['cuts']} "
           f"before_S={before_s} results={result_counts(r, 'S')} "
@@ -465,7 +457,7 @@ def resend_while_relay_holds_copy(t):
     r.start(timeout=READY_TIMEOUT)
     wait_row(t, r, "S", 1, "at 100 with result 0",
              lambda x: x[0] == 100 and x[1] == 0)
-    wait_compacted(t, s, "R", 1)
+    wait_settled(t, s, "R", 1)
     assert s.journal_count() == 1, s.journal_rows()
     check_exactly_once(s, ["R"], 1, keys={("R", 1): "bill-1"})
     assert copies(p) == 0
@@ -489,7 +481,7 @@ def forward_only_relay_to_two_servers(t):
         wait_confirmed(t, r, s.id, n, SHORT_TIMEOUT)
         check_exactly_once(s, ["R"], n, keys=keys[s.id])
         assert result_counts(r, s.id) == {0: n}, result_counts(r, s.id)
-        wait_compacted(t, s, "R", n)
+        wait_settled(t, s, "R", n)
     assert copies(p) == 0, "a forward-only relay stored copies"
     assert not p.has_table("journal")
 
@@ -532,7 +524,7 @@ def forward_only_relay_to_two_servers(t):
     for s in (s1, s2):
         check_exactly_once(s, ["R"], n + later, keys=keys[s.id])
         assert duplicate_journal_rows(s) == 0
-        wait_compacted(t, s, "R", n + later)
+        wait_settled(t, s, "R", n + later)
     assert copies(p) == 0
     for x in (r, s1, s2, p):
         x.stop()
@@ -549,7 +541,7 @@ def in_doubt_row_is_queried_through_relay(t):
     r.start(timeout=READY_TIMEOUT)
     keys = enqueue_bulk(r, "S", n, 3)
     wait_confirmed(t, r, "S", n, SHORT_TIMEOUT)
-    wait_compacted(t, s, "R", n)
+    wait_settled(t, s, "R", n)
     before = out_row(r, "S", doubt)
     assert before[:3] == (100, 0, 1), before
 
@@ -575,7 +567,7 @@ def in_doubt_row_is_queried_through_relay(t):
                  "seq = ?", (doubt,))[0][0] == 1
     check_exactly_once(s, ["R"], n, keys=keys)
     assert s.journal_count() == n
-    assert watermark(s, "R") == n and received_rows(s, "R") == 0
+    assert s.settled("R", n)
     assert copies(p) == 0
     print(f"in-doubt row through P: {before} -> {after}", flush=True)
     for x in (r, s, p):
@@ -736,7 +728,7 @@ def relay_drains_no_faster_than_drain_rate(t):
     secs = last / 1000.0 - t0
     check_exactly_once(s, ["R"], n, keys=keys)
     wait_relay_empty(t, p)
-    wait_compacted(t, s, "R", n)
+    wait_settled(t, s, "R", n)
     # A token bucket of DRAIN_RATE a second holds at most one second's
     # worth: n messages need at least (n - DRAIN_RATE) / DRAIN_RATE s.
     least = (n - DRAIN_RATE) / DRAIN_RATE

@@ -322,8 +322,10 @@ def assert_never_ready(s, peer_id, what):
 def good_client_is_served(t):
     """A well-behaved Python peer: valid certificate, good Hello, a Data of
     its own origin for S -> AckIndication(PROCESSED) after the commit, the
-    journal has the row; a second copy is a DUPLICATE without effect; its
-    810-Response makes the row AS_OK; Ping is answered with Pong."""
+    journal has the row; a second copy is answered with what it became
+    (PROCESSED) without effect; its 810-Response makes the row AS_OK; Ping
+    is answered with Pong. The peer speaks wire revision 1 (no Hello
+    revision): its stream is the legacy life, no digest."""
     certs, s, r = setup(t)
     with ready_peer(s, certs) as p:
         h = p.server_hello
@@ -340,8 +342,10 @@ def good_client_is_served(t):
         p.send(data_frame(m))
         ind = p.expect("ack_indication")
         assert ind["verdicts"] == [
-            {"id": {"origin": "X", "dest": "S", "seq": 1},
-             "result": wire.RESULT_PROCESSED}], ind
+            {"id": {"origin": "X", "dest": "S", "seq": 1,
+                    "life": wire.LIFE_LEGACY, "digest": 0},
+             "result": wire.RESULT_PROCESSED,
+             "refusal": wire.REFUSAL_NONE, "dead": False, "high": 0}], ind
         # the indication comes after the commit: the row is there now
         rows = s.journal_rows()
         assert [(j["origin"], j["dest"], j["seq"], j["type"], j["msg_key"],
@@ -354,8 +358,10 @@ def good_client_is_served(t):
         p.send(data_frame(m))  # the same message again
         ind = p.expect("ack_indication")
         assert ind["verdicts"] == [
-            {"id": {"origin": "X", "dest": "S", "seq": 1},
-             "result": wire.RESULT_DUPLICATE}], ind
+            {"id": {"origin": "X", "dest": "S", "seq": 1,
+                    "life": wire.LIFE_LEGACY, "digest": 0},
+             "result": wire.RESULT_PROCESSED,
+             "refusal": wire.REFUSAL_NONE, "dead": False, "high": 0}], ind
         assert s.journal_count() == 1, s.journal_rows()
 
         p.send({"ack_response": {"ids": [{"origin": "X", "dest": "S",

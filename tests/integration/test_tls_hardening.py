@@ -261,10 +261,11 @@ def data_frame(origin, seq, key):
 
 def acked(frames, origin, seq):
     """True when frames hold the 810-Indication PROCESSED of origin/S/seq."""
-    want = {"id": {"origin": origin, "dest": "S", "seq": seq},
-            "result": wire.RESULT_PROCESSED}
-    return any(k == "ack_indication" and want in b["verdicts"]
-               for k, b in frames)
+    return any(k == "ack_indication" and any(
+        (v["id"]["origin"], v["id"]["dest"], v["id"]["seq"], v["result"],
+         v["refusal"]) == (origin, "S", seq, wire.RESULT_PROCESSED,
+                           wire.REFUSAL_NONE)
+        for v in b["verdicts"]) for k, b in frames)
 
 
 # ---- 1. TLS 1.3 KeyUpdate ---------------------------------------------------

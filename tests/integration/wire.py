@@ -42,6 +42,7 @@ __all__ = [
     "ERROR_NAMES",
     "RESULT_PROCESSED", "RESULT_REDO", "RESULT_DUPLICATE",
     "RESULT_SCHEDULED", "RESULT_CANCELLED",
+    "REFUSAL_NONE", "REFUSAL_CONFLICT", "REFUSAL_UNDECIDED", "LIFE_LEGACY",
     "RELAY_FORWARDED", "RELAY_STORED", "RELAY_UNREACHABLE",
     "encode_varint", "decode_varint", "encode_tag", "encode_message",
     "decode_message", "encode_frame", "decode_frame", "frame",
@@ -49,6 +50,8 @@ __all__ = [
 ]
 
 PROTOCOL_VERSION = 1
+# The life a node of wire revision 2 gives the streams of a 0.1 peer.
+LIFE_LEGACY = 1
 
 ROLE_EDGE, ROLE_RELAY, ROLE_SERVER = 1, 2, 3
 
@@ -69,6 +72,9 @@ ERROR_NAMES = {0: "CODE_UNSPECIFIED", 1: "PROTOCOL", 2: "FRAME_TOO_BIG",
 RESULT_PROCESSED, RESULT_REDO, RESULT_DUPLICATE = 0, 1, 2
 RESULT_SCHEDULED, RESULT_CANCELLED = 3, 4
 
+# Refusal (Verdict.refusal, QueryAnswer.refusal), wire revision 2
+REFUSAL_NONE, REFUSAL_CONFLICT, REFUSAL_UNDECIDED = 0, 1, 2
+
 # RelayAck.Kind
 RELAY_FORWARDED, RELAY_STORED, RELAY_UNREACHABLE = 1, 2, 3
 
@@ -77,19 +83,26 @@ class WireError(ValueError):
     """Bytes that are not a valid encoding of the expected message."""
 
 
-# Field types. Varint types carry how they are read back.
+# Field types. Varint types carry how they are read back; fixed64 is wire
+# type 1 (8 bytes, little-endian), read back as an unsigned integer.
 _VARINT = {"uint32", "uint64", "int64", "enum", "bool"}
+_FIXED64 = {"fixed64"}
 _LEN = {"string", "bytes"}
 
 # message name -> {field number: (field name, type, repeated)}; a type that
 # is not a scalar names another message of the table.
 SCHEMA = {
     "MsgId": {1: ("origin", "string", False), 2: ("dest", "string", False),
-              3: ("seq", "uint64", False)},
+              3: ("seq", "uint64", False), 4: ("life", "fixed64", False),
+              5: ("digest", "fixed64", False)},
     "Hello": {1: ("node_id", "string", False),
               2: ("protocol_version", "uint32", False),
               3: ("role", "enum", False), 4: ("features", "uint32", False),
-              5: ("max_frame", "uint32", False)},
+              5: ("max_frame", "uint32", False),
+              6: ("instance", "string", False),
+              7: ("life", "fixed64", False),
+              8: ("wire_revision", "uint32", False),
+              9: ("software", "string", False)},
     "Message": {1: ("origin", "string", False), 2: ("dest", "string", False),
                 3: ("seq", "uint64", False), 4: ("type", "uint32", False),
                 5: ("key", "string", False),
@@ -98,22 +111,38 @@ SCHEMA = {
                 8: ("payload", "bytes", False),
                 9: ("created_at", "int64", False),
                 10: ("tombstone", "bool", False),
-                11: ("stored_by", "string", False)},
+                11: ("stored_by", "string", False),
+                12: ("life", "fixed64", False),
+                13: ("digest", "fixed64", False),
+                14: ("prev_digest", "fixed64", False)},
     "Data": {1: ("messages", "Message", True)},
     "RelayAck": {1: ("ids", "MsgId", True), 2: ("kind", "enum", False),
                  3: ("detail", "string", False)},
-    "Verdict": {1: ("id", "MsgId", False), 2: ("result", "enum", False)},
+    "Verdict": {1: ("id", "MsgId", False), 2: ("result", "enum", False),
+                3: ("refusal", "enum", False), 4: ("dead", "bool", False),
+                5: ("high", "uint64", False)},
     "AckIndication": {1: ("verdicts", "Verdict", True)},
     "AckResponse": {1: ("ids", "MsgId", True), 2: ("from", "string", False)},
     "Query": {1: ("ids", "MsgId", True)},
     "QueryAnswer": {1: ("id", "MsgId", False),
                     2: ("received", "bool", False),
-                    3: ("result", "enum", False)},
+                    3: ("result", "enum", False),
+                    4: ("refusal", "enum", False),
+                    5: ("dead", "bool", False),
+                    6: ("high", "uint64", False)},
     "QueryReply": {1: ("answers", "QueryAnswer", True)},
     "Ping": {1: ("nonce", "uint64", False), 2: ("sent_at", "int64", False)},
     "Pong": {1: ("nonce", "uint64", False), 2: ("sent_at", "int64", False)},
     "Error": {1: ("code", "enum", False), 2: ("text", "string", False),
               3: ("fatal", "bool", False)},
+    "StreamQuery": {1: ("origin", "string", False),
+                    2: ("life", "fixed64", False),
+                    3: ("dests", "string", True)},
+    "StreamHigh": {1: ("dest", "string", False), 2: ("high", "uint64", False)},
+    "StreamState": {1: ("origin", "string", False),
+                    2: ("life", "fixed64", False),
+                    3: ("reporter", "string", False),
+                    4: ("streams", "StreamHigh", True)},
     "Frame": {1: ("hello", "Hello", False), 2: ("data", "Data", False),
               3: ("relay_ack", "RelayAck", False),
               4: ("ack_indication", "AckIndication", False),
@@ -121,7 +150,9 @@ SCHEMA = {
               6: ("query", "Query", False),
               7: ("query_reply", "QueryReply", False),
               8: ("ping", "Ping", False), 9: ("pong", "Pong", False),
-              10: ("error", "Error", False)},
+              10: ("error", "Error", False),
+              11: ("stream_query", "StreamQuery", False),
+              12: ("stream_state", "StreamState", False)},
 }
 
 # Frame body name -> its message type (the oneof `body`).
@@ -178,13 +209,15 @@ def _len_field(number, payload):
 def _encode_scalar(number, typ, v):
     if typ in _VARINT:
         return encode_tag(number, 0) + encode_varint(int(v))
+    if typ in _FIXED64:
+        return encode_tag(number, 1) + (int(v) & _U64).to_bytes(8, "little")
     if isinstance(v, str):
         v = v.encode("utf-8")
     return _len_field(number, bytes(v))
 
 
 def _is_default(typ, v):
-    if typ in _VARINT:
+    if typ in _VARINT or typ in _FIXED64:
         return not v
     return len(v) == 0
 
@@ -220,7 +253,7 @@ def _default(typ, repeated):
         return None
     if typ == "bool":
         return False
-    if typ in _VARINT:
+    if typ in _VARINT or typ in _FIXED64:
         return 0
     return "" if typ == "string" else b""
 
@@ -264,7 +297,7 @@ def decode_message(name, buf):
             unknown.append(num)
             continue
         fname, typ, repeated = schema[num]
-        want = 0 if typ in _VARINT else 2
+        want = 0 if typ in _VARINT else 1 if typ in _FIXED64 else 2
         if wt != want:
             raise WireError(f"{name}.{fname}: wire type {wt}, expected "
                             f"{want}")
@@ -278,6 +311,8 @@ def decode_message(name, buf):
             v = raw & 0xFFFFFFFF
         elif typ == "uint64":
             v = raw
+        elif typ == "fixed64":
+            v = int.from_bytes(raw, "little")
         elif typ == "string":
             try:
                 v = raw.decode("utf-8")

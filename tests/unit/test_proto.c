@@ -477,9 +477,16 @@ static size_t verdicts_to(const struct fx *fx, uint64_t conn, uint64_t *seqs,
 		    f->body_case != SEMQ__FRAME__BODY_ACK_INDICATION)
 			continue;
 		for (k = 0; k < f->ack_indication->n_verdicts; k++) {
+			const Semq__Verdict *v = f->ack_indication->verdicts[k];
 			assert_true(n < cap);
-			seqs[n] = f->ack_indication->verdicts[k]->id->seq;
-			results[n] = f->ack_indication->verdicts[k]->result;
+			seqs[n] = v->id->seq;
+			/* as proto.c reads it: the flags of revision 2 */
+			results[n] =
+				v->refusal == SEMQ__REFUSAL__REFUSAL_CONFLICT
+					? RES_CONFLICT
+				: v->refusal ? RES_UNDECIDED
+				: v->dead    ? RES_DEAD
+					     : (int)v->result;
 			n++;
 		}
 	}
@@ -720,13 +727,13 @@ static void test_receipt(void **state)
 	assert_int_equal(seqs[0], 1);
 	assert_int_equal(tries[0], 0);
 
-	/* A second copy: DUPLICATE, no plugin call. */
+	/* A second copy: what it became the first time, no plugin call. */
 	push_data(fx, 3, "R1", &m1, 1);
 	assert_int_equal(batch(fx, T0 + 1), 1);
 	n = verdicts_to(fx, 3, seqs, res, 16);
 	assert_int_equal(n, 1);
 	assert_int_equal(seqs[0], 1);
-	assert_int_equal(res[0], RES_DUPLICATE);
+	assert_int_equal(res[0], RES_PROCESSED);
 	assert_int_equal(n_done(fx), 1);
 
 	/* seq 3 names prev_seq 2, not received: held, no verdict, nothing
@@ -894,11 +901,12 @@ static void test_redo_done_purged_after_retention(void **state)
 	assert_int_equal(redo_of(fx, "R1", 2).status, RS_DEAD);
 	assert_int_equal(n_done(fx), 1);
 
+	/* Its record says what became of it after the redo. */
 	push_data(fx, 3, "R1", &m1, 1);
 	batch(fx, T0 + 5000 + 2 * DAY_MS + 62000);
 	assert_int_equal(verdicts_to(fx, 3, seqs, res, 4), 1);
 	assert_int_equal(seqs[0], 1);
-	assert_int_equal(res[0], RES_DUPLICATE);
+	assert_int_equal(res[0], RES_PROCESSED);
 	assert_int_equal(n_done(fx), 1);
 }
 
@@ -959,7 +967,7 @@ static void test_permanent(void **state)
 	push_data(fx, 3, "R1", &m1, 1);
 	assert_int_equal(batch(fx, T0), 1);
 	assert_int_equal(verdicts_to(fx, 3, seqs, res, 4), 1);
-	assert_int_equal(res[0], RES_REDO);
+	assert_int_equal(res[0], RES_DEAD); /* REDO, its entry dead */
 	v = redo_of(fx, "R1", 1);
 	assert_true(v.found);
 	assert_int_equal(v.status, RS_DEAD);
@@ -1093,7 +1101,9 @@ static void test_key_order_permanent_discard(void **state)
 	assert_int_equal(n, 5);
 	for (i = 0; i < 5; i++) {
 		assert_int_equal(seqs[i], ms[i].seq);
-		assert_int_equal(res[i], strcmp(ms[i].key, "K") == 0
+		/* the head dead, its successors waiting behind it */
+		assert_int_equal(res[i], i == 0 ? RES_DEAD
+					 : strcmp(ms[i].key, "K") == 0
 						 ? RES_REDO
 						 : RES_PROCESSED);
 	}
@@ -1283,7 +1293,7 @@ static void expect_data(struct fx *fx, uint64_t conn, const char *dest,
 static void test_sender_sends_and_confirms(void **state)
 {
 	struct fx *fx = *state;
-	const struct route_hop hop = {"S1", 7, 0, ""};
+	const struct route_hop hop = {"S1", 7, 0, "", 1, 0};
 	const uint64_t ids[5] = {1, 2, 3, 4, 5};
 	const int verdicts[5] = {RES_PROCESSED, RES_PROCESSED, RES_REDO,
 				 RES_PROCESSED, RES_SCHEDULED};
@@ -1340,7 +1350,7 @@ static void test_sender_sends_and_confirms(void **state)
 static void test_sender_skips_key_not_utf8(void **state)
 {
 	struct fx *fx = *state;
-	const struct route_hop hop = {"S1", 7, 0, ""};
+	const struct route_hop hop = {"S1", 7, 0, "", 1, 0};
 	const Semq__Frame *f;
 	sqlite3 *db;
 
@@ -1387,7 +1397,7 @@ static void test_sender_skips_key_not_utf8(void **state)
 static void test_sender_window(void **state)
 {
 	struct fx *fx = *state;
-	const struct route_hop hop = {"S1", 7, 0, ""};
+	const struct route_hop hop = {"S1", 7, 0, "", 1, 0};
 	const uint64_t ids[2] = {1, 2};
 	const int verdicts[2] = {RES_PROCESSED, RES_PROCESSED};
 
@@ -1417,7 +1427,7 @@ static void test_sender_window(void **state)
 static void test_sender_relay_acks(void **state)
 {
 	struct fx *fx = *state;
-	const struct route_hop hop = {"P1", 5, 1, ""};
+	const struct route_hop hop = {"P1", 5, 1, "", 1, 0};
 	const uint64_t one = 1, two = 2;
 	struct out_view v;
 
@@ -1457,7 +1467,7 @@ static void test_sender_relay_acks(void **state)
 static void test_sender_query(void **state)
 {
 	struct fx *fx = *state;
-	const struct route_hop hop = {"S1", 7, 0, ""};
+	const struct route_hop hop = {"S1", 7, 0, "", 1, 0};
 	const uint64_t ids[3] = {1, 2, 3};
 	const int received[3] = {1, 0, 1};
 	const int results[3] = {RES_PROCESSED, 0, RES_REDO};
@@ -1518,7 +1528,8 @@ static void test_relay_stores(void **state)
 {
 	struct fx *fx = *state;
 	const struct mspec m1 = {"R1", "S1", 1, "a", 0, 0};
-	const struct route_hop hops[2] = {{"R1", 3, 0, ""}, {"S1", 9, 0, ""}};
+	const struct route_hop hops[2] = {{"R1", 3, 0, "", 1, 0},
+					  {"S1", 9, 0, "", 1, 0}};
 	const Semq__Message *msgs[4];
 	const Semq__Frame *f;
 	struct out_view v;
@@ -1564,7 +1575,8 @@ static void test_relay_forwards(void **state)
 	struct fx *fx = *state;
 	const struct mspec ms[2] = {{"R1", "S1", 1, "a", 0, 0},
 				    {"R1", "S1", 2, "a", 1, 0}};
-	const struct route_hop hops[2] = {{"R1", 3, 0, ""}, {"S1", 9, 0, ""}};
+	const struct route_hop hops[2] = {{"R1", 3, 0, "", 1, 0},
+					  {"S1", 9, 0, "", 1, 0}};
 	const Semq__Message *msgs[4];
 	const Semq__Frame *f;
 	size_t i;
@@ -1600,7 +1612,7 @@ static void test_relay_never_back_to_sender(void **state)
 {
 	struct fx *fx = *state;
 	const struct mspec m1 = {"R1", "S1", 1, NULL, 0, 0};
-	const struct route_hop hop = {"R1", 3, 0, ""};
+	const struct route_hop hop = {"R1", 3, 0, "", 1, 0};
 	const Semq__Frame *f;
 
 	snprintf(fx->routes[0].dest, sizeof fx->routes[0].dest, "default");
@@ -1720,23 +1732,24 @@ static size_t queried_to(const struct fx *fx, uint64_t conn, const char **orig,
  */
 static void test_instances_pick(void **state)
 {
-	const struct route_hop three[4] = {{"P1", 5, 1, ""},
-					   {"S1", 10, 0, "a"},
-					   {"S1", 11, 0, "b"},
-					   {"S1", 12, 0, "c"}};
-	const struct route_hop rev[4] = {{"S1", 12, 0, "c"},
-					 {"S1", 11, 0, "b"},
-					 {"P1", 5, 1, ""},
-					 {"S1", 10, 0, "a"}};
-	const struct route_hop no_b[3] = {
-		{"P1", 5, 1, ""}, {"S1", 10, 0, "a"}, {"S1", 12, 0, "c"}};
-	const struct route_hop twice_b[5] = {{"S1", 21, 0, "b"},
-					     {"P1", 5, 1, ""},
-					     {"S1", 10, 0, "a"},
-					     {"S1", 11, 0, "b"},
-					     {"S1", 12, 0, "c"}};
-	const struct route_hop two[2] = {{"S1", 10, 0, "a"},
-					 {"S1", 11, 0, "b"}};
+	const struct route_hop three[4] = {{"P1", 5, 1, "", 1, 0},
+					   {"S1", 10, 0, "a", 1, 0},
+					   {"S1", 11, 0, "b", 1, 0},
+					   {"S1", 12, 0, "c", 1, 0}};
+	const struct route_hop rev[4] = {{"S1", 12, 0, "c", 1, 0},
+					 {"S1", 11, 0, "b", 1, 0},
+					 {"P1", 5, 1, "", 1, 0},
+					 {"S1", 10, 0, "a", 1, 0}};
+	const struct route_hop no_b[3] = {{"P1", 5, 1, "", 1, 0},
+					  {"S1", 10, 0, "a", 1, 0},
+					  {"S1", 12, 0, "c", 1, 0}};
+	const struct route_hop twice_b[5] = {{"S1", 21, 0, "b", 1, 0},
+					     {"P1", 5, 1, "", 1, 0},
+					     {"S1", 10, 0, "a", 1, 0},
+					     {"S1", 11, 0, "b", 1, 0},
+					     {"S1", 12, 0, "c", 1, 0}};
+	const struct route_hop two[2] = {{"S1", 10, 0, "a", 1, 0},
+					 {"S1", 11, 0, "b", 1, 0}};
 	struct routes r3 = {(struct route_hop *)three, 4};
 	size_t per3[3] = {0}, per2[2] = {0}, i, k;
 	char o[16];
@@ -1901,8 +1914,8 @@ static void test_instances_relay_spreads(void **state)
 static void test_instances_sender_one_stream(void **state)
 {
 	struct fx *fx = *state;
-	const struct route_hop hops[2] = {{"S1", 10, 0, "b"},
-					  {"S1", 11, 0, "a"}};
+	const struct route_hop hops[2] = {{"S1", 10, 0, "b", 1, 0},
+					  {"S1", 11, 0, "a", 1, 0}};
 	const int64_t qa = fx->c.query_after_ms;
 	struct msgid id;
 	uint64_t want;
@@ -1927,6 +1940,7 @@ static void test_instances_sender_one_stream(void **state)
 	snprintf(id.origin, sizeof id.origin, "R1");
 	snprintf(id.dest, sizeof id.dest, "S1");
 	id.seq = 5;
+	id.life = store_life(fx->st);
 	assert_int_equal(store_begin(fx->st), SEMQ_OK);
 	assert_int_equal(store_cancel(fx->st, &id, T0 + qa + 1), SEMQ_OK);
 	assert_int_equal(store_commit(fx->st), SEMQ_OK);
@@ -1950,12 +1964,14 @@ static void test_instances_sender_one_stream(void **state)
 static void test_instances_one_leaves(void **state)
 {
 	struct fx *fx = *state;
-	const struct route_hop three[3] = {
-		{"S1", 10, 0, "a"}, {"S1", 11, 0, "b"}, {"S1", 12, 0, "c"}};
-	const struct route_hop two[2] = {{"S1", 10, 0, "a"},
-					 {"S1", 12, 0, "c"}};
-	const struct route_hop back[3] = {
-		{"S1", 21, 0, "b"}, {"S1", 10, 0, "a"}, {"S1", 12, 0, "c"}};
+	const struct route_hop three[3] = {{"S1", 10, 0, "a", 1, 0},
+					   {"S1", 11, 0, "b", 1, 0},
+					   {"S1", 12, 0, "c", 1, 0}};
+	const struct route_hop two[2] = {{"S1", 10, 0, "a", 1, 0},
+					 {"S1", 12, 0, "c", 1, 0}};
+	const struct route_hop back[3] = {{"S1", 21, 0, "b", 1, 0},
+					  {"S1", 10, 0, "a", 1, 0},
+					  {"S1", 12, 0, "c", 1, 0}};
 	const int64_t qa = fx->c.query_after_ms;
 	const char *q[N_ORIGINS * 2];
 	size_t i, k, n, on_b = 0, asked = 0;

@@ -711,11 +711,34 @@ static void test_upgrade_from_version_1(void **state)
 					   " WHERE integrity_check <> 'ok'"),
 				 0);
 	}
-	/* the constraints refuse what they refused */
+	/* the constraints refuse what they refused, and take what version 3
+	 * added: status 8 (held), results 5 (dead) and 7 (undecided) */
 	expect_refused(db, "UPDATE tb_0031 SET status = 5", NULL, "status");
-	expect_refused(db, "UPDATE tb_0031 SET result = 7", NULL, "result");
-	exec_ok(db, "UPDATE tb_0031 SET status = 4");
+	expect_refused(db, "UPDATE tb_0031 SET result = 8", NULL, "result");
+	exec_ok(db, "UPDATE tb_0031 SET status = 8, result = 7");
+	exec_ok(db, "UPDATE tb_0031 SET status = 4, result = 5");
 	exec_ok(db, "UPDATE tb_0031 SET status = 100, result = 2");
+	/* a database that had sent keeps its streams in the legacy life, its
+	 * row too, and the copy of it before the migration is kept */
+	assert_int_equal(store_life(st), SEMQ_LIFE_LEGACY);
+	assert_int_equal(q_int(db, "SELECT life FROM tb_0031"),
+			 SEMQ_LIFE_LEGACY);
+	assert_int_equal(store_migrated_from(st), 1);
+	assert_true(store_backup(st)[0] != '\0');
+	if (!be_pg()) {
+		struct stat sb;
+		struct app *old;
+
+		assert_int_equal(stat(store_backup(st), &sb), 0);
+		old = app_open(store_backup(st));
+		assert_int_equal(q_int(old, "SELECT max(version)"
+					    " FROM semq_schema"),
+				 1);
+		assert_int_equal(q_int(old, "SELECT count(*) FROM tb_0031"), 1);
+		app_close(old);
+	} else {
+		assert_non_null(strstr(store_backup(st), "_schema1_bak"));
+	}
 	app_close(db);
 	store_free(st);
 }

@@ -65,6 +65,11 @@ static void admin_run(const char *sql)
 		fail_msg("%s: %s", sql, msg);
 }
 
+/* The node and life of the store the test opened last (open_ok): ids of
+ * its own messages carry its life, the others the legacy life. */
+static char own_node[SEMQ_ID_MAX + 1];
+static uint64_t own_life;
+
 struct fx {
 	char dir[PATH_MAX];
 	char path[PATH_MAX + 16]; /* a file, or a URL with its schema */
@@ -229,6 +234,8 @@ static struct store *open_ok(struct fx *fx, const char *node,
 
 	if (r != SEMQ_OK)
 		fail_msg("store_open: %d %s", r, err);
+	snprintf(own_node, sizeof own_node, "%s", node);
+	own_life = store_life(fx->st);
 	exec(fx->st, be_sql("CREATE TABLE IF NOT EXISTS effect(id INTEGER"
 			    " PRIMARY KEY, origin TEXT, dest TEXT, seq INTEGER,"
 			    " tries INTEGER)",
@@ -361,6 +368,11 @@ static void verdicts(struct applier *a, int n, ...)
 	va_end(ap);
 }
 
+static uint64_t life_of(const char *origin)
+{
+	return strcmp(origin, own_node) == 0 ? own_life : SEMQ_LIFE_LEGACY;
+}
+
 static void mkmsg(struct msg *m, const char *origin, const char *dest,
 		  uint64_t seq, const char *key, uint64_t prev_seq)
 {
@@ -370,6 +382,7 @@ static void mkmsg(struct msg *m, const char *origin, const char *dest,
 	snprintf(m->id.origin, sizeof m->id.origin, "%s", origin);
 	snprintf(m->id.dest, sizeof m->id.dest, "%s", dest);
 	m->id.seq = seq;
+	m->id.life = life_of(origin);
 	m->type = 2800;
 	if (key) {
 		m->has_key = 1;
@@ -388,6 +401,7 @@ static void mkid(struct msgid *id, const char *origin, const char *dest,
 	snprintf(id->origin, sizeof id->origin, "%s", origin);
 	snprintf(id->dest, sizeof id->dest, "%s", dest);
 	id->seq = seq;
+	id->life = life_of(origin);
 }
 
 /* Receives m and checks the return code and result. */
@@ -423,8 +437,8 @@ static void expect_lock_wait(struct fx *fx, struct store *st, int busy_ms)
 
 	assert_int_equal(PQstatus(other), CONNECTION_OK);
 	if (be_pg_run(other,
-		      "BEGIN; INSERT INTO semq_stream_in(origin, dest)"
-		      " VALUES ('R9', 'S1'); SELECT * FROM semq_stream_in"
+		      "BEGIN; INSERT INTO semq_stream_in(origin, dest, life)"
+		      " VALUES ('R9', 'S1', 1); SELECT * FROM semq_stream_in"
 		      " WHERE origin = 'R9' FOR UPDATE",
 		      msg, sizeof msg))
 		fail_msg("locking R9/S1: %s", msg);
@@ -875,7 +889,8 @@ static void test_receive_processed(void **state)
 	assert_int_equal(q1(st, "SELECT count(*) FROM semq_stream_in WHERE"
 				" origin = 'R1' AND dest = 'S1'"),
 			 1);
-	assert_int_equal(store_watermark(st, "R1", "S1", &w), SEMQ_OK);
+	assert_int_equal(store_watermark(st, "R1", "S1", SEMQ_LIFE_LEGACY, &w),
+			 SEMQ_OK);
 	assert_int_equal(w, 0);
 	assert_int_equal(store_lookup_received(st, &m.id, &rec, &res), SEMQ_OK);
 	assert_int_equal(rec, 1);
@@ -958,12 +973,13 @@ static void test_receive_permanent_goes_dead(void **state)
 
 	struct msg m;
 
-	/* Any verdict that is not OK or RETRY counts as PERMANENT. */
+	/* Any verdict that is not OK or RETRY counts as PERMANENT: recorded
+	 * as REDO, answered DEAD (its entry is dead). */
 	verdicts(&a, 2, SEMQ_PLUGIN_PERMANENT, 77);
 	mkmsg(&m, "R1", "S1", 1, "K1", 0);
-	recv_expect(st, &m, &a, NOW, SEMQ_OK, RES_REDO);
+	recv_expect(st, &m, &a, NOW, SEMQ_OK, RES_DEAD);
 	mkmsg(&m, "R1", "S1", 2, "K2", 0);
-	recv_expect(st, &m, &a, NOW, SEMQ_OK, RES_REDO);
+	recv_expect(st, &m, &a, NOW, SEMQ_OK, RES_DEAD);
 	assert_int_equal(q1(st, "SELECT count(*) FROM effect"), 0);
 	assert_int_equal(q1(st, "SELECT count(*) FROM tb_0030 WHERE"
 				" result = 1"),
@@ -981,19 +997,20 @@ static void test_receive_duplicate(void **state)
 	struct applier a = {.why = "x"};
 	struct msg m;
 
+	/* A second copy is answered with what it became the first time. */
 	mkmsg(&m, "R1", "S1", 1, NULL, 0);
 	recv_expect(st, &m, &a, NOW, SEMQ_OK, RES_PROCESSED);
-	recv_expect(st, &m, &a, NOW + 1, SEMQ_DUPLICATE, RES_DUPLICATE);
+	recv_expect(st, &m, &a, NOW + 1, SEMQ_DUPLICATE, RES_PROCESSED);
 	assert_int_equal(a.calls, 1);
 	assert_int_equal(q1(st, "SELECT count(*) FROM effect"), 1);
 	assert_int_equal(q1(st, "SELECT count(*) FROM tb_0030"), 1);
 	assert_int_equal(q1(st, "SELECT received_at FROM tb_0030"), NOW);
 
-	/* One that went to redo is a duplicate too. */
+	/* One that went to redo is a duplicate too: in redo. */
 	verdicts(&a, 1, SEMQ_PLUGIN_RETRY);
 	mkmsg(&m, "R1", "S1", 2, NULL, 0);
 	recv_expect(st, &m, &a, NOW, SEMQ_OK, RES_REDO);
-	recv_expect(st, &m, &a, NOW, SEMQ_DUPLICATE, RES_DUPLICATE);
+	recv_expect(st, &m, &a, NOW, SEMQ_DUPLICATE, RES_REDO);
 	assert_int_equal(a.calls, 2);
 	assert_int_equal(q1(st, "SELECT count(*) FROM tb_0033"), 1);
 
@@ -1019,17 +1036,42 @@ static void test_duplicate_after_compaction(void **state)
 	assert_int_equal(ok, 1);
 	assert_int_equal(store_advance_watermarks(st, &n), SEMQ_OK);
 	assert_int_equal(n, 1);
-	assert_int_equal(q1(st, "SELECT count(*) FROM tb_0030"), 0);
-	assert_int_equal(store_watermark(st, "R1", "S1", &w), SEMQ_OK);
+	assert_int_equal(store_watermark(st, "R1", "S1", SEMQ_LIFE_LEGACY, &w),
+			 SEMQ_OK);
 	assert_int_equal(w, 1);
+	/* The watermark passed it; the row stays for the receipt retention,
+	 * and a second copy is answered from it. */
+	assert_int_equal(q1(st, "SELECT count(*) FROM tb_0030"), 1);
+	recv_expect(st, &m, &a, NOW, SEMQ_DUPLICATE, RES_PROCESSED);
 
+	/* Older than the retention: purged; only rows at or below their
+	 * watermark go. */
+	mkmsg(&m, "R1", "S1", 3, NULL, 0);
+	recv_expect(st, &m, &a, NOW, SEMQ_OK, RES_PROCESSED);
+	assert_int_equal(store_receipt_purge(st, NOW + 999, 1000, 100, &n),
+			 SEMQ_OK);
+	assert_int_equal(n, 0);
+	assert_int_equal(store_receipt_purge(st, NOW + 1001, 1000, 100, &n),
+			 SEMQ_OK);
+	assert_int_equal(n, 1);
+	assert_int_equal(q1(st, "SELECT min(seq) FROM tb_0030"), 3);
+	assert_int_equal(q1(st, "SELECT count(*) FROM tb_0030"), 1);
+
+	/* Gone: a copy without a digest (a 0.1 sender) is a duplicate; one
+	 * with a digest cannot be told apart and is refused undecided. */
+	mkmsg(&m, "R1", "S1", 1, NULL, 0);
 	recv_expect(st, &m, &a, NOW, SEMQ_DUPLICATE, RES_DUPLICATE);
-	assert_int_equal(a.calls, 1);
-	assert_int_equal(q1(st, "SELECT count(*) FROM tb_0030"), 0);
-	assert_int_equal(q1(st, "SELECT count(*) FROM effect"), 1);
+	assert_int_equal(a.calls, 2);
+	assert_int_equal(q1(st, "SELECT count(*) FROM effect"), 2);
 	assert_int_equal(store_lookup_received(st, &m.id, &rec, &res), SEMQ_OK);
 	assert_int_equal(rec, 1);
 	assert_int_equal(res, RES_DUPLICATE);
+	m.id.digest = semq_msg_digest(&m);
+	recv_expect(st, &m, &a, NOW, SEMQ_DECLINED, RES_UNDECIDED);
+	assert_int_equal(store_lookup_received(st, &m.id, &rec, &res), SEMQ_OK);
+	assert_int_equal(rec, 1);
+	assert_int_equal(res, RES_UNDECIDED);
+	assert_int_equal(a.calls, 2);
 	/* The row is gone: a late 810-Response is declined. */
 	assert_int_equal(store_ack_response(st, &m.id, CONFIRM_ORIGIN, &ok),
 			 SEMQ_DECLINED);
@@ -1214,7 +1256,7 @@ static void test_predecessor_missing(void **state)
 	m.id.seq = 2;
 	assert_int_equal(store_ack_response(st, &m.id, 1, &ok), SEMQ_OK);
 	assert_int_equal(store_advance_watermarks(st, &n), SEMQ_OK);
-	assert_int_equal(n, 2);
+	assert_int_equal(n, 1); /* one stream moved */
 	mkmsg(&m, "R1", "S1", 4, "K", 2);
 	recv_expect(st, &m, &a, NOW, SEMQ_OK, RES_PROCESSED);
 	/* Other keys do not wait for K's predecessor. */
@@ -1243,9 +1285,10 @@ static void test_tombstone(void **state)
 	assert_int_equal(store_lookup_received(st, &m.id, &rec, &res), SEMQ_OK);
 	assert_int_equal(rec, 1);
 	assert_int_equal(res, RES_CANCELLED);
-	/* The real message arriving after its tombstone is a duplicate. */
+	/* The real message arriving after its tombstone is a duplicate,
+	 * answered cancelled. */
 	m.tombstone = 0;
-	recv_expect(st, &m, &a, NOW, SEMQ_DUPLICATE, RES_DUPLICATE);
+	recv_expect(st, &m, &a, NOW, SEMQ_DUPLICATE, RES_CANCELLED);
 	assert_int_equal(a.calls, 0);
 	/* Its successor with the key is not held. */
 	mkmsg(&m, "R1", "S1", 2, "K", 1);
@@ -1424,7 +1467,7 @@ static void test_redo_discard_releases(void **state)
 
 	verdicts(&a, 1, SEMQ_PLUGIN_PERMANENT);
 	mkmsg(&m, "R1", "S1", 1, "K", 0);
-	recv_expect(st, &m, &a, NOW, SEMQ_OK, RES_REDO);
+	recv_expect(st, &m, &a, NOW, SEMQ_OK, RES_DEAD);
 	mkmsg(&m, "R1", "S1", 2, "K", 1);
 	recv_expect(st, &m, &a, NOW, SEMQ_OK, RES_REDO);
 	mkmsg(&m, "R1", "S1", 3, "K", 2);
@@ -1463,8 +1506,13 @@ static void test_redo_discard_releases(void **state)
 	assert_int_equal(status, RS_DONE);
 	assert_int_equal(store_redo_discard(st, id3, "late", NOW + 4),
 			 SEMQ_DECLINED);
-	/* The operator's discard left no effect behind. */
+	/* The operator's discard left no effect behind, and a second copy
+	 * of each is answered with what became of it. */
 	assert_int_equal(q1(st, SEQS("effect", "")), 3);
+	mkmsg(&m, "R1", "S1", 1, "K", 0);
+	recv_expect(st, &m, &a, NOW + 5, SEMQ_DUPLICATE, RES_CANCELLED);
+	mkmsg(&m, "R1", "S1", 3, "K", 2);
+	recv_expect(st, &m, &a, NOW + 5, SEMQ_DUPLICATE, RES_PROCESSED);
 }
 
 /* Done and discarded entries go after the retention, counted from when
@@ -1484,7 +1532,7 @@ static void test_redo_purge_by_retention(void **state)
 	verdicts(&a, 3, SEMQ_PLUGIN_PERMANENT, SEMQ_PLUGIN_RETRY,
 		 SEMQ_PLUGIN_RETRY);
 	mkmsg(&m, "R1", "S1", 1, NULL, 0); /* dead at once */
-	recv_expect(st, &m, &a, NOW, SEMQ_OK, RES_REDO);
+	recv_expect(st, &m, &a, NOW, SEMQ_OK, RES_DEAD);
 	mkmsg(&m, "R1", "S1", 2, NULL, 0); /* done at NOW + 5000 */
 	recv_expect(st, &m, &a, NOW, SEMQ_OK, RES_REDO);
 	mkmsg(&m, "R1", "S1", 3, NULL, 0); /* discarded at NOW + 10 */
@@ -1520,9 +1568,12 @@ static void test_redo_purge_by_retention(void **state)
 	assert_int_equal(n, 0);
 	assert_string_equal(q1s(st, SEQS("tb_0033", ""), buf, sizeof buf),
 			    "1,4");
-	/* A copy of the purged, done message is a duplicate. */
+	/* A copy of the purged, done message is a duplicate: processed (its
+	 * record says so), and of the dead one: dead. */
 	mkmsg(&m, "R1", "S1", 2, NULL, 0);
-	recv_expect(st, &m, &a, NOW + 8000, SEMQ_DUPLICATE, RES_DUPLICATE);
+	recv_expect(st, &m, &a, NOW + 8000, SEMQ_DUPLICATE, RES_PROCESSED);
+	mkmsg(&m, "R1", "S1", 1, NULL, 0);
+	recv_expect(st, &m, &a, NOW + 8000, SEMQ_DUPLICATE, RES_DEAD);
 	assert_int_equal(store_redo_purge(st, NOW, -1, 100, &n),
 			 SEMQ_ERR_INVALID);
 }
@@ -1590,7 +1641,7 @@ static void test_redo_levels_and_dead(void **state)
 	/* Retry every dead entry. */
 	verdicts(&a, 1, SEMQ_PLUGIN_PERMANENT);
 	mkmsg(&m, "R1", "S1", 2, NULL, 0);
-	recv_expect(st, &m, &a, t, SEMQ_OK, RES_REDO);
+	recv_expect(st, &m, &a, t, SEMQ_OK, RES_DEAD);
 	assert_int_equal(store_redo_list(st, RS_DEAD, 10, redo_collect, &c),
 			 SEMQ_OK);
 	assert_int_equal(c.n, 2);
@@ -1622,7 +1673,7 @@ static void test_max_tries_one_is_dead_at_once(void **state)
 
 	verdicts(&a, 1, SEMQ_PLUGIN_RETRY);
 	mkmsg(&m, "R1", "S1", 1, NULL, 0);
-	recv_expect(st, &m, &a, NOW, SEMQ_OK, RES_REDO);
+	recv_expect(st, &m, &a, NOW, SEMQ_OK, RES_DEAD);
 	redo_expect(st, redo_id_of(st, 1), RS_DEAD, 1, 0, -1, "nope");
 }
 
@@ -2114,16 +2165,23 @@ static void test_watermark_gaps(void **state)
 	ack(st, 2, CONFIRM_ORIGIN, 1);
 	ack(st, 4, CONFIRM_ORIGIN, 1);
 	assert_int_equal(store_advance_watermarks(st, &n), SEMQ_OK);
-	assert_int_equal(n, 2);
-	assert_int_equal(store_watermark(st, "R1", "S1", &w), SEMQ_OK);
+	assert_int_equal(n, 1);
+	assert_int_equal(store_watermark(st, "R1", "S1", SEMQ_LIFE_LEGACY, &w),
+			 SEMQ_OK);
 	assert_int_equal(w, 2);
+	/* A purge without retention takes exactly the rows it passed. */
+	assert_int_equal(store_receipt_purge(st, NOW + 1, 0, 100, &n), SEMQ_OK);
+	assert_int_equal(n, 2);
 	assert_string_equal(q1s(st, SEQS("tb_0030", ""), buf, sizeof buf),
 			    "3,4");
 	ack(st, 3, CONFIRM_ORIGIN, 1);
 	assert_int_equal(store_advance_watermarks(st, &n), SEMQ_OK);
-	assert_int_equal(n, 2);
-	assert_int_equal(store_watermark(st, "R1", "S1", &w), SEMQ_OK);
+	assert_int_equal(n, 1);
+	assert_int_equal(store_watermark(st, "R1", "S1", SEMQ_LIFE_LEGACY, &w),
+			 SEMQ_OK);
 	assert_int_equal(w, 4);
+	assert_int_equal(store_receipt_purge(st, NOW + 1, 0, 100, &n), SEMQ_OK);
+	assert_int_equal(n, 2);
 	assert_int_equal(q1(st, "SELECT count(*) FROM tb_0030"), 0);
 	assert_int_equal(store_advance_watermarks(st, &n), SEMQ_OK);
 	assert_int_equal(n, 0);
@@ -2141,16 +2199,19 @@ static void test_watermark_gaps(void **state)
 	ack(st, 5, CONFIRM_RELAY, 1);
 	assert_int_equal(store_advance_watermarks(st, &n), SEMQ_OK);
 	assert_int_equal(n, 1);
-	assert_int_equal(store_watermark(st, "R1", "S1", &w), SEMQ_OK);
+	assert_int_equal(store_watermark(st, "R1", "S1", SEMQ_LIFE_LEGACY, &w),
+			 SEMQ_OK);
 	assert_int_equal(w, 5);
 
 	mkid(&id, "R1", "S1", 6);
 	assert_int_equal(store_ack_response(st, &id, 4, &ok), SEMQ_ERR_INVALID);
 	assert_int_equal(store_ack_response(st, &id, 1, &ok), SEMQ_DECLINED);
-	assert_int_equal(store_watermark(st, "R2", "S1", &w), SEMQ_OK);
+	assert_int_equal(store_watermark(st, "R2", "S1", SEMQ_LIFE_LEGACY, &w),
+			 SEMQ_OK);
 	assert_int_equal(w, 0);
-	assert_int_equal(store_watermark(st, "bad id", "S1", &w),
-			 SEMQ_ERR_INVALID);
+	assert_int_equal(
+		store_watermark(st, "bad id", "S1", SEMQ_LIFE_LEGACY, &w),
+		SEMQ_ERR_INVALID);
 }
 
 struct unacked_seen {
@@ -2328,8 +2389,16 @@ static void test_received_list(void **state)
 	assert_int_equal(c.n, 2);
 	assert_int_equal(c.nested_n, 10);
 
-	/* Compacted rows (at or below the watermark) are not listed. */
+	/* Rows purged (at or below the watermark, past the receipt
+	 * retention) are not listed. */
 	assert_int_equal(store_advance_watermarks(st, &n), SEMQ_OK);
+	assert_int_equal(n, 1);
+	memset(&c, 0, sizeof c);
+	assert_int_equal(store_received_list(st, "R1", 100, recv_collect, &c),
+			 SEMQ_OK);
+	assert_int_equal(c.n, 3);
+	assert_int_equal(store_receipt_purge(st, NOW + 10, 0, 100, &n),
+			 SEMQ_OK);
 	assert_int_equal(n, 1);
 	memset(&c, 0, sizeof c);
 	assert_int_equal(store_received_list(st, "R1", 100, recv_collect, &c),
@@ -2377,10 +2446,11 @@ static int stats_collect(void *ctx, const struct stat_row *r)
 }
 
 static int stream_collect(void *ctx, const char *origin, const char *dest,
-			  uint64_t w)
+			  uint64_t life, uint64_t w)
 {
 	struct stats_seen *c = ctx;
 
+	assert_int_equal(life, SEMQ_LIFE_LEGACY);
 	assert_true(c->streams < 8);
 	snprintf(c->stream[c->streams], sizeof c->stream[c->streams],
 		 "%s>%s@%llu", origin, dest, (unsigned long long)w);
@@ -2575,7 +2645,7 @@ static void test_pg_two_instances_receive(void **state)
 	assert_int_equal(store_commit(a_st), SEMQ_OK);
 	bg_join(&b);
 	assert_int_equal(b.r[0], SEMQ_DUPLICATE);
-	assert_int_equal(b.res[0], RES_DUPLICATE);
+	assert_int_equal(b.res[0], RES_PROCESSED); /* as A recorded it */
 	assert_int_equal(b.a.calls, 0);
 	assert_int_equal(a.calls, 1);
 	assert_int_equal(q1(a_st, "SELECT count(*) FROM effect WHERE seq = 1"),
@@ -2599,8 +2669,8 @@ static void test_pg_two_instances_receive(void **state)
 	assert_int_equal(b.a.calls, 1);
 	assert_int_equal(q1(a_st, "SELECT count(*) FROM effect WHERE seq = 2"),
 			 1);
-	/* ... and now A sees it as received */
-	recv_expect(a_st, &b.m[0], &a, NOW, SEMQ_DUPLICATE, RES_DUPLICATE);
+	/* ... and now A sees it as received, as B recorded it */
+	recv_expect(a_st, &b.m[0], &a, NOW, SEMQ_DUPLICATE, RES_PROCESSED);
 }
 
 /*
@@ -2764,16 +2834,25 @@ static void test_pg_advance_skips_locked(void **state)
 		fail_msg("advance_watermarks took %lld ms: it waited",
 			 (long long)ms);
 	assert_int_equal(n, 1); /* R2/S1 only */
-	assert_int_equal(store_watermark(a_st, "R1", "S1", &w), SEMQ_OK);
+	assert_int_equal(
+		store_watermark(a_st, "R1", "S1", SEMQ_LIFE_LEGACY, &w),
+		SEMQ_OK);
 	assert_int_equal(w, 0);
-	assert_int_equal(store_watermark(a_st, "R2", "S1", &w), SEMQ_OK);
+	assert_int_equal(
+		store_watermark(a_st, "R2", "S1", SEMQ_LIFE_LEGACY, &w),
+		SEMQ_OK);
 	assert_int_equal(w, 1);
 
 	assert_int_equal(store_commit(b_st), SEMQ_OK);
 	assert_int_equal(store_advance_watermarks(a_st, &n), SEMQ_OK);
-	assert_int_equal(n, 2);
-	assert_int_equal(store_watermark(a_st, "R1", "S1", &w), SEMQ_OK);
+	assert_int_equal(n, 1); /* R1/S1 now */
+	assert_int_equal(
+		store_watermark(a_st, "R1", "S1", SEMQ_LIFE_LEGACY, &w),
+		SEMQ_OK);
 	assert_int_equal(w, 2);
+	assert_int_equal(store_receipt_purge(a_st, NOW + 1, 0, 100, &n),
+			 SEMQ_OK);
+	assert_int_equal(n, 3);
 	assert_int_equal(q1(a_st, SEQS("tb_0030", "")), 3);
 }
 
