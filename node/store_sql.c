@@ -420,13 +420,14 @@ const struct q_text store__q[Q__N] = {
 		     " UNION ALL SELECT origin, life, 'relay', dest, high_seq,"
 		     " started_at, 0 FROM semq_stream_relay"
 		     " ORDER BY 1, 6, 2, 3, 4",
-		     "SELECT origin, life, 'in', dest, confirmed_through,"
-		     " started_at, (SELECT count(*) FROM tb_0030 t"
-		     " WHERE t.origin = s.origin AND t.dest = s.dest"
-		     " AND t.life = s.life) FROM semq_stream_in s"
-		     " UNION ALL SELECT origin, life, 'relay', dest, high_seq,"
-		     " started_at, 0 FROM semq_stream_relay"
-		     " ORDER BY 1" BYTES ", 6, 2, 3, 4" BYTES},
+		     "SELECT * FROM (SELECT origin, life, 'in' AS kind, dest,"
+		     " confirmed_through AS mark, started_at, (SELECT count(*)"
+		     " FROM tb_0030 t WHERE t.origin = s.origin"
+		     " AND t.dest = s.dest AND t.life = s.life) AS n"
+		     " FROM semq_stream_in s UNION ALL SELECT origin, life,"
+		     " 'relay', dest, high_seq, started_at, 0"
+		     " FROM semq_stream_relay) u ORDER BY origin" BYTES
+		     ", started_at, life, kind, dest" BYTES},
 	/* What of (?1 origin, ?2 life) is not finished: redo entries and
 	 * relay copies. */
 	[Q_LIFE_BUSY] = {"SELECT (SELECT count(*) FROM tb_0033 WHERE"

@@ -33,9 +33,12 @@ new database and `semqctl lives` lists both lives of R.
 Events: `stopped` (copy of the stopped database), `inflight` (copy taken
 with the online backup API while R runs with messages in flight: status 4
 directly — S's database write lock held so nothing is answered — or status
-6 through P), `wipe`. Each prints one FIGURES line: documents enqueued after
-the event, documents of them that took effect, duplicates, and the lost
-timeline's documents.
+6 through P), `wipe`. Topologies: direct; through a store-and-forward P
+(S offline during the event); through a forward-only P (S online). Stores:
+SQLite everywhere, or S (or P) on PostgreSQL ($SEMQ_TEST_PG_URL; those
+scenarios exit 77, skipped with a loud message, without it). Each prints
+one FIGURES line: documents enqueued after the event, documents of them
+that took effect, duplicates, and the lost timeline's documents.
 
 Environment (besides what semqtest.py reads): SEMQ_RESTORE_SCALE (default
 1) in (0, 1] multiplies N (120; at least 30 remain).
@@ -54,6 +57,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from semqtest import (HarnessError, Pending, connect, run,  # noqa: E402
                       test, wait_until)
+from pgharness import Pg, PgNode, db_name_for  # noqa: E402
 
 SCALE = float(os.environ.get("SEMQ_RESTORE_SCALE", "1"))
 if not 0 < SCALE <= 1:
@@ -90,7 +94,9 @@ def enqueue(node, dest, batch):
 
 def journal(s, origin="R"):
     """[(journal id, document number, key)] of origin's documents at S."""
-    if not os.path.exists(s.db) or not s.has_table("journal"):
+    if not isinstance(s, PgNode) and not os.path.exists(s.db):
+        return []
+    if not s.has_table("journal"):
         return []
     return s.sql("SELECT id, type, msg_key FROM journal WHERE origin = ? "
                  "ORDER BY id", (origin,))
@@ -203,19 +209,50 @@ def metric(node, name, labels=""):
 
 # ---- topologies ---------------------------------------------------------------
 
-def make_direct(t):
+_PG = {"db": None}
+
+
+def pg_database(t, tag):
+    """A fresh PostgreSQL database for this scenario (dropped when the
+    process ends); exits 77 with a loud message without a cluster."""
+    url = os.environ.get("SEMQ_TEST_PG_URL", "").strip()
+    if not url:
+        bar = "!" * 72
+        print(f"{bar}\n!! SKIPPED: {t.name}: SEMQ_TEST_PG_URL is not set "
+              f"(tools/test.sh starts a cluster)\n{bar}", flush=True)
+        sys.exit(77)
+    base = Pg(url)
+    return base.create_database(db_name_for(tag))
+
+
+def server_node(t, certs, pg, **kw):
+    if pg is None:
+        return t.node("S", certs, **kw)
+    n = PgNode("S", None, t.dir, certs, pg, **kw)
+    t.nodes.append(n)
+    return n
+
+
+def make_direct(t, pg=None):
     certs = t.certs(["R", "S"])
-    s = t.node("S", certs, node_options=FAST)
+    s = server_node(t, certs, pg, node_options=FAST)
     r = t.node("R", certs, listen=False, journal=False, admin=True,
                node_options=FAST)
     connect(r, s)
     return r, s, None
 
 
-def make_relay(t):
+def make_relay(t, saf=True, pg=None):
+    """R -> P -> S; P on PostgreSQL when pg is given."""
     certs = t.certs(["P", "R", "S"])
-    p = t.node("P", certs, relay=True, store_and_forward=True, journal=False,
-               admin=True, node_options=FAST)
+    if pg is None:
+        p = t.node("P", certs, relay=True, store_and_forward=saf,
+                   journal=False, admin=True, node_options=FAST)
+    else:
+        p = PgNode("P", None, t.dir, certs, pg, relay=True,
+                   store_and_forward=saf, journal=False, admin=True,
+                   node_options=FAST)
+        t.nodes.append(p)
     r = t.node("R", certs, listen=False, journal=False, admin=True,
                node_options=FAST, routes={"default": "P"})
     s = t.node("S", certs, listen=False, node_options=FAST,
@@ -227,9 +264,16 @@ def make_relay(t):
 
 # ---- one scenario -------------------------------------------------------------
 
-def scenario(t, topo, event):
+def scenario(t, topo, event, store="sqlite"):
+    """topo: direct, relay (store-and-forward; S offline during the event)
+    or forward (a forward-only relay; S online). store: sqlite, or
+    postgresql for S (direct) or P (through a relay)."""
+    pg = pg_database(t, t.name[:40]) if store == "postgresql" else None
     relay = topo == "relay"
-    r, s, p = (make_relay if relay else make_direct)(t)
+    if topo == "direct":
+        r, s, p = make_direct(t, pg)
+    else:
+        r, s, p = make_relay(t, saf=relay, pg=pg)
     for n in (p, s, r):
         if n:
             n.start(timeout=READY_TIMEOUT)
@@ -258,6 +302,7 @@ def scenario(t, topo, event):
         if not relay:
             # S takes nothing while its write lock is held: R's rows
             # stay sent (4)
+            assert store == "sqlite", "inflight holds S's SQLite lock"
             lock = sqlite3.connect(s.db, timeout=10.0,
                                    isolation_level=None)
             lock.execute("BEGIN IMMEDIATE")
@@ -341,7 +386,7 @@ def scenario(t, topo, event):
     rc, status, err = r.semqctl("status")
     assert rc == 0, err
     if event == "wipe":
-        witness = p if relay else s
+        witness = p if p else s
         assert "has another database than before" in witness.log_text(), \
             witness.log_tail()
         lives = s.semqctl_json("lives")["lives"]
@@ -363,7 +408,7 @@ def scenario(t, topo, event):
         print(f"     {errors[0].split(' proto ', 1)[-1][:220]}", flush=True)
     renumbered = r.sql("SELECT count(*) FROM tb_0031 WHERE last_error LIKE "
                        "'%renumbered%'")[0][0]
-    print(f"FIGURES: event={event} topology={topo} "
+    print(f"FIGURES: event={event} topology={topo} store={store} "
           f"enqueued_after={len(after)} "
           f"took_effect_after={took_effect(s, after)} duplicates={dups} "
           f"lost_timeline={len(phase2)} "
@@ -373,6 +418,8 @@ def scenario(t, topo, event):
     for n in (r, s, p):
         if n:
             n.stop()
+    if pg is not None:
+        Pg(os.environ["SEMQ_TEST_PG_URL"]).drop_database(pg.name)
 
 
 @test(timeout=300)
@@ -403,6 +450,31 @@ def restore_inflight_copy_through_relay(t):
 @test(timeout=300)
 def wipe_through_relay(t):
     scenario(t, "relay", "wipe")
+
+
+@test(timeout=300)
+def restore_stopped_copy_through_forwarding_relay(t):
+    scenario(t, "forward", "stopped")
+
+
+@test(timeout=300)
+def wipe_through_forwarding_relay(t):
+    scenario(t, "forward", "wipe")
+
+
+@test(timeout=300)
+def restore_stopped_copy_direct_postgresql(t):
+    scenario(t, "direct", "stopped", "postgresql")
+
+
+@test(timeout=300)
+def wipe_direct_postgresql(t):
+    scenario(t, "direct", "wipe", "postgresql")
+
+
+@test(timeout=300)
+def restore_inflight_copy_through_relay_postgresql(t):
+    scenario(t, "relay", "inflight", "postgresql")
 
 
 if __name__ == "__main__":
