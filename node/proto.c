@@ -526,6 +526,13 @@ void proto_take_counts(struct proto *p, struct proto_counts *c)
 	memset(&p->cnt, 0, sizeof p->cnt);
 }
 
+/* The receipt made (or found) an entry in the redo queue. */
+static int in_redo(int result)
+{
+	return result == RES_REDO || result == RES_SCHEDULED ||
+	       result == RES_DEAD;
+}
+
 /* Counts what store_receive() answered (rr) for metrics. */
 static void count_receipt(struct proto *p, int rr, int result)
 {
@@ -536,7 +543,7 @@ static void count_receipt(struct proto *p, int rr, int result)
 	if (rr != SEMQ_OK)
 		return;
 	p->cnt.received++;
-	if (result == RES_REDO || result == RES_SCHEDULED)
+	if (in_redo(result))
 		p->cnt.redo_created++;
 }
 
@@ -663,9 +670,9 @@ static int receive_one(struct proto *p, const struct msg *m, const char *via,
 	switch (r) {
 	case SEMQ_OK:
 		*verdict = result;
-		if (result == RES_REDO || result == RES_SCHEDULED)
+		if (in_redo(result))
 			p->redo_dirty = 1;
-		if (result == RES_REDO)
+		if (result == RES_REDO || result == RES_DEAD)
 			log_msg(LOG_INFO, "proto", via, &m->id, "%s",
 				err[0] ? err
 				       : "waiting in the redo queue behind an "
@@ -1974,7 +1981,8 @@ static int on_peer_up(struct proto *p, const struct job *j, int64_t now,
 	 * A database that went back in time learns it here. */
 	if (r == SEMQ_OK && speaks_2(p, j->conn_id)) {
 		r = store_streams_out(p->st, out_dest_cb, &dests);
-		if (r == SEMQ_OK)
+		/* no stream of ours yet: nothing it could have seen */
+		if (r == SEMQ_OK && dests.n)
 			r = emit_stream_query(p, ob, j->conn_id, p->c->id,
 					      p->life, &dests);
 	}

@@ -40,6 +40,7 @@ Run by ctest as integration_tls_hardening, or by hand:
 """
 
 import os
+import random
 import re
 import shutil
 import socket
@@ -246,10 +247,15 @@ class SClient:
 
 
 def hello_frame(node_id):
+    """The Hello of a current node (wire revision 2, a life of its own),
+    so that S has nothing to warn about but what a test provokes."""
     return wire.frame({"hello": {"node_id": node_id, "protocol_version":
                                  wire.PROTOCOL_VERSION,
                                  "role": wire.ROLE_EDGE, "features": 0,
-                                 "max_frame": 1 << 20}})
+                                 "max_frame": 1 << 20,
+                                 "life": random.getrandbits(63) | 2,
+                                 "wire_revision": wire.WIRE_REVISION,
+                                 "software": "tls-hardening-test"}})
 
 
 def data_frame(origin, seq, key):

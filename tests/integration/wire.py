@@ -50,6 +50,8 @@ __all__ = [
 ]
 
 PROTOCOL_VERSION = 1
+# The wire revision this release speaks (Hello.wire_revision).
+WIRE_REVISION = 2
 # The life a node of wire revision 2 gives the streams of a 0.1 peer.
 LIFE_LEGACY = 1
 
