@@ -9,9 +9,10 @@
  *    "lines": [{"item": "SKU-1", "qty": 2, "price": "3.50"}]}
  *
  * and becomes one row of `bill` and one row of `bill_line` per line, written
- * in the host's transaction. A document that is not exactly this shape is
- * refused PERMANENT with one line naming the culprit, so it lands dead in
- * tb_0033 for an operator; a database error is RETRY. Options (optional):
+ * in the host's transaction. A document that is not exactly this shape, or
+ * whose shop is not the node that sent it, is refused PERMANENT with one line
+ * naming the culprit, so it lands dead in tb_0033 for an operator; a
+ * database error is RETRY. Options (optional):
  *
  *   max_lines = 10000        the most lines a bill may have (1 to 1000000)
  *
@@ -25,9 +26,16 @@
  *    a database error part way leaves rows that the host's rollback removes.
  *  - Unknown keys are refused (a misspelt "prcie" must not import a line
  *    without its price), and so are duplicate keys (JSON_REJECT_DUPLICATES).
- *  - bill_no is unique across all shops. A bill_no already imported by
- *    another message is a business conflict (PERMANENT, naming that message);
- *    found again from the same message id it is already done (OK, no write).
+ *  - A shop files its own bills only: `shop` must be the message's origin
+ *    (m->origin: the node the host authenticated, or the origin a trusted
+ *    relay carried), byte for byte. Else PERMANENT naming both, decided
+ *    after the document is validated and before anything is read or
+ *    written, so that no shop can take or probe another shop's numbers.
+ *  - bill_no is unique per shop: UNIQUE (shop, bill_no), so two shops may
+ *    both send B-0001 and make two bills. A (shop, bill_no) already imported
+ *    by another message is a business conflict (PERMANENT, naming that
+ *    message); found again from the same message id it is already done (OK,
+ *    no write).
  *  - It works on both node databases, SQLite (tx->db is a `sqlite3 *`) and
  *    PostgreSQL (tx->db is a `PGconn *`): the same tables and columns, the
  *    same verdicts and the same messages.
@@ -41,16 +49,34 @@
  *    touches a connection other than the one of the current call (an old one
  *    may be closed): fini frees memory only.
  *  - Several semqd instances may share one PostgreSQL database, so two
- *    messages with one bill_no can be imported at the same time by two
- *    transactions that both found no bill. The bill INSERT is
- *    `ON CONFLICT (bill_no) DO NOTHING`: the second waits for the first and,
- *    once it committed, inserts nothing; the plugin then looks the bill up
- *    again and answers as if it had been there all along (OK when the same
- *    message id imported it, else PERMANENT naming that message). No unique
- *    violation, so the host's transaction is never aborted by it.
- *  - The plugin never begins, commits or rolls back. On PostgreSQL the tables
- *    are created in init under a transaction-scoped advisory lock, so that
- *    instances starting at once do not race on CREATE TABLE.
+ *    messages with one (shop, bill_no) can be imported at the same time by
+ *    two transactions that both found no bill. The bill INSERT is
+ *    `ON CONFLICT (shop, bill_no) DO NOTHING`: the second waits for the first
+ *    and, once it committed, inserts nothing; the plugin then looks the bill
+ *    up again and answers as if it had been there all along (OK when the
+ *    same message id imported it, else PERMANENT naming that message). No
+ *    unique violation, so the host's transaction is never aborted by it.
+ *  - The plugin never begins, commits or rolls back a transaction of the
+ *    host's. On PostgreSQL the tables are created in init under a
+ *    transaction-scoped advisory lock, so that instances starting at once do
+ *    not race on CREATE TABLE or on the migration below.
+ *  - Migration: databases made before bill numbers were per shop have
+ *    `bill_no TEXT UNIQUE`. init reads the catalog (never tries and fails)
+ *    and, only when it finds a unique key on bill_no alone, moves it to
+ *    (shop, bill_no), keeping every row and id. PostgreSQL: ALTER TABLE ...
+ *    DROP CONSTRAINT, ADD CONSTRAINT, in the DO block under the advisory
+ *    lock. SQLite cannot drop a UNIQUE column constraint, so both tables are
+ *    rebuilt in one SAVEPOINT (nested in the host's transaction if one is
+ *    open, else a transaction of its own): copy both aside, drop bill_line
+ *    then bill (the host runs with foreign_keys = ON, so bill cannot go
+ *    while lines point at it), create them again, copy back with their ids,
+ *    re-create the indexes and triggers they had. No table is renamed, so
+ *    views and other tables that name bill are not touched. The first
+ *    statement of the SAVEPOINT writes, so it takes the write lock before
+ *    anything is read: a second instance waits in the host's busy handler,
+ *    then finds the new shape and does nothing. A bill table with a column
+ *    the plugin does not know is not migrated: init fails and says which,
+ *    rather than lose it.
  */
 #include <semq/plugin.h>
 
@@ -92,19 +118,37 @@ void semq_plugin_fini(void *handle);
 /*
  * The tables on PostgreSQL: the same columns as on SQLite, in one statement
  * that runs as one transaction (or inside the host's, if one is open). The
- * advisory lock makes instances that start at once create them one after the
- * other; the checks avoid CREATE TABLE IF NOT EXISTS, whose NOTICE the host's
- * connection would print.
+ * advisory lock makes instances that start at once create or migrate them one
+ * after the other; the checks avoid CREATE TABLE IF NOT EXISTS, whose NOTICE
+ * the host's connection would print. A unique constraint on bill_no alone
+ * (the first shape) is found in pg_constraint and replaced by
+ * bill_shop_bill_no_key; a table that has it already is left alone.
+ * PG_UNIQUE_ON, followed by a sorted text array of column names, selects the
+ * names of bill's unique constraints on exactly those columns.
  */
+#define PG_UNIQUE_ON                                                           \
+	"SELECT k.conname FROM pg_constraint k WHERE k.conrelid = "            \
+	"'bill'::regclass AND k.contype = 'u' AND (SELECT "                    \
+	"array_agg(a.attname::text ORDER BY a.attname) FROM pg_attribute a "   \
+	"WHERE a.attrelid = k.conrelid AND a.attnum = ANY(k.conkey)) = "
 #define PG_CREATE                                                              \
-	"DO $semq$ BEGIN "                                                     \
+	"DO $semq$ DECLARE u record; old boolean := false; BEGIN "             \
 	"PERFORM pg_advisory_xact_lock(1936026993, 2); " /* 'semq', 2 */       \
 	"IF to_regclass('bill') IS NULL THEN "                                 \
 	"CREATE TABLE bill("                                                   \
 	"id BIGINT GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY, "             \
-	"bill_no TEXT UNIQUE NOT NULL, shop TEXT NOT NULL, "                   \
+	"bill_no TEXT NOT NULL, shop TEXT NOT NULL, "                          \
 	"currency TEXT, issued_at TEXT, total_minor BIGINT NOT NULL, "         \
-	"origin TEXT, dest TEXT, seq BIGINT, imported_at BIGINT NOT NULL); "   \
+	"origin TEXT, dest TEXT, seq BIGINT, imported_at BIGINT NOT NULL, "    \
+	"CONSTRAINT bill_shop_bill_no_key UNIQUE (shop, bill_no)); "           \
+	"END IF; "                                                             \
+	"FOR u IN " PG_UNIQUE_ON "ARRAY['bill_no'] LOOP "                      \
+	"EXECUTE format('ALTER TABLE bill DROP CONSTRAINT %I', u.conname); "   \
+	"old := true; "                                                        \
+	"END LOOP; "                                                           \
+	"IF old AND NOT EXISTS (" PG_UNIQUE_ON "ARRAY['bill_no', 'shop']) "    \
+	"THEN ALTER TABLE bill ADD CONSTRAINT bill_shop_bill_no_key "          \
+	"UNIQUE (shop, bill_no); "                                             \
 	"END IF; "                                                             \
 	"IF to_regclass('bill_line') IS NULL THEN "                            \
 	"CREATE TABLE bill_line("                                              \
@@ -114,11 +158,39 @@ void semq_plugin_fini(void *handle);
 	"PRIMARY KEY(bill_id, line_no)); "                                     \
 	"END IF; END $semq$"
 
+/* The bill table on SQLite (after CREATE TABLE [IF NOT EXISTS]), its columns
+ * and bill_line. */
+#define LITE_BILL                                                              \
+	"bill(id INTEGER PRIMARY KEY, "                                        \
+	"bill_no TEXT NOT NULL, shop TEXT NOT NULL, "                          \
+	"currency TEXT, issued_at TEXT, total_minor INTEGER NOT NULL, "        \
+	"origin TEXT, dest TEXT, seq INTEGER, imported_at INTEGER NOT NULL, "  \
+	"UNIQUE (shop, bill_no))"
+#define BILL_COLS                                                              \
+	"id, bill_no, shop, currency, issued_at, total_minor, origin, dest, "  \
+	"seq, imported_at"
+#define BILL_COLS_QUOTED                                                       \
+	"'id', 'bill_no', 'shop', 'currency', 'issued_at', 'total_minor', "    \
+	"'origin', 'dest', 'seq', 'imported_at'"
+#define LITE_BILL_LINE                                                         \
+	"bill_line(bill_id INTEGER NOT NULL REFERENCES bill(id), "             \
+	"line_no INTEGER NOT NULL, item TEXT NOT NULL, "                       \
+	"qty INTEGER NOT NULL, price_minor INTEGER NOT NULL, "                 \
+	"PRIMARY KEY(bill_id, line_no))"
+/* How many unique keys of the first shape, on bill_no alone, bill has: 0
+ * or 1. Only those of a UNIQUE constraint (origin 'u'): a unique index an
+ * operator made is theirs. */
+#define LITE_OLD_SHAPE                                                         \
+	"SELECT count(*) FROM pragma_index_list('bill') l WHERE "              \
+	"l.origin = 'u' AND "                                                  \
+	"(SELECT count(*) FROM pragma_index_info(l.name)) = 1 AND "            \
+	"(SELECT name FROM pragma_index_info(l.name)) = 'bill_no'"
+
 struct bill {
 	long max_lines;
 	sqlite3 *db;            /* the connection the statements are on
 				 * (borrowed); NULL when none are prepared */
-	sqlite3_stmt *find;     /* owned: the bill with a bill_no */
+	sqlite3_stmt *find;     /* owned: the bill of a shop and bill_no */
 	sqlite3_stmt *ins_bill; /* owned */
 	sqlite3_stmt *ins_line; /* owned */
 	PGconn *pg;             /* the connection the pg_* statements are on
@@ -312,6 +384,249 @@ static int parse_max_lines(const char *where, const char *v, long *out,
 	return 0;
 }
 
+/* ---- the tables ----------------------------------------------------------- */
+
+#define MIGRATE_WHAT "cannot migrate table bill to UNIQUE (shop, bill_no)"
+
+/* Runs sql (one or more statements) on db; 0, or -1 with err saying what
+ * failed ("bill: <what>: <SQLite's message>"). */
+static int lite_exec(sqlite3 *db, const char *sql, const char *what, char *err,
+		     size_t errsz)
+{
+	char *msg = NULL; /* sqlite3_free */
+
+	if (sqlite3_exec(db, sql, NULL, NULL, &msg) == SQLITE_OK)
+		return 0;
+	errf(err, errsz, "bill: %s: %s", what, msg ? msg : sqlite3_errmsg(db));
+	sqlite3_free(msg);
+	return -1;
+}
+
+/*
+ * The first column of the first row of sql into *out (a copy, caller frees
+ * with sqlite3_free), or NULL when there is no row or it is NULL. 0, or -1
+ * with err. The statement is finalised before returning, so no read
+ * transaction is left open.
+ */
+static int lite_text(sqlite3 *db, const char *sql, char **out, const char *what,
+		     char *err, size_t errsz)
+{
+	sqlite3_stmt *st = NULL;
+	int r = -1, rc;
+
+	*out = NULL;
+	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
+		errf(err, errsz, "bill: %s: %s", what, sqlite3_errmsg(db));
+		goto out;
+	}
+	rc = sqlite3_step(st);
+	if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+		errf(err, errsz, "bill: %s: %s", what, sqlite3_errmsg(db));
+		goto out;
+	}
+	if (rc == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL) {
+		*out = sqlite3_mprintf("%s", sqlite3_column_text(st, 0));
+		if (!*out) {
+			errf(err, errsz, "bill: %s: out of memory", what);
+			goto out;
+		}
+	}
+	r = 0;
+out:
+	sqlite3_finalize(st);
+	return r;
+}
+
+/* Whether bill has the first shape, a UNIQUE constraint on bill_no alone:
+ * *old 1 or 0. 0, or -1 with err. */
+static int lite_old_shape(sqlite3 *db, int *old, char *err, size_t errsz)
+{
+	char *n = NULL; /* sqlite3_free */
+
+	if (lite_text(db, LITE_OLD_SHAPE, &n, "cannot read the shape of bill",
+		      err, errsz))
+		return -1;
+	*old = n && strcmp(n, "0") != 0;
+	sqlite3_free(n);
+	return 0;
+}
+
+/* A list of SQL texts (owned, each freed with sqlite3_free). */
+struct sqls {
+	char **v;
+	size_t n;
+};
+
+static void sqls_free(struct sqls *l)
+{
+	size_t i;
+
+	for (i = 0; i < l->n; i++)
+		sqlite3_free(l->v[i]);
+	free(l->v);
+	l->v = NULL;
+	l->n = 0;
+}
+
+/* Appends the first column of every row of sql to l. 0, or -1 with err. */
+static int sqls_load(sqlite3 *db, const char *sql, struct sqls *l, char *err,
+		     size_t errsz)
+{
+	sqlite3_stmt *st = NULL;
+	int rc, r = -1;
+
+	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
+		errf(err, errsz, "bill: " MIGRATE_WHAT ": %s",
+		     sqlite3_errmsg(db));
+		return -1;
+	}
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		char **v = realloc(l->v, (l->n + 1) * sizeof *v);
+
+		if (!v)
+			goto nomem;
+		l->v = v;
+		l->v[l->n] = sqlite3_mprintf("%s", sqlite3_column_text(st, 0));
+		if (!l->v[l->n])
+			goto nomem;
+		l->n++;
+	}
+	if (rc != SQLITE_DONE) {
+		errf(err, errsz, "bill: " MIGRATE_WHAT ": %s",
+		     sqlite3_errmsg(db));
+		goto out;
+	}
+	r = 0;
+	goto out;
+nomem:
+	errf(err, errsz, "bill: " MIGRATE_WHAT ": out of memory");
+out:
+	sqlite3_finalize(st);
+	return r;
+}
+
+/*
+ * Rebuilds bill with UNIQUE (shop, bill_no) in place of UNIQUE (bill_no),
+ * and bill_line with it (DESIGN, "Migration"), in SAVEPOINT
+ * semq_bill_migrate. Nothing changes when another instance did it first.
+ * 0, or -1 with err and nothing changed.
+ */
+static int lite_migrate(sqlite3 *db, char *err, size_t errsz)
+{
+	int r = -1, open = 0, done = 0, old;
+	struct sqls ddl = {0};
+	char *extra = NULL;    /* sqlite3_free */
+	char *line_sql = NULL; /* sqlite3_free */
+	size_t i;
+
+	if (lite_exec(db, "SAVEPOINT semq_bill_migrate", MIGRATE_WHAT, err,
+		      errsz))
+		goto out;
+	open = 1;
+	/* Writes first: the write lock, then a fresh look (DESIGN). */
+	if (lite_exec(db, "CREATE TABLE semq_bill_keep AS SELECT * FROM bill",
+		      MIGRATE_WHAT, err, errsz))
+		goto out;
+	if (lite_old_shape(db, &old, err, errsz))
+		goto out;
+	if (!old) {
+		r = 0; /* another instance migrated it meanwhile */
+		goto out;
+	}
+	if (lite_text(db,
+		      "SELECT name FROM pragma_table_info('bill') WHERE name "
+		      "NOT IN (" BILL_COLS_QUOTED ") ORDER BY cid LIMIT 1",
+		      &extra, MIGRATE_WHAT, err, errsz))
+		goto out;
+	if (extra) {
+		char shown[SHOW_MAX + 4];
+
+		clip(extra, strlen(extra), SHOW_MAX, shown);
+		errf(err, errsz,
+		     "bill: " MIGRATE_WHAT ": it has a column '%s' that the "
+		     "plugin does not know; move it elsewhere first",
+		     shown);
+		goto out;
+	}
+	if (lite_text(db,
+		      "SELECT sql FROM sqlite_schema WHERE type = 'table' AND "
+		      "name = 'bill_line'",
+		      &line_sql, MIGRATE_WHAT, err, errsz))
+		goto out;
+	if (!line_sql) {
+		errf(err, errsz, "bill: " MIGRATE_WHAT ": bill_line is gone");
+		goto out;
+	}
+	/* Their indexes (not those of constraints, whose sql is NULL) and
+	 * triggers go with the tables and are made again afterwards. */
+	if (sqls_load(
+		    db,
+		    "SELECT sql FROM sqlite_schema WHERE type IN ('index', "
+		    "'trigger') AND tbl_name IN ('bill', 'bill_line') AND sql "
+		    "IS NOT NULL ORDER BY type, rowid",
+		    &ddl, err, errsz))
+		goto out;
+	if (lite_exec(db,
+		      "CREATE TABLE semq_bill_line_keep AS "
+		      "SELECT * FROM bill_line; "
+		      "DROP TABLE bill_line; "
+		      "DROP TABLE bill; "
+		      "CREATE TABLE " LITE_BILL ";",
+		      MIGRATE_WHAT, err, errsz) ||
+	    lite_exec(db, line_sql, MIGRATE_WHAT, err, errsz) ||
+	    lite_exec(db,
+		      "INSERT INTO bill(" BILL_COLS ") SELECT " BILL_COLS
+		      " FROM semq_bill_keep; "
+		      "INSERT INTO bill_line SELECT * FROM semq_bill_line_keep",
+		      MIGRATE_WHAT, err, errsz))
+		goto out;
+	for (i = 0; i < ddl.n; i++)
+		if (lite_exec(db, ddl.v[i], MIGRATE_WHAT, err, errsz))
+			goto out;
+	if (lite_exec(db,
+		      "DROP TABLE semq_bill_keep; "
+		      "DROP TABLE semq_bill_line_keep",
+		      MIGRATE_WHAT, err, errsz))
+		goto out;
+	done = 1;
+	r = 0;
+out:
+	if (open) {
+		/* A failed release leaves the work undone: say so, unless
+		 * something failed before and err says that already. */
+		if (!done)
+			sqlite3_exec(db, "ROLLBACK TO semq_bill_migrate", NULL,
+				     NULL, NULL);
+		if (sqlite3_exec(db, "RELEASE semq_bill_migrate", NULL, NULL,
+				 NULL) != SQLITE_OK &&
+		    r == 0) {
+			errf(err, errsz, "bill: " MIGRATE_WHAT ": %s",
+			     sqlite3_errmsg(db));
+			r = -1;
+		}
+	}
+	sqlite3_free(extra);
+	sqlite3_free(line_sql);
+	sqls_free(&ddl);
+	return r;
+}
+
+/* The tables on SQLite: made when missing, migrated when of the first
+ * shape. 0, or -1 with err. */
+static int lite_tables(sqlite3 *db, char *err, size_t errsz)
+{
+	int old;
+
+	if (lite_exec(db,
+		      "CREATE TABLE IF NOT EXISTS " LITE_BILL ";"
+		      "CREATE TABLE IF NOT EXISTS " LITE_BILL_LINE,
+		      "cannot create the bill tables", err, errsz))
+		return -1;
+	if (lite_old_shape(db, &old, err, errsz))
+		return -1;
+	return old ? lite_migrate(db, err, errsz) : 0;
+}
+
 int semq_plugin_abi_version(void)
 {
 	return SEMQ_PLUGIN_ABI_VERSION;
@@ -323,7 +638,6 @@ int semq_plugin_init(const struct semq_plugin_init_args *a, void **handle_out,
 	int r = SEMQ_PLUGIN_PERMANENT;
 	struct bill *b = NULL;
 	int seen_max = 0;
-	char *msg = NULL;     /* sqlite3_free */
 	PGresult *res = NULL; /* PQclear */
 	size_t i;
 
@@ -378,27 +692,12 @@ int semq_plugin_init(const struct semq_plugin_init_args *a, void **handle_out,
 		if (PQresultStatus(res) != PGRES_COMMAND_OK) {
 			pg_why(res, a->tx->db, why, sizeof why);
 			errf(err, errsz,
-			     "bill: cannot create the bill tables: %s", why);
+			     "bill: cannot create or migrate the bill tables: "
+			     "%s",
+			     why);
 			goto out;
 		}
-	} else if (sqlite3_exec(
-			   a->tx->db,
-			   "CREATE TABLE IF NOT EXISTS bill("
-			   "id INTEGER PRIMARY KEY, "
-			   "bill_no TEXT UNIQUE NOT NULL, shop TEXT NOT NULL, "
-			   "currency TEXT, issued_at TEXT, "
-			   "total_minor INTEGER NOT NULL, "
-			   "origin TEXT, dest TEXT, seq INTEGER, "
-			   "imported_at INTEGER NOT NULL);"
-			   "CREATE TABLE IF NOT EXISTS bill_line("
-			   "bill_id INTEGER NOT NULL REFERENCES bill(id), "
-			   "line_no INTEGER NOT NULL, item TEXT NOT NULL, "
-			   "qty INTEGER NOT NULL, price_minor INTEGER NOT "
-			   "NULL, "
-			   "PRIMARY KEY(bill_id, line_no))",
-			   NULL, NULL, &msg) != SQLITE_OK) {
-		errf(err, errsz, "bill: cannot create the bill tables: %s",
-		     msg ? msg : sqlite3_errmsg(a->tx->db));
+	} else if (lite_tables(a->tx->db, err, errsz)) {
 		goto out;
 	}
 	*handle_out = b;
@@ -406,7 +705,6 @@ int semq_plugin_init(const struct semq_plugin_init_args *a, void **handle_out,
 	r = SEMQ_PLUGIN_OK;
 out:
 	PQclear(res);
-	sqlite3_free(msg);
 	bill_free(b);
 	return r;
 }
@@ -846,8 +1144,8 @@ static int bill_prepare_lite(struct bill *b, sqlite3 *db, char *err,
 	static const struct {
 		const char *what, *sql;
 	} q[3] = {
-		{"the bill lookup",
-		 "SELECT origin, dest, seq FROM bill WHERE bill_no = ?"},
+		{"the bill lookup", "SELECT origin, dest, seq FROM bill "
+				    "WHERE shop = ? AND bill_no = ?"},
 		{"the bill insert",
 		 "INSERT INTO bill(bill_no, shop, currency, issued_at, "
 		 "total_minor, origin, dest, seq, imported_at) "
@@ -884,7 +1182,8 @@ static int same_text(const char *a, const char *b)
 }
 
 /*
- * The answer when d->bill_no is already in `bill`, imported by the message
+ * The answer when d->bill_no of d->shop is already in `bill`, imported by the
+ * message
  * origin/dest/seq (seq_is_int: the stored seq is an integer at all): OK when
  * that is m itself (already done), else PERMANENT naming that message.
  */
@@ -914,8 +1213,8 @@ static void bind_opt(sqlite3_stmt *s, int i, const char *v)
 
 /*
  * Writes the validated d for message m. Returns OK (written, or written
- * before by this very message), PERMANENT (bill_no imported by another
- * message) or RETRY (a database error), with err on failure.
+ * before by this very message), PERMANENT (the shop's bill_no imported by
+ * another message) or RETRY (a database error), with err on failure.
  */
 static int bill_write_lite(struct bill *b, sqlite3 *db,
 			   const struct semq_plugin_msg *m, const struct doc *d,
@@ -929,7 +1228,8 @@ static int bill_write_lite(struct bill *b, sqlite3 *db,
 	if (bill_prepare_lite(b, db, err, errsz))
 		return SEMQ_PLUGIN_RETRY;
 
-	sqlite3_bind_text(b->find, 1, d->bill_no, -1, SQLITE_STATIC);
+	sqlite3_bind_text(b->find, 1, d->shop, -1, SQLITE_STATIC);
+	sqlite3_bind_text(b->find, 2, d->bill_no, -1, SQLITE_STATIC);
 	rc = sqlite3_step(b->find);
 	if (rc == SQLITE_ROW) {
 		/* The type is read before any conversion can change it. */
@@ -1003,12 +1303,14 @@ static int bill_prepare_pg(struct bill *b, PGconn *pg, char *err, size_t errsz)
 		int n;
 	} q[3] = {
 		{"the bill lookup", "find",
-		 "SELECT origin, dest, seq FROM bill WHERE bill_no = $1", 1},
+		 "SELECT origin, dest, seq FROM bill "
+		 "WHERE shop = $1 AND bill_no = $2",
+		 2},
 		{"the bill insert", "ins_bill",
 		 "INSERT INTO bill(bill_no, shop, currency, issued_at, "
 		 "total_minor, origin, dest, seq, imported_at) "
 		 "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) "
-		 "ON CONFLICT (bill_no) DO NOTHING RETURNING id",
+		 "ON CONFLICT (shop, bill_no) DO NOTHING RETURNING id",
 		 9},
 		{"the bill_line insert", "ins_line",
 		 "INSERT INTO bill_line(bill_id, line_no, item, qty, "
@@ -1060,11 +1362,12 @@ static int bill_write_pg(struct bill *b, PGconn *pg,
 		return SEMQ_PLUGIN_RETRY;
 
 	/* Pass 0 looks the bill up and inserts it. When the insert finds the
-	 * bill_no taken after all (another transaction committed it since the
+	 * shop's bill_no taken after all (another transaction committed it since the
 	 * lookup), pass 1 looks it up again: it is there now. */
 	for (pass = 0;; pass++) {
-		v[0] = d->bill_no;
-		res = PQexecPrepared(pg, b->pg_find, 1, v, NULL, NULL, 0);
+		v[0] = d->shop;
+		v[1] = d->bill_no;
+		res = PQexecPrepared(pg, b->pg_find, 2, v, NULL, NULL, 0);
 		if (PQresultStatus(res) != PGRES_TUPLES_OK) {
 			pg_why(res, pg, why, sizeof why);
 			errf(err, errsz, "bill: cannot look up bill_no: %s",
@@ -1186,6 +1489,10 @@ int semq_plugin_handle(void *handle, const struct semq_plugin_msg *m,
 		     m->payload_len);
 		goto out;
 	}
+	if (!m->origin) {
+		errf(err, errsz, "bill: called without the message's origin");
+		goto out;
+	}
 	r = SEMQ_PLUGIN_PERMANENT; /* from here on, the document is at fault */
 	if (m->type != BILL_TYPE) {
 		errf(err, errsz, "bill: type %u is not a bill (%u)",
@@ -1210,6 +1517,15 @@ int semq_plugin_handle(void *handle, const struct semq_plugin_msg *m,
 	}
 	if (check_doc(b, root, &d, err, errsz))
 		goto out;
+	if (strcmp(d.shop, m->origin) != 0) {
+		char shop[SHOW_MAX + 4], origin[SHOW_MAX + 4];
+
+		clip(d.shop, strlen(d.shop), SHOW_MAX, shop);
+		clip(m->origin, strlen(m->origin), SHOW_MAX, origin);
+		errf(err, errsz, "bill: shop '%s' is not the sending node '%s'",
+		     shop, origin);
+		goto out;
+	}
 	if (tx->db_kind == SEMQ_DB_PG)
 		r = bill_write_pg(b, tx->db, m, &d, err, errsz);
 	else

@@ -4,9 +4,11 @@
  * this target so that its code is instrumented): the input is the payload of
  * a type 2800 message, handed to semq_plugin_handle on an in-memory SQLite
  * database inside a SAVEPOINT, the way the host calls it, and rolled back
- * after each input. One bill ("B-TAKEN", from R9/S1/9) is committed at the
- * start so that a document reusing its number meets the conflict path; the
- * plugin runs with max_lines = 8 so that the limit is within reach.
+ * after each input. Every input comes from R1/S1/1, so only a document with
+ * "shop": "R1" gets past the sender check. One bill of R1 ("B-TAKEN", from
+ * R1/S1/9) is committed at the start so that a document reusing its number
+ * meets the conflict path; the plugin runs with max_lines = 8 so that the
+ * limit is within reach.
  *
  * DESIGN (what is checked beyond "no crash, no leak, no UB")
  *  - The verdict is OK or PERMANENT (never RETRY: nothing here makes the
@@ -80,7 +82,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	struct semq_plugin_init_args a = {0};
 	struct semq_plugin_msg m = {0};
 	static const char taken[] =
-		"{\"bill_no\": \"B-TAKEN\", \"shop\": \"R9\", \"lines\": "
+		"{\"bill_no\": \"B-TAKEN\", \"shop\": \"R1\", \"lines\": "
 		"[{\"item\": \"X\", \"qty\": 1, \"price\": \"1.00\"}]}";
 	char err[256] = "";
 
@@ -103,7 +105,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 		fprintf(stderr, "fuzz_bill: init: %s\n", err);
 		exit(1);
 	}
-	m.origin = "R9";
+	m.origin = "R1";
 	m.dest = "S1";
 	m.seq = 9;
 	m.type = 2800;

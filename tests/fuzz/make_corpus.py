@@ -178,7 +178,7 @@ BILLS = {
     "one_line": {"bill_no": "B-2026-0001", "shop": "R1", "currency": "EUR",
                  "issued_at": "2026-11-22T10:00:00Z",
                  "lines": [{"item": "SKU-1", "qty": 2, "price": "3.50"}]},
-    "two_lines": {"bill_no": "B-2", "shop": "R2",
+    "two_lines": {"bill_no": "B-2", "shop": "R1",
                   "lines": [{"item": "A", "qty": 1, "price": "0.99"},
                             {"item": "B", "qty": 3.0, "price": 19.99}]},
     "nulls": {"bill_no": "B-3", "shop": "R1", "currency": None,

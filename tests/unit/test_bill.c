@@ -15,11 +15,14 @@
  * Every handle call runs as the store runs it: in a transaction, inside
  * SAVEPOINT semq_apply, rolled back to the savepoint when the plugin does not
  * return OK, so the tables show exactly what the host would commit. Every
- * test of the plugin's behaviour runs on both back ends; a few PostgreSQL
- * tests cover what only a server has (sessions that reconnect, two
- * transactions importing one bill_no at once). The plumbing of both back
- * ends, the fixture and the checks every plugin passes alike are in
- * tests/unit/backend.c.
+ * test of the plugin's behaviour runs on both back ends: the document, the
+ * shop that must be the sending node, bill numbers per shop, and the
+ * migration of a database of the first shape (bill_no UNIQUE across shops);
+ * a few tests cover what only one back end has (PostgreSQL: sessions that
+ * reconnect, two transactions importing one bill_no at once, two instances
+ * migrating at once; SQLite: two connections migrating at once). The
+ * plumbing of both back ends, the fixture and the checks every plugin passes
+ * alike are in tests/unit/backend.c.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -28,8 +31,10 @@
 
 #include <cmocka.h>
 
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <libpq-fe.h>
 
@@ -45,6 +50,36 @@ static int64_t n_bills(struct be_conn *c)
 static int64_t n_lines(struct be_conn *c)
 {
 	return be_query_int(c, "SELECT count(*) FROM bill_line");
+}
+
+/*
+ * The unique keys of bill other than the primary key, as text: the columns
+ * of each in alphabetical order joined by ',', the keys sorted and joined by
+ * ';' ("bill_no,shop"; "bill_no" in the first shape). Into buf.
+ */
+static const char *unique_keys(struct be_conn *c, char *buf, size_t n)
+{
+	struct be_rows r;
+	int i;
+
+	be_query_rows(
+		c,
+		be_sql("SELECT (SELECT group_concat(name, ',') FROM (SELECT "
+		       "name FROM pragma_index_info(l.name) ORDER BY name)) "
+		       "AS cols FROM pragma_index_list('bill') l WHERE "
+		       "l.\"unique\" = 1 AND l.origin <> 'pk' ORDER BY cols",
+		       "SELECT (SELECT string_agg(a.attname, ',' ORDER BY "
+		       "a.attname) FROM pg_attribute a WHERE a.attrelid = "
+		       "i.indrelid AND a.attnum = ANY(i.indkey)) AS cols FROM "
+		       "pg_index i WHERE i.indrelid = 'bill'::regclass AND "
+		       "i.indisunique AND NOT i.indisprimary ORDER BY cols"),
+		&r);
+	buf[0] = '\0';
+	for (i = 0; i < r.n; i++)
+		snprintf(buf + strlen(buf), n - strlen(buf), "%s%s",
+			 i ? ";" : "", be_cell(&r, i, 0));
+	be_rows_free(&r);
+	return buf;
 }
 
 /* bill.so loaded and inited on a fresh database (struct be_fx). */
@@ -125,6 +160,7 @@ static void test_init_creates_tables(void **state)
 {
 	struct be_fx *f = *state;
 	struct be_conn *c = &f->c;
+	char keys[200];
 	void *h2 = NULL;
 
 	assert_int_equal(be_n_columns(c, "bill",
@@ -138,23 +174,9 @@ static void test_init_creates_tables(void **state)
 				      "'price_minor'"),
 			 5);
 	assert_int_equal(be_n_columns(c, "bill_line", NULL), 5);
-	/* bill_no is unique, and it is the only unique key besides the
-	 * primary key. */
-	assert_int_equal(
-		be_query_int(
-			c,
-			be_sql("SELECT count(*) FROM pragma_index_list('bill') "
-			       "l,"
-			       " pragma_index_info(l.name) i WHERE "
-			       "l.\"unique\" = 1 AND i.name = 'bill_no'",
-			       "SELECT count(*) FROM pg_index i JOIN "
-			       "pg_attribute"
-			       " a ON a.attrelid = i.indrelid AND a.attnum = "
-			       "ANY(i.indkey) WHERE i.indrelid = "
-			       "'bill'::regclass"
-			       " AND i.indisunique AND NOT i.indisprimary AND "
-			       "a.attname = 'bill_no'")),
-		1);
+	/* (shop, bill_no) is unique, and it is the only unique key besides
+	 * the primary key: bill_no alone is not. */
+	assert_string_equal(unique_keys(c, keys, sizeof keys), "bill_no,shop");
 	assert_int_equal(be_n_indexes(c, "bill", 1), 1);
 	if (be_pg()) {
 		/* Integers are BIGINT, text is TEXT. */
@@ -266,6 +288,13 @@ static void test_bad_call_is_retry(void **state)
 			 SEMQ_PLUGIN_RETRY);
 	assert_string_equal(f->err,
 			    "bill: called with 3 payload bytes but no payload");
+	/* A host bug, not the document's: the shop cannot be checked. */
+	m.payload = (const uint8_t *)"{}";
+	m.payload_len = 2;
+	assert_int_equal(f->handle(f->h, &m, &f->tx, f->err, sizeof f->err),
+			 SEMQ_PLUGIN_RETRY);
+	assert_string_equal(f->err,
+			    "bill: called without the message's origin");
 }
 
 /* A database kind the plugin does not know is refused at init and, should a
@@ -369,7 +398,7 @@ static void test_several_lines(void **state)
 		"\"price\":\"0\"},"
 		"{\"item\":\"SKU-8\",\"qty\":5,\"price\":0.1},"
 		"{\"item\":\"SKU-9\",\"qty\":1,\"price\":19.99}],"
-		"\"shop\":\"R2\",\"bill_no\":\"B-9\",\"currency\":\"EUR\"}";
+		"\"shop\":\"R1\",\"bill_no\":\"B-9\",\"currency\":\"EUR\"}";
 	struct be_rows r;
 	int64_t total = 0;
 	size_t i;
@@ -683,13 +712,134 @@ static void test_not_utf8_refused(void **state)
 	assert_int_equal(n_bills(&f->c), 0);
 }
 
+/* ---- the shop is the sending node --------------------------------------- */
+
+/* A document whose shop is not the message's origin is refused PERMANENT,
+ * naming both, and writes nothing. */
+static void test_shop_not_origin_refused(void **state)
+{
+	struct be_fx *f = *state;
+	const char *origin50 =
+		"N0123456789012345678901234567890123456789012345678";
+	const char *from_r1 = HEAD L1 "}";
+	char json[512];
+
+	refused(f, "{\"bill_no\":\"B-1\",\"shop\":\"R2\",\"lines\":" L1 "}",
+		"bill: shop 'R2' is not the sending node 'R1'");
+	/* Byte for byte: no case folding, no trimming. */
+	refused(f, "{\"bill_no\":\"B-1\",\"shop\":\"r1\",\"lines\":" L1 "}",
+		"bill: shop 'r1' is not the sending node 'R1'");
+	refused(f, "{\"bill_no\":\"B-1\",\"shop\":\"R1.\",\"lines\":" L1 "}",
+		"bill: shop 'R1.' is not the sending node 'R1'");
+	/* Long values are clipped to 40 bytes, as elsewhere. */
+	snprintf(json, sizeof json,
+		 "{\"bill_no\":\"B-1\",\"shop\":\"%.64s\",\"lines\":" L1 "}",
+		 S65);
+	refused(f, json,
+		"bill: shop 'AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA...' is "
+		"not "
+		"the sending node 'R1'");
+	assert_int_equal(call_on(f, &f->c, origin50, "S1", 1, 2800, from_r1,
+				 strlen(from_r1)),
+			 SEMQ_PLUGIN_PERMANENT);
+	assert_string_equal(f->err, "bill: shop 'R1' is not the sending node "
+				    "'N012345678901234567890123456789012345678"
+				    "...'");
+	/* The document is checked first: a bad one from the wrong shop is
+	 * refused for what is wrong in it. */
+	refused(f, "{\"bill_no\":\"B-1\",\"shop\":\"R2\",\"lines\":[]}",
+		"bill: lines is empty");
+	assert_int_equal(n_bills(&f->c), 0);
+	assert_int_equal(n_lines(&f->c), 0);
+}
+
+/* The shop is checked before the bill is looked up: R1 cannot find out
+ * whether R2 has a bill_no by sending it as R2's, and an R1 bill_no sent
+ * under R2's name is not R1's conflict either. */
+static void test_shop_checked_before_lookup(void **state)
+{
+	struct be_fx *f = *state;
+	const char *r1 = HEAD L1 "}";
+	const char *as_r2 =
+		"{\"bill_no\":\"B-1\",\"shop\":\"R2\",\"lines\":" L1 "}";
+
+	assert_int_equal(
+		call_on(f, &f->c, "R2", "S1", 1, 2800, as_r2, strlen(as_r2)),
+		SEMQ_PLUGIN_OK);
+	assert_int_equal(
+		call_on(f, &f->c, "R1", "S1", 1, 2800, as_r2, strlen(as_r2)),
+		SEMQ_PLUGIN_PERMANENT);
+	assert_string_equal(f->err,
+			    "bill: shop 'R2' is not the sending node 'R1'");
+	assert_int_equal(call_on(f, &f->c, "R1", "S1", 2, 2800, r1, strlen(r1)),
+			 SEMQ_PLUGIN_OK);
+	assert_int_equal(call_on(f, &f->c, "R2", "S1", 2, 2800, r1, strlen(r1)),
+			 SEMQ_PLUGIN_PERMANENT);
+	assert_string_equal(f->err,
+			    "bill: shop 'R1' is not the sending node 'R2'");
+	assert_int_equal(n_bills(&f->c), 2);
+	assert_int_equal(be_query_int(&f->c, "SELECT count(*) FROM bill WHERE "
+					     "shop = origin"),
+			 2);
+}
+
 /* ---- one bill number, several messages ----------------------------------- */
+
+/* Bill numbers are per shop: two shops each sending B-0001 make two bills,
+ * each with its own lines. */
+static void test_same_bill_no_two_shops(void **state)
+{
+	struct be_fx *f = *state;
+	const char *a = "{\"bill_no\":\"B-0001\",\"shop\":\"R1\",\"lines\":"
+			"[{\"item\":\"A\",\"qty\":1,\"price\":\"1\"}]}";
+	const char *b = "{\"bill_no\":\"B-0001\",\"shop\":\"R2\",\"lines\":"
+			"[{\"item\":\"Z\",\"qty\":9,\"price\":\"9\"},"
+			"{\"item\":\"Y\",\"qty\":1,\"price\":\"1\"}]}";
+	struct be_rows r;
+
+	assert_int_equal(call_on(f, &f->c, "R1", "S1", 1, 2800, a, strlen(a)),
+			 SEMQ_PLUGIN_OK);
+	assert_int_equal(call_on(f, &f->c, "R2", "S1", 1, 2800, b, strlen(b)),
+			 SEMQ_PLUGIN_OK);
+	assert_string_equal(f->err, "");
+	assert_int_equal(n_bills(&f->c), 2);
+	assert_int_equal(n_lines(&f->c), 3);
+	be_query_rows(&f->c,
+		      "SELECT b.shop, b.bill_no, b.origin, b.total_minor, "
+		      "l.line_no, l.item FROM bill b JOIN bill_line l ON "
+		      "l.bill_id = b.id ORDER BY b.shop, l.line_no",
+		      &r);
+	assert_int_equal(r.n, 3);
+	assert_string_equal(be_cell(&r, 0, 0), "R1");
+	assert_string_equal(be_cell(&r, 0, 1), "B-0001");
+	assert_string_equal(be_cell(&r, 0, 2), "R1");
+	assert_int_equal(be_cell_int(&r, 0, 3), 100);
+	assert_string_equal(be_cell(&r, 0, 5), "A");
+	assert_string_equal(be_cell(&r, 1, 0), "R2");
+	assert_string_equal(be_cell(&r, 1, 1), "B-0001");
+	assert_string_equal(be_cell(&r, 1, 2), "R2");
+	assert_int_equal(be_cell_int(&r, 1, 3), 8200);
+	assert_string_equal(be_cell(&r, 1, 5), "Z");
+	assert_string_equal(be_cell(&r, 2, 5), "Y");
+	be_rows_free(&r);
+
+	/* Each shop's number is still taken for that shop. */
+	assert_int_equal(call_on(f, &f->c, "R2", "S1", 2, 2800, b, strlen(b)),
+			 SEMQ_PLUGIN_PERMANENT);
+	assert_string_equal(f->err,
+			    "bill: bill_no 'B-0001' was already imported from "
+			    "R2/S1/1");
+	assert_int_equal(call_on(f, &f->c, "R1", "S1", 1, 2800, a, strlen(a)),
+			 SEMQ_PLUGIN_OK);
+	assert_int_equal(n_bills(&f->c), 2);
+	assert_int_equal(n_lines(&f->c), 3);
+}
 
 static void test_bill_no_from_another_message(void **state)
 {
 	struct be_fx *f = *state;
 	const char *a = HEAD L1 "}";
-	const char *b = "{\"bill_no\":\"B-1\",\"shop\":\"R2\",\"lines\":"
+	const char *b = "{\"bill_no\":\"B-1\",\"shop\":\"R1\",\"lines\":"
 			"[{\"item\":\"Z\",\"qty\":9,\"price\":\"9\"}]}";
 
 	assert_int_equal(call_on(f, &f->c, "R1", "S1", 3, 2800, a, strlen(a)),
@@ -700,8 +850,8 @@ static void test_bill_no_from_another_message(void **state)
 	assert_string_equal(f->err,
 			    "bill: bill_no 'B-1' was already imported from "
 			    "R1/S1/3");
-	/* Another stream with the same sequence number. */
-	assert_int_equal(call_on(f, &f->c, "R2", "S1", 3, 2800, b, strlen(b)),
+	/* Another stream of the shop with the same sequence number. */
+	assert_int_equal(call_on(f, &f->c, "R1", "S2", 3, 2800, b, strlen(b)),
 			 SEMQ_PLUGIN_PERMANENT);
 	assert_string_equal(f->err,
 			    "bill: bill_no 'B-1' was already imported from "
@@ -865,6 +1015,391 @@ static void test_fini_finalises(void **state)
 	be_check_fini(f);
 }
 
+/* ---- migration from the first shape, bill_no unique across shops -------- */
+
+/* The tables as the first plugin made them (bill_no TEXT UNIQUE), with
+ * `extra` columns after imported_at ("" for none). */
+static void old_tables(struct be_conn *c, const char *extra)
+{
+	char sql[1200];
+
+	be_exec_ok(c, "DROP TABLE bill_line; DROP TABLE bill");
+	snprintf(sql, sizeof sql, "%s%s%s",
+		 be_sql("CREATE TABLE bill(id INTEGER PRIMARY KEY, "
+			"bill_no TEXT UNIQUE NOT NULL, shop TEXT NOT NULL, "
+			"currency TEXT, issued_at TEXT, "
+			"total_minor INTEGER NOT NULL, "
+			"origin TEXT, dest TEXT, seq INTEGER, "
+			"imported_at INTEGER NOT NULL",
+			"CREATE TABLE bill("
+			"id BIGINT GENERATED BY DEFAULT AS IDENTITY PRIMARY "
+			"KEY, "
+			"bill_no TEXT UNIQUE NOT NULL, shop TEXT NOT NULL, "
+			"currency TEXT, issued_at TEXT, "
+			"total_minor BIGINT NOT NULL, "
+			"origin TEXT, dest TEXT, seq BIGINT, "
+			"imported_at BIGINT NOT NULL"),
+		 extra,
+		 be_sql("); CREATE TABLE bill_line("
+			"bill_id INTEGER NOT NULL REFERENCES bill(id), "
+			"line_no INTEGER NOT NULL, item TEXT NOT NULL, "
+			"qty INTEGER NOT NULL, price_minor INTEGER NOT NULL, "
+			"PRIMARY KEY(bill_id, line_no))",
+			"); CREATE TABLE bill_line("
+			"bill_id BIGINT NOT NULL REFERENCES bill(id), "
+			"line_no BIGINT NOT NULL, item TEXT NOT NULL, "
+			"qty BIGINT NOT NULL, price_minor BIGINT NOT NULL, "
+			"PRIMARY KEY(bill_id, line_no))"));
+	be_exec_ok(c, sql);
+	/* Three bills with ids that are not 1, 2, 3; the third from before
+	 * the shop had to be the sender, kept as it is. */
+	be_exec_ok(c,
+		   "INSERT INTO bill(id, bill_no, shop, currency, issued_at, "
+		   "total_minor, origin, dest, seq, imported_at) VALUES "
+		   "(3, 'B-0001', 'R1', 'EUR', '2026-11-22T10:00:00Z', 700, "
+		   "'R1', 'S1', 1, 1000), "
+		   "(8, 'B-0002', 'R2', NULL, NULL, 99, 'R2', 'S1', 1, 2000), "
+		   "(9, 'B-0003', 'X9', NULL, NULL, 5, 'R1', 'S1', 2, 3000); "
+		   "INSERT INTO bill_line VALUES (3, 1, 'SKU-1', 2, 350), "
+		   "(8, 1, 'A', 1, 99), (9, 1, 'B', 1, 2), (9, 2, 'C', 1, 3)");
+	if (be_pg())
+		be_exec_ok(c, "SELECT setval(pg_get_serial_sequence('bill', "
+			      "'id'), 9)");
+	/* What an operator may have added: an index, a view and a trigger
+	 * that logs lines. */
+	be_exec_ok(
+		c,
+		be_sql("CREATE INDEX bill_by_issued ON bill(issued_at); "
+		       "CREATE VIEW bill_total AS SELECT b.shop, b.bill_no, "
+		       "sum(l.qty * l.price_minor) AS total FROM bill b JOIN "
+		       "bill_line l ON l.bill_id = b.id GROUP BY b.shop, "
+		       "b.bill_no; "
+		       "CREATE TABLE line_log(bill_id INTEGER); "
+		       "CREATE TRIGGER bill_line_log AFTER INSERT ON bill_line "
+		       "BEGIN INSERT INTO line_log VALUES (NEW.bill_id); END",
+		       "CREATE INDEX bill_by_issued ON bill(issued_at); "
+		       "CREATE VIEW bill_total AS SELECT b.shop, b.bill_no, "
+		       "sum(l.qty * l.price_minor) AS total FROM bill b JOIN "
+		       "bill_line l ON l.bill_id = b.id GROUP BY b.shop, "
+		       "b.bill_no; "
+		       "CREATE TABLE line_log(bill_id BIGINT); "
+		       "CREATE FUNCTION log_line() RETURNS trigger LANGUAGE "
+		       "plpgsql AS $$ BEGIN INSERT INTO line_log VALUES "
+		       "(NEW.bill_id); RETURN NEW; END $$; "
+		       "CREATE TRIGGER bill_line_log AFTER INSERT ON bill_line "
+		       "FOR EACH ROW EXECUTE FUNCTION log_line()"));
+	/* The host's connection enforces foreign keys. */
+	if (!be_pg())
+		be_exec_ok(c, "PRAGMA foreign_keys = ON");
+}
+
+/* All of bill and bill_line as one text, to compare before and after. */
+static void tables_text(struct be_conn *c, char *buf, size_t n)
+{
+	static const char *const q[] = {
+		"SELECT id, bill_no, shop, currency, issued_at, total_minor, "
+		"origin, dest, seq, imported_at FROM bill ORDER BY id",
+		"SELECT bill_id, line_no, item, qty, price_minor FROM "
+		"bill_line ORDER BY bill_id, line_no"};
+	struct be_rows r;
+	size_t i;
+	int row, col;
+
+	buf[0] = '\0';
+	for (i = 0; i < BE_N(q); i++) {
+		be_query_rows(c, q[i], &r);
+		for (row = 0; row < r.n; row++) {
+			for (col = 0; col < r.ncol; col++) {
+				const char *v = be_cell(&r, row, col);
+
+				snprintf(buf + strlen(buf), n - strlen(buf),
+					 "%s%s", col ? "|" : "",
+					 v ? v : "NULL");
+			}
+			snprintf(buf + strlen(buf), n - strlen(buf), "\n");
+		}
+		be_rows_free(&r);
+	}
+}
+
+#define OLD_ROWS                                                               \
+	"3|B-0001|R1|EUR|2026-11-22T10:00:00Z|700|R1|S1|1|1000\n"              \
+	"8|B-0002|R2|NULL|NULL|99|R2|S1|1|2000\n"                              \
+	"9|B-0003|X9|NULL|NULL|5|R1|S1|2|3000\n"                               \
+	"3|1|SKU-1|2|350\n8|1|A|1|99\n9|1|B|1|2\n9|2|C|1|3\n"
+
+/* The database has the new shape, the rows of old_tables and what the
+ * operator added, and nothing left of the migration. */
+static void check_migrated(struct be_conn *c)
+{
+	char keys[200], rows[2048];
+
+	assert_string_equal(unique_keys(c, keys, sizeof keys), "bill_no,shop");
+	tables_text(c, rows, sizeof rows);
+	assert_string_equal(rows, OLD_ROWS);
+	/* bill_line still points at bill, and every line has its bill. */
+	assert_int_equal(
+		be_query_int(c,
+			     be_sql("SELECT count(*) FROM "
+				    "pragma_foreign_key_list('bill_line') "
+				    "WHERE \"table\" = 'bill' AND \"from\" = "
+				    "'bill_id' AND \"to\" = 'id'",
+				    "SELECT count(*) FROM pg_constraint WHERE "
+				    "conrelid = 'bill_line'::regclass AND "
+				    "contype = 'f' AND confrelid = "
+				    "'bill'::regclass")),
+		1);
+	assert_int_equal(be_query_int(c, "SELECT count(*) FROM bill_line l "
+					 "WHERE NOT EXISTS (SELECT 1 FROM "
+					 "bill b WHERE b.id = l.bill_id)"),
+			 0);
+	if (be_pg()) {
+		assert_int_equal(
+			be_query_int(c, "SELECT count(*) FROM pg_constraint "
+					"WHERE conrelid = 'bill'::regclass "
+					"AND contype = 'u' AND conname = "
+					"'bill_shop_bill_no_key'"),
+			1);
+	} else {
+		assert_int_equal(be_query_int(c, "SELECT count(*) FROM "
+						 "pragma_foreign_key_check"),
+				 0);
+		assert_int_equal(be_query_int(c, "SELECT count(*) FROM "
+						 "sqlite_schema WHERE name "
+						 "LIKE 'semq%'"),
+				 0);
+	}
+	/* The operator's index, view and trigger are there; the trigger did
+	 * not fire for the lines the migration copied. */
+	assert_int_equal(
+		be_query_int(c, be_sql("SELECT count(*) FROM "
+				       "sqlite_schema WHERE name IN "
+				       "('bill_by_issued', "
+				       "'bill_line_log')",
+				       "SELECT (to_regclass("
+				       "'bill_by_issued') IS NOT "
+				       "NULL)::int + (SELECT count(*) "
+				       "FROM pg_trigger WHERE tgname = "
+				       "'bill_line_log')")),
+		2);
+	assert_int_equal(be_query_int(c, "SELECT count(*) FROM bill_total"), 3);
+	assert_int_equal(be_query_int(c, "SELECT count(*) FROM line_log"), 0);
+}
+
+/*
+ * init on a database of the first shape moves the unique key to
+ * (shop, bill_no) and keeps every row, id, line and the operator's index,
+ * view and trigger; a second init changes nothing; the plugin then imports
+ * another shop's B-0001 and still refuses R1's B-0001 from another message.
+ */
+static void test_migrate_old_shape(void **state)
+{
+	struct be_fx *f = *state;
+	struct be_conn *c = &f->c;
+	const char *r2 = "{\"bill_no\":\"B-0001\",\"shop\":\"R2\",\"lines\":"
+			 "[{\"item\":\"Z\",\"qty\":1,\"price\":\"1\"}]}";
+	const char *r1 = "{\"bill_no\":\"B-0001\",\"shop\":\"R1\",\"lines\":"
+			 "[{\"item\":\"Z\",\"qty\":1,\"price\":\"1\"}]}";
+	char keys[200], schema[8192], again[8192];
+	const char *schema_sql =
+		be_sql("SELECT group_concat(type || ' ' || name || ': ' || "
+		       "coalesce(sql, ''), '\n') FROM (SELECT * FROM "
+		       "sqlite_schema ORDER BY name)",
+		       "SELECT string_agg(conname || ' ' || "
+		       "pg_get_constraintdef(oid), E'\\n' ORDER BY conname) "
+		       "FROM pg_constraint WHERE conrelid IN "
+		       "('bill'::regclass, 'bill_line'::regclass)");
+	struct be_rows r;
+	void *h2 = NULL;
+
+	old_tables(c, "");
+	assert_string_equal(unique_keys(c, keys, sizeof keys), "bill_no");
+	assert_int_equal(be_init_on(f, c, NULL, 0, &h2), SEMQ_PLUGIN_OK);
+	assert_string_equal(f->err, "");
+	assert_non_null(h2);
+	f->fini(f->h);
+	f->h = h2;
+	check_migrated(c);
+	assert_int_equal(c->notices, 0);
+
+	/* Once is enough: init again finds the new shape and leaves it. */
+	be_query_rows(c, schema_sql, &r);
+	snprintf(schema, sizeof schema, "%s", be_cell(&r, 0, 0));
+	be_rows_free(&r);
+	h2 = NULL;
+	assert_int_equal(be_init_on(f, c, NULL, 0, &h2), SEMQ_PLUGIN_OK);
+	f->fini(h2);
+	check_migrated(c);
+	be_query_rows(c, schema_sql, &r);
+	snprintf(again, sizeof again, "%s", be_cell(&r, 0, 0));
+	be_rows_free(&r);
+	assert_string_equal(again, schema);
+	assert_int_equal(c->notices, 0);
+
+	/* Bill numbers are per shop now; ids go on after the highest. */
+	assert_int_equal(call_on(f, c, "R2", "S1", 2, 2800, r2, strlen(r2)),
+			 SEMQ_PLUGIN_OK);
+	assert_int_equal(be_query_int(c, "SELECT id FROM bill WHERE shop = "
+					 "'R2' AND bill_no = 'B-0001'"),
+			 10);
+	assert_int_equal(call_on(f, c, "R1", "S1", 5, 2800, r1, strlen(r1)),
+			 SEMQ_PLUGIN_PERMANENT);
+	assert_string_equal(f->err, "bill: bill_no 'B-0001' was already "
+				    "imported from R1/S1/1");
+	assert_int_equal(n_bills(c), 4);
+	assert_int_equal(n_lines(c), 5);
+	/* The trigger the migration made again logs the new line. */
+	assert_int_equal(be_query_int(c, "SELECT count(*) FROM line_log WHERE "
+					 "bill_id = 10"),
+			 1);
+}
+
+/* The migration runs inside the host's transaction when one is open (a
+ * SAVEPOINT of its own on SQLite, the DO block on PostgreSQL): rolled back
+ * with it, nothing of it stays; the next init does it again. */
+static void test_migrate_in_host_transaction(void **state)
+{
+	struct be_fx *f = *state;
+	struct be_conn *c = &f->c;
+	char keys[200], rows[2048];
+	void *h2 = NULL;
+
+	old_tables(c, "");
+	be_exec_ok(c, "BEGIN");
+	assert_int_equal(be_init_on(f, c, NULL, 0, &h2), SEMQ_PLUGIN_OK);
+	f->fini(h2);
+	assert_string_equal(unique_keys(c, keys, sizeof keys), "bill_no,shop");
+	be_exec_ok(c, "ROLLBACK");
+	assert_string_equal(unique_keys(c, keys, sizeof keys), "bill_no");
+	tables_text(c, rows, sizeof rows);
+	assert_string_equal(rows, OLD_ROWS);
+
+	h2 = NULL;
+	assert_int_equal(be_init_on(f, c, NULL, 0, &h2), SEMQ_PLUGIN_OK);
+	f->fini(h2);
+	check_migrated(c);
+}
+
+/* A column the plugin does not know: SQLite would lose it in the rebuild, so
+ * init refuses and changes nothing; PostgreSQL keeps it (ALTER TABLE). */
+static void test_migrate_unknown_column(void **state)
+{
+	struct be_fx *f = *state;
+	struct be_conn *c = &f->c;
+	char keys[200], rows[2048];
+	void *h2 = NULL;
+
+	old_tables(c, ", note TEXT");
+	be_exec_ok(c, "UPDATE bill SET note = 'checked' WHERE id = 8");
+	if (be_pg()) {
+		assert_int_equal(be_init_on(f, c, NULL, 0, &h2),
+				 SEMQ_PLUGIN_OK);
+		f->fini(h2);
+		check_migrated(c);
+		assert_int_equal(be_query_int(c, "SELECT id FROM bill WHERE "
+						 "note = 'checked'"),
+				 8);
+		return;
+	}
+	assert_int_equal(be_init_on(f, c, NULL, 0, &h2), SEMQ_PLUGIN_PERMANENT);
+	assert_null(h2);
+	assert_string_equal(f->err,
+			    "bill: cannot migrate table bill to UNIQUE (shop, "
+			    "bill_no): it has a column 'note' that the plugin "
+			    "does not know; move it elsewhere first");
+	assert_string_equal(unique_keys(c, keys, sizeof keys), "bill_no");
+	tables_text(c, rows, sizeof rows);
+	assert_string_equal(rows, OLD_ROWS);
+	assert_int_equal(be_query_int(c, "SELECT count(*) FROM sqlite_schema "
+					 "WHERE name LIKE 'semq%'"),
+			 0);
+	/* Not left in a transaction either. */
+	assert_int_equal(sqlite3_get_autocommit(c->lite), 1);
+}
+
+/* ---- SQLite only (skipped on PostgreSQL) --------------------------------- */
+
+/* The second instance of test_lite_migrate_at_once, on its own thread. */
+struct lite_second {
+	struct be_fx *f;
+	struct be_conn c;
+	void *h;
+	int rc;
+	char err[BE_ERRSZ];
+	int busy; /* set (atomically) once SQLite made it wait */
+};
+
+/* Its busy handler: says it waits, then waits (up to 30 s). */
+static int lite_second_busy(void *arg, int n)
+{
+	struct lite_second *s = arg;
+
+	__atomic_store_n(&s->busy, 1, __ATOMIC_RELEASE);
+	usleep(1000);
+	return n < 30000;
+}
+
+static void *lite_second_init(void *arg)
+{
+	struct lite_second *s = arg;
+	struct semq_plugin_tx tx = {.db_kind = SEMQ_DB_SQLITE, .db = s->c.lite};
+	struct semq_plugin_init_args a;
+
+	memset(&a, 0, sizeof a);
+	a.abi_version = SEMQ_PLUGIN_ABI_VERSION;
+	a.name = "bill";
+	a.node_id = "S1";
+	a.tx = &tx;
+	s->rc = s->f->init(&a, &s->h, s->err, sizeof s->err);
+	return NULL;
+}
+
+/*
+ * Two instances on one SQLite file (WAL, as the node runs it) start at once
+ * on a database of the first shape: A migrates in a transaction it has not
+ * committed; B saw the old shape, and its migration waits for the write lock
+ * in its busy handler. Once A commits, B finds the new shape and does
+ * nothing: OK, the rows once.
+ */
+static void test_lite_migrate_at_once(void **state)
+{
+	struct be_fx *f = *state;
+	struct lite_second s;
+	pthread_t thread;
+	void *h2 = NULL;
+	int i;
+
+	if (be_pg()) {
+		skip(); /* test_pg_migrate_at_once is its twin */
+		return;
+	}
+	memset(&s, 0, sizeof s);
+	s.f = f;
+	be_exec_ok(&f->c, "PRAGMA journal_mode = WAL");
+	old_tables(&f->c, "");
+	assert_int_equal(be_open_again(f, &s.c), 0);
+	be_exec_ok(&s.c, "PRAGMA foreign_keys = ON");
+	sqlite3_busy_handler(s.c.lite, lite_second_busy, &s);
+
+	be_exec_ok(&f->c, "BEGIN");
+	assert_int_equal(be_init_on(f, &f->c, NULL, 0, &h2), SEMQ_PLUGIN_OK);
+	f->fini(h2);
+	assert_int_equal(pthread_create(&thread, NULL, lite_second_init, &s),
+			 0);
+	for (i = 0; i < 30000 && !__atomic_load_n(&s.busy, __ATOMIC_ACQUIRE);
+	     i++)
+		usleep(1000);
+	be_exec_ok(&f->c, "COMMIT");
+	assert_int_equal(pthread_join(thread, NULL), 0);
+	assert_true(s.busy);
+	if (s.rc != SEMQ_PLUGIN_OK)
+		fprintf(stderr, "B gave %d '%s'\n", s.rc, s.err);
+	assert_int_equal(s.rc, SEMQ_PLUGIN_OK);
+	f->fini(s.h);
+	assert_int_equal(be_conn_close(&s.c), 0);
+	check_migrated(&f->c);
+}
+
 /* ---- PostgreSQL only ----------------------------------------------------- */
 
 /*
@@ -900,41 +1435,53 @@ static void test_pg_session_lost_then_reset(void **state)
 	assert_int_equal(n_lines(&f->c), 2);
 }
 
-/* race(): A's bill, and another bill with the same bill_no. */
-#define A_JSON HEAD L1 "}"
-#define B_JSON                                                                 \
-	"{\"bill_no\":\"B-1\",\"shop\":\"R2\",\"lines\":"                      \
-	"[{\"item\":\"Z\",\"qty\":9,\"price\":\"9\"}]}"
+/* What instance B imports in race(): message origin/S1/seq with json. */
+struct racer {
+	const char *origin;
+	uint64_t seq;
+	const char *json;
+};
 
-/* Instance B's call (a be_race_fn): message origin/S1/1, origin being arg,
- * with A's bill when it comes from R1 (the same message), else B_JSON. */
+/* A's bill is R1's B-1 from R1/S1/1. */
+#define A_JSON HEAD L1 "}"
+static const struct racer same_message = {"R1", 1, A_JSON};
+static const struct racer other_message = {
+	"R1", 2,
+	"{\"bill_no\":\"B-1\",\"shop\":\"R1\",\"lines\":"
+	"[{\"item\":\"Z\",\"qty\":9,\"price\":\"9\"}]}"};
+static const struct racer other_shop = {
+	"R2", 1,
+	"{\"bill_no\":\"B-1\",\"shop\":\"R2\",\"lines\":"
+	"[{\"item\":\"Z\",\"qty\":9,\"price\":\"9\"}]}"};
+
+/* Instance B's call (a be_race_fn): arg is the struct racer. */
 static int race_call(struct be_fx *f, const void *arg)
 {
-	const char *origin = arg;
-	const char *json = strcmp(origin, "R1") == 0 ? A_JSON : B_JSON;
+	const struct racer *x = arg;
 	struct semq_plugin_tx tx = {.db_kind = SEMQ_DB_PG, .db = f->more[0].pg};
 	struct semq_plugin_msg m;
 
 	memset(&m, 0, sizeof m);
-	m.origin = origin;
+	m.origin = x->origin;
 	m.dest = "S1";
-	m.seq = 1;
+	m.seq = x->seq;
 	m.type = 2800;
 	m.created_at = be_now_ms();
-	m.payload = (const uint8_t *)json;
-	m.payload_len = strlen(json);
+	m.payload = (const uint8_t *)x->json;
+	m.payload_len = strlen(x->json);
 	return f->handle(f->h2, &m, &tx, f->race_err, sizeof f->race_err);
 }
 
 /*
- * Two instances import bill_no B-1 at the same time: instance A (the
- * fixture's connection) has written it and not committed; instance B, from
- * message origin_b/S1/1, found no bill and must wait on A's row. Once A
- * commits, B answers as it would have had the bill been there: want_rc with
- * want_err. Either way exactly one bill, A's, is left.
+ * Two instances import at the same time: instance A (the fixture's
+ * connection) has written R1's bill B-1 and not committed; instance B
+ * imports x. When x is R1's B-1 too (`waits`), B found no bill and must wait
+ * on A's row; once A commits, B answers as it would have had the bill been
+ * there: want_rc with want_err. Another shop's B-1 is not A's key: B does
+ * not wait for A at all. Either way A's bill is left, and want_bills bills.
  */
-static void race(struct be_fx *f, const char *origin_b, int want_rc,
-		 const char *want_err)
+static void race(struct be_fx *f, const struct racer *x, int waits, int want_rc,
+		 const char *want_err, int want_bills)
 {
 	const char *a_json = A_JSON;
 	struct be_conn *b = &f->more[0];
@@ -949,10 +1496,16 @@ static void race(struct be_fx *f, const char *origin_b, int want_rc,
 		SEMQ_PLUGIN_OK);
 	be_exec_ok(b, "BEGIN");
 	be_exec_ok(b, "SAVEPOINT semq_apply");
-	be_race(f, race_call, origin_b);
-	/* B must get stuck on A's uncommitted bill, not pass it. */
-	assert_int_equal(be_race_waits(f), 1);
-	assert_false(be_race_done(f));
+	be_race(f, race_call, x);
+	if (waits) {
+		/* B must get stuck on A's uncommitted bill, not pass it. */
+		assert_int_equal(be_race_waits(f), 1);
+		assert_false(be_race_done(f));
+	} else {
+		/* B returns while A's transaction is still open. */
+		assert_int_equal(be_race_waits(f), 0);
+		assert_true(be_race_done(f));
+	}
 	be_exec_ok(&f->c, "RELEASE semq_apply");
 	be_exec_ok(&f->c, "COMMIT");
 	be_race_join(f);
@@ -968,8 +1521,8 @@ static void race(struct be_fx *f, const char *origin_b, int want_rc,
 	be_exec_ok(b, "RELEASE semq_apply");
 	be_exec_ok(b, "COMMIT");
 
-	assert_int_equal(n_bills(&f->c), 1);
-	assert_int_equal(n_lines(&f->c), 1);
+	assert_int_equal(n_bills(&f->c), want_bills);
+	assert_int_equal(n_lines(&f->c), want_bills);
 	assert_int_equal(be_query_int(&f->c,
 				      "SELECT count(*) FROM bill WHERE "
 				      "origin = 'R1' AND seq = 1 AND "
@@ -979,13 +1532,45 @@ static void race(struct be_fx *f, const char *origin_b, int want_rc,
 
 static void test_pg_same_bill_no_at_once(void **state)
 {
-	race(*state, "R2", SEMQ_PLUGIN_PERMANENT,
-	     "bill: bill_no 'B-1' was already imported from R1/S1/1");
+	race(*state, &other_message, 1, SEMQ_PLUGIN_PERMANENT,
+	     "bill: bill_no 'B-1' was already imported from R1/S1/1", 1);
 }
 
 static void test_pg_same_message_at_once(void **state)
 {
-	race(*state, "R1", SEMQ_PLUGIN_OK, "");
+	race(*state, &same_message, 1, SEMQ_PLUGIN_OK, "", 1);
+}
+
+static void test_pg_other_shop_at_once(void **state)
+{
+	race(*state, &other_shop, 0, SEMQ_PLUGIN_OK, "", 2);
+}
+
+/*
+ * Two instances start at once on a database of the first shape: A migrates
+ * in a transaction it has not committed, holding the advisory lock; B's init
+ * waits for it, then finds the new shape and leaves it.
+ */
+static void test_pg_migrate_at_once(void **state)
+{
+	struct be_fx *f = *state;
+	void *h2 = NULL;
+
+	old_tables(&f->c, "");
+	assert_int_equal(be_second_open(f), 0);
+	be_exec_ok(&f->c, "BEGIN");
+	assert_int_equal(be_init_on(f, &f->c, NULL, 0, &h2), SEMQ_PLUGIN_OK);
+	f->fini(h2);
+	be_race(f, be_race_init, NULL);
+	assert_int_equal(be_race_waits(f), 1);
+	assert_false(be_race_done(f));
+	be_exec_ok(&f->c, "COMMIT");
+	be_race_join(f);
+	if (f->race_rc != SEMQ_PLUGIN_OK)
+		fprintf(stderr, "B gave %d '%s'\n", f->race_rc, f->race_err);
+	assert_int_equal(f->race_rc, SEMQ_PLUGIN_OK);
+	assert_int_equal(f->more[0].notices, 0);
+	check_migrated(&f->c);
 }
 
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, be_fx_teardown)
@@ -1010,8 +1595,15 @@ int main(int argc, char **argv)
 		T(test_wrong_type_refused),
 		T(test_empty_payload_refused),
 		T(test_not_utf8_refused),
+		T(test_shop_not_origin_refused),
+		T(test_shop_checked_before_lookup),
+		T(test_same_bill_no_two_shops),
 		T(test_bill_no_from_another_message),
 		T(test_same_message_again_is_ok),
+		T(test_migrate_old_shape),
+		T(test_migrate_in_host_transaction),
+		T(test_migrate_unknown_column),
+		T(test_lite_migrate_at_once),
 		T(test_db_error_partial_rolled_back),
 		T(test_busy_is_retry),
 		T(test_missing_table_is_retry),
@@ -1022,6 +1614,8 @@ int main(int argc, char **argv)
 		T(test_pg_session_lost_then_reset),
 		T(test_pg_same_bill_no_at_once),
 		T(test_pg_same_message_at_once),
+		T(test_pg_other_shop_at_once),
+		T(test_pg_migrate_at_once),
 	};
 
 	return be_conn_main(argc, argv, "bill", tests, BE_N(tests), pg_only,
