@@ -351,12 +351,20 @@ class Node:
     {name: {"path": ..., "types": "*" or [2800], option: value...}}.
     redo: {"levels": "1s,2s", "max_tries": 3}. node_options: other [node]
     keys ({"poll_interval": "20ms", "query_after": "2s"}).
+    semqd, semqctl: paths of other programs to run for this node, e.g. an
+    older release's (tests/integration/oldrelease.py); None (the default)
+    runs $SEMQD and $SEMQCTL as before. They are kept as the attributes
+    semqd_program and semqctl_program, which a test may change between
+    stop() and start() (an upgrade in place). The journal plugin stays
+    $JOURNAL_SO: for another build's, pass journal=False and plugins=
+    {"journal": {"path": ..., "types": "*"}}.
     """
 
     def __init__(self, id, base_dir, certs=None, *, listen=True, admin=False,
                  relay=False, store_and_forward=False, peers=None,
                  routes=None, journal=True, journal_options=None,
-                 plugins=None, redo=None, node_options=None, env=None):
+                 plugins=None, redo=None, node_options=None, env=None,
+                 semqd=None, semqctl=None):
         self.id = id
         self.dir = os.path.abspath(os.path.join(base_dir, id))
         os.makedirs(self.dir, exist_ok=True)
@@ -382,6 +390,8 @@ class Node:
         self.redo = dict(redo or {})
         self.node_options = dict(node_options or {})
         self.env = dict(env or {})
+        self.semqd_program = semqd
+        self.semqctl_program = semqctl
         self.proc = None
         self._logf = None
         self.starts = 0
@@ -464,7 +474,8 @@ class Node:
         tail if it exits first."""
         if self.alive():
             raise HarnessError(f"{self.id}: start() while running")
-        semqd = _require_exe(_program("SEMQD", "semqd"), "SEMQD")
+        semqd = _require_exe(self.semqd_program or
+                             _program("SEMQD", "semqd"), "SEMQD")
         self.write_config()
         self._logf = open(self.log, "ab")
         self._logf.write(f"---- semqtest: start #{self.starts + 1} ----\n"
@@ -719,7 +730,8 @@ class Node:
     def semqctl(self, *args, timeout=30.0, input=None):
         """Runs `$SEMQCTL -c node.ini ARGS...`; returns (rc, stdout,
         stderr) as text."""
-        semqctl = _require_exe(_program("SEMQCTL", "semqctl"), "SEMQCTL")
+        semqctl = _require_exe(self.semqctl_program or
+                               _program("SEMQCTL", "semqctl"), "SEMQCTL")
         if not os.path.exists(self.ini):
             self.write_config()
         r = subprocess.run([semqctl, "-c", self.ini] + [str(a) for a in args],
