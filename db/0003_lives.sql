@@ -20,7 +20,8 @@
 --  * semq_stream_relay: how far a relay has relayed each stream.
 --  * semq_stream_out: the resynchronisations of each stream.
 --  * tb_0031.status 8 (held for the operator), tb_0031.result 5 (dead at
---    the destination) and 7 (undecided).
+--    the destination), 6 (conflict), 7 (undecided) and 8 (undeliverable:
+--    a relay does not know the destination; schema 4 uses it).
 -- Applied once by the store's migration runner inside one transaction; the
 -- store keeps a copy of an older database before it migrates it.
 
@@ -148,6 +149,6 @@ UPDATE sqlite_schema
        'CHECK (status = 0 OR status = 4 OR status = 6 OR status = 100 OR status = -2)',
        'CHECK (status = 0 OR status = 4 OR status = 6 OR status = 8 OR status = 100 OR status = -2)'),
        'CHECK (result IS NULL OR result = 0 OR result = 1 OR result = 2 OR result = 3 OR result = 4)',
-       'CHECK (result IS NULL OR result BETWEEN 0 AND 7)')
+       'CHECK (result IS NULL OR result BETWEEN 0 AND 8)')
  WHERE type = 'table' AND name = 'tb_0031';
 PRAGMA writable_schema = OFF;

@@ -41,6 +41,7 @@
 #include <event2/util.h>
 #include <jansson.h>
 
+#include "codec.h"
 #include "log.h"
 #include "peer.h"
 #include "webui.h"
@@ -607,6 +608,27 @@ static void network_metrics(struct admin *a, struct evbuffer *b)
 			"Messages (or a relay's copies) held for the operator: "
 			"their destination could not tell whether it has them.",
 			s.held);
+		counter(b, "semq_messages_undeliverable_total",
+			"Own messages a relay refused because it does not "
+			"know their destination: dead in tb_0033 for the "
+			"operator (semqctl redo).",
+			s.undeliverable);
+		evbuffer_add_printf(
+			b,
+			"# HELP semq_relay_refused_total Messages this relay "
+			"refused to take custody of, by reason (their "
+			"origins keep them).\n"
+			"# TYPE semq_relay_refused_total counter\n");
+		evbuffer_add_printf(
+			b,
+			"semq_relay_refused_total{reason=\"quota\"} "
+			"%" PRIu64 "\n",
+			s.relay_refused[SEMQ__RELAY_REFUSAL__QUOTA]);
+		evbuffer_add_printf(
+			b,
+			"semq_relay_refused_total{reason=\"unknown_dest\"} "
+			"%" PRIu64 "\n",
+			s.relay_refused[SEMQ__RELAY_REFUSAL__UNKNOWN_DEST]);
 		counter(b, "semq_commit_batches_total",
 			"Transactions of the store thread (one per batch of "
 			"jobs and periodic work).",

@@ -363,6 +363,20 @@ static int check_relay_ack(const Semq__RelayAck *a, char *err, size_t errsz)
 			    "RelayAck.kind: %d is not FORWARDED, STORED or "
 			    "UNREACHABLE",
 			    (int)a->kind);
+	if ((int)a->reason < SEMQ__RELAY_REFUSAL__RELAY_REFUSAL_NONE ||
+	    (int)a->reason > SEMQ__RELAY_REFUSAL__NOT_A_RELAY)
+		return fail(err, errsz, SEMQ_ERR_PROTO,
+			    "RelayAck.reason: %d is not a known reason",
+			    (int)a->reason);
+	if (a->reason && a->kind != SEMQ__RELAY_ACK__KIND__UNREACHABLE)
+		return fail(err, errsz, SEMQ_ERR_PROTO,
+			    "RelayAck.reason: %d with kind %d (a reason comes "
+			    "only with UNREACHABLE)",
+			    (int)a->reason, (int)a->kind);
+	if (a->about_query && a->kind == SEMQ__RELAY_ACK__KIND__FORWARDED)
+		return fail(err, errsz, SEMQ_ERR_PROTO, "%s",
+			    "RelayAck.about_query with kind FORWARDED (a "
+			    "question is answered STORED or UNREACHABLE)");
 	return check_text("RelayAck.detail", a->detail, TEXT_MAX, err, errsz);
 }
 

@@ -40,6 +40,7 @@
 #define KIB ((int64_t)1024)
 #define MIB (1024 * KIB)
 #define GIB (1024 * MIB)
+#define TIB (1024 * GIB)
 #define SEC ((int64_t)1000)
 #define MIN (60 * SEC)
 #define HOUR (60 * MIN)
@@ -50,7 +51,17 @@
 #define MAX_FRAME_DEFAULT (64 * KIB) /* default max_frame - max_payload */
 #define MSG_MAX 2048                 /* one value problem, without prefix */
 
-enum sect { S_NONE, S_NODE, S_TLS, S_PEER, S_ROUTE, S_PLUGIN, S_REDO, S_SKIP };
+enum sect {
+	S_NONE,
+	S_NODE,
+	S_TLS,
+	S_PEER,
+	S_ROUTE,
+	S_PLUGIN,
+	S_REDO,
+	S_RELAY,
+	S_SKIP
+};
 
 enum ktype {
 	T_STRING,
@@ -128,6 +139,10 @@ static const struct section sections[] = {
 	 "plugin.h). NAME is free, 1-64 of A-Za-z0-9._-."},
 	{S_REDO, "redo", 0,
 	 "Retries of messages whose plugin failed (tb_0033)."},
+	{S_RELAY, "relay", 0,
+	 "Custody at a relay with store_and_forward: what it holds for "
+	 "offline destinations, per origin and in all, and how long it holds "
+	 "messages for a destination it has never seen."},
 };
 
 static const struct key keys[] = {
@@ -172,6 +187,11 @@ static const struct key keys[] = {
 	 30 * DAY, NULL, 0,
 	 "Ask the destination about a message sent but unconfirmed for this "
 	 "long, instead of resending blindly."},
+	{S_NODE, "custody_query_after", T_DURATION, "10m",
+	 NODE(custody_query_after_ms), 0, 1, 30 * DAY, NULL, 0,
+	 "Ask a relay about a message it holds in custody (RelayAck STORED) "
+	 "after this long; its destination's verdict comes through the relay "
+	 "without asking. At least query_after is used."},
 	{S_NODE, "outbound_retention", T_DURATION, "1d",
 	 NODE(outbound_retention_ms), 0, 0, 3650 * DAY, NULL, 0,
 	 "How long a confirmed outbound row is kept before it is deleted."},
@@ -254,6 +274,28 @@ static const struct key keys[] = {
 	 3650 * DAY, NULL, 0,
 	 "How long a done or discarded entry is kept before it is deleted; "
 	 "dead entries stay until an operator acts."},
+
+	{S_RELAY, "quota_messages", T_UINT, "20000000", NODE(quota_messages), 0,
+	 1, 4000000000u, NULL, 0,
+	 "Messages this relay holds in custody for all origins together, at "
+	 "most; beyond it new custody is refused (RelayAck QUOTA), the "
+	 "origins keep their rows and try again later."},
+	{S_RELAY, "quota_bytes", T_SIZE, "20GiB", NODE(quota_bytes), 0, 1,
+	 1024 * TIB, NULL, 0,
+	 "Payload bytes held in custody for all origins together, at most."},
+	{S_RELAY, "quota_messages_per_origin", T_UINT, "1000000",
+	 NODE(quota_messages_per_origin), 0, 1, 4000000000u, NULL, 0,
+	 "Messages held in custody for one origin, at most: one shop cannot "
+	 "fill the relay for the others."},
+	{S_RELAY, "quota_bytes_per_origin", T_SIZE, "1GiB",
+	 NODE(quota_bytes_per_origin), 0, 1, 1024 * TIB, NULL, 0,
+	 "Payload bytes held in custody for one origin, at most."},
+	{S_RELAY, "unknown_dest_after", T_DURATION, "1d",
+	 NODE(unknown_dest_after_ms), 0, 1, 3650 * DAY, NULL, 0,
+	 "Messages for a destination that has never been connected to this "
+	 "relay (and is not named in this file) are held this long, then "
+	 "refused as undeliverable (RelayAck UNKNOWN_DEST): their origin "
+	 "puts them dead in its redo queue for an operator."},
 };
 
 #define N_KEYS (sizeof(keys) / sizeof(keys[0]))
@@ -1169,6 +1211,7 @@ static int open_section(struct load *L, char *raw)
 		case S_NODE: once = &L->c->node_line; break;
 		case S_TLS: once = &L->c->tls_line; break;
 		case S_ROUTE: once = &L->c->route_line; break;
+		case S_RELAY: once = &L->c->relay_line; break;
 		default: once = &L->c->redo_line; break;
 		}
 		if (*once) {
@@ -1622,6 +1665,8 @@ int config_load(const char *path, struct config **out, char **errs_out)
 	r = apply_defaults(&L, S_NODE, L.c);
 	if (r == SEMQ_OK)
 		r = apply_defaults(&L, S_REDO, L.c);
+	if (r == SEMQ_OK)
+		r = apply_defaults(&L, S_RELAY, L.c);
 	if (r != SEMQ_OK)
 		goto out;
 

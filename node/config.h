@@ -92,22 +92,23 @@ struct config {
 	int allow_listed;  /* allow = listed: only [peer] ids may connect */
 	int relay;
 	int store_and_forward;
-	int synchronous;               /* 0 off, 1 normal, 2 full, 3 extra */
-	int64_t poll_interval_ms;      /* 50ms */
-	int64_t query_after_ms;        /* 30s */
-	int64_t outbound_retention_ms; /* 1d */
-	int64_t receipt_retention_ms;  /* 7d */
-	int64_t ping_interval_ms;      /* 10s */
-	int64_t idle_timeout_ms;       /* 60s */
-	int64_t reconnect_min_ms;      /* 500ms */
-	int64_t reconnect_max_ms;      /* 30s */
-	unsigned window;               /* 1000 */
-	unsigned drain_rate;           /* msgs/s; 0 = unlimited */
-	unsigned batch_max;            /* messages per commit; 1000 */
-	size_t max_payload;            /* 16 MiB */
-	size_t max_frame;              /* max_payload + 64 KiB */
-	int log_level;                 /* enum log_level_cfg */
-	char *log_file;                /* NULL = stderr */
+	int synchronous;                /* 0 off, 1 normal, 2 full, 3 extra */
+	int64_t poll_interval_ms;       /* 50ms */
+	int64_t query_after_ms;         /* 30s */
+	int64_t custody_query_after_ms; /* 10m */
+	int64_t outbound_retention_ms;  /* 1d */
+	int64_t receipt_retention_ms;   /* 7d */
+	int64_t ping_interval_ms;       /* 10s */
+	int64_t idle_timeout_ms;        /* 60s */
+	int64_t reconnect_min_ms;       /* 500ms */
+	int64_t reconnect_max_ms;       /* 30s */
+	unsigned window;                /* 1000 */
+	unsigned drain_rate;            /* msgs/s; 0 = unlimited */
+	unsigned batch_max;             /* messages per commit; 1000 */
+	size_t max_payload;             /* 16 MiB */
+	size_t max_frame;               /* max_payload + 64 KiB */
+	int log_level;                  /* enum log_level_cfg */
+	char *log_file;                 /* NULL = stderr */
 
 	/* [tls] */
 	char *tls_cert, *tls_key, *tls_ca; /* resolved; NULL when unset */
@@ -125,8 +126,15 @@ struct config {
 	unsigned max_tries;
 	int64_t redo_retention_ms; /* 7d */
 
+	/* [relay]: custody quotas (semq_custody) and unknown destinations */
+	unsigned quota_messages;            /* 20,000,000 */
+	size_t quota_bytes;                 /* 20 GiB */
+	unsigned quota_messages_per_origin; /* 1,000,000 */
+	size_t quota_bytes_per_origin;      /* 1 GiB */
+	int64_t unknown_dest_after_ms;      /* 1d */
+
 	/* Lines of the section headers; 0 when the section is absent. */
-	int node_line, tls_line, route_line, redo_line;
+	int node_line, tls_line, route_line, redo_line, relay_line;
 };
 
 /*

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "store.h"
 #include "types.h"
@@ -55,7 +56,48 @@ void jset(json_t *o, const char *key, json_t *v, int *failed)
 	}
 }
 
-json_t *redo_json(const struct msg *m, const struct redo_row *row)
+json_t *redo_json_at(struct store *st, const struct msg *m,
+		     const struct redo_row *row, int64_t now)
+{
+	struct redo_head h;
+	int r = SEMQ_ERR_NOT_FOUND;
+
+	if (row->status == RS_WAITING)
+		r = store_redo_head(st, m, now, &h);
+	if (r != SEMQ_OK && r != SEMQ_ERR_NOT_FOUND)
+		return NULL;
+	return redo_json(m, row, r == SEMQ_OK ? &h : NULL);
+}
+
+const char *redo_behind_text(const struct msg *m, const struct redo_head *h,
+			     char *buf, size_t sz)
+{
+	char when[32] = "?", idb[MSGID_STRLEN];
+	struct msgid hid = m->id;
+	time_t t = (time_t)(h->next_attempt_at / 1000);
+	struct tm tm;
+
+	hid.seq = h->seq;
+	msgid_str(&hid, idb, sizeof idb);
+	if (gmtime_r(&t, &tm))
+		strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
+	if (h->status == RS_DEAD)
+		snprintf(buf, sz,
+			 "waiting behind dead #%lld (%s): retry or discard "
+			 "it first",
+			 (long long)h->id, idb);
+	else if (h->delayed)
+		snprintf(buf, sz,
+			 "waiting behind delayed message #%lld (%s) until %s",
+			 (long long)h->id, idb, when);
+	else
+		snprintf(buf, sz, "waiting behind #%lld (%s), next tried %s",
+			 (long long)h->id, idb, when);
+	return buf;
+}
+
+json_t *redo_json(const struct msg *m, const struct redo_row *row,
+		  const struct redo_head *behind)
 {
 	json_t *o = json_object();
 	char idb[MSGID_STRLEN];
@@ -84,6 +126,24 @@ json_t *redo_json(const struct msg *m, const struct redo_row *row)
 	jset(o, "discard_reason", json_text(row->discard_reason), &failed);
 	jset(o, "payload_len", json_integer((json_int_t)m->payload_len),
 	     &failed);
+	if (behind) {
+		json_t *b = json_object();
+		char text[2 * MSGID_STRLEN + 96];
+
+		jset(b, "id", json_integer(behind->id), &failed);
+		jset(b, "seq", json_integer((json_int_t)behind->seq), &failed);
+		jset(b, "status_name",
+		     json_string(semq_status_name("tb_0033", behind->status)),
+		     &failed);
+		jset(b, "delayed", json_boolean(behind->delayed), &failed);
+		jset(b, "until", json_integer(behind->next_attempt_at),
+		     &failed);
+		jset(b, "text",
+		     json_string(
+			     redo_behind_text(m, behind, text, sizeof text)),
+		     &failed);
+		jset(o, "behind", b, &failed);
+	}
 	if (failed) {
 		json_decref(o);
 		return NULL;

@@ -270,12 +270,19 @@ static int check_rights(struct net *n, const char *peer, const Semq__Frame *f,
 		return 0;
 	case SEMQ__FRAME__BODY_RELAY_ACK:
 		/* "Not delivered" from anyone only delays a resend; a claim
-		 * of custody (forwarded, stored) only from a trusted relay. */
-		if (f->relay_ack->kind == SEMQ__RELAY_ACK__KIND__UNREACHABLE)
+		 * of custody (forwarded, stored) or that nobody knows the
+		 * destination (the origin puts the message dead) only from a
+		 * trusted relay. */
+		if (f->relay_ack->kind == SEMQ__RELAY_ACK__KIND__UNREACHABLE &&
+		    f->relay_ack->reason != SEMQ__RELAY_REFUSAL__UNKNOWN_DEST)
 			return 0;
 		snprintf(why, whysz,
-			 "RelayAck (custody) from '%s', which is not a "
+			 "RelayAck (%s) from '%s', which is not a "
 			 "trusted_relay",
+			 f->relay_ack->kind ==
+					 SEMQ__RELAY_ACK__KIND__UNREACHABLE
+				 ? "unknown destination"
+				 : "custody",
 			 peer);
 		return -1;
 	case SEMQ__FRAME__BODY_QUERY:
@@ -357,6 +364,64 @@ static void on_ready(void *ctx, struct conn *c)
 	submit(n, j);
 }
 
+/*
+ * Data while the disk is full is not taken (the store could not record it):
+ * a relay says so for the messages it would have taken custody of or passed
+ * on, with a reason the senders show and back off on; its own messages the
+ * senders query later, as from any receiver.
+ */
+static void refuse_disk_full(struct net *n, struct conn *c,
+			     const Semq__Frame *f)
+{
+	const Semq__Data *d = f->data;
+	Semq__MsgId **ids;
+	size_t i, k = 0;
+
+	if (!n->c->relay || !d->n_messages)
+		return;
+	ids = calloc(d->n_messages, sizeof *ids);
+	if (!ids)
+		return;
+	for (i = 0; i < d->n_messages; i++) {
+		Semq__MsgId *id = calloc(1, sizeof *id);
+
+		if (!id)
+			break;
+		semq__msg_id__init(id);
+		id->origin = d->messages[i]->origin;
+		id->dest = d->messages[i]->dest;
+		id->seq = d->messages[i]->seq;
+		id->life = d->messages[i]->life;
+		id->digest = d->messages[i]->digest;
+		if (strcmp(id->dest, n->c->id) == 0) {
+			free(id);
+			continue;
+		}
+		ids[k++] = id;
+	}
+	if (k) {
+		Semq__Frame fr = SEMQ__FRAME__INIT;
+		Semq__RelayAck ra = SEMQ__RELAY_ACK__INIT;
+		uint8_t *buf = NULL;
+		size_t len = 0;
+
+		ra.n_ids = k;
+		ra.ids = ids;
+		ra.kind = SEMQ__RELAY_ACK__KIND__UNREACHABLE;
+		ra.reason = SEMQ__RELAY_REFUSAL__DISK_FULL;
+		ra.detail = "the relay's disk is full";
+		fr.body_case = SEMQ__FRAME__BODY_RELAY_ACK;
+		fr.relay_ack = &ra;
+		if (codec_encode(&fr, n->c->max_frame, &buf, &len) == SEMQ_OK) {
+			conn_send(c, buf, len);
+			free(buf);
+		}
+	}
+	for (i = 0; i < k; i++)
+		free(ids[i]);
+	free(ids);
+}
+
 static int on_frame(void *ctx, struct conn *c, Semq__Frame *f)
 {
 	struct net *n = ctx;
@@ -374,6 +439,7 @@ static int on_frame(void *ctx, struct conn *c, Semq__Frame *f)
 	    worker_disk_full(n->w)) {
 		log_msg(LOG_DEBUG, "net", conn_peer(c), NULL,
 			"Data refused: the disk is full; the sender keeps it");
+		refuse_disk_full(n, c, f);
 		codec_frame_free(f);
 		return 0;
 	}

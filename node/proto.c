@@ -33,6 +33,40 @@
 #define WHEEL_MAX 50000   /* entries the wheel holds at most */
 #define NOTED_MAX 64      /* streams whose resync was logged this run */
 
+/* A list of node ids. */
+struct names {
+	char (*v)[SEMQ_ID_MAX + 1];
+	size_t n, cap;
+};
+
+static int names_has(const struct names *l, const char *id)
+{
+	size_t i;
+
+	for (i = 0; i < l->n; i++)
+		if (!strcmp(l->v[i], id))
+			return 1;
+	return 0;
+}
+
+static int names_add(struct names *l, const char *id)
+{
+	if (names_has(l, id))
+		return SEMQ_OK;
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? l->cap * 2 : 16;
+		void *v = realloc(l->v, cap * sizeof *l->v);
+		if (!v)
+			return SEMQ_ERR_NOMEM;
+		l->v = v;
+		l->cap = cap;
+	}
+	snprintf(l->v[l->n++], sizeof l->v[0], "%s", id);
+	return SEMQ_OK;
+}
+
+static int life_hidden(struct proto *p, const char *dest);
+
 struct held {
 	struct held *next;
 	struct msg m; /* owns its payload */
@@ -67,6 +101,12 @@ struct proto {
 	 * the operator hears it once per stream (then at INFO). */
 	char noted[NOTED_MAX][SEMQ_ID_MAX + 1];
 	size_t n_noted;
+	int unknown_due;           /* a peer came up: notify_unknown() now */
+	int64_t last_unknown_pass; /* of notify_unknown() */
+	/* Own streams whose ids go without their life (store_hide_life):
+	 * loaded on first use, again after a rollback. */
+	struct names hidden;
+	int hidden_loaded;
 };
 
 /* ---- outbox ------------------------------------------------------------- */
@@ -340,6 +380,9 @@ static int emit_ids(struct proto *p, struct outbox *ob, uint64_t conn, int kind,
 		for (i = 0; i < k; i++) {
 			semq__msg_id__init(&wid[i]);
 			codec_msgid_to_wire(&l->ids[off + i], &wid[i]);
+			if (!strcmp(l->ids[off + i].origin, p->c->id) &&
+			    life_hidden(p, l->ids[off + i].dest))
+				wid[i].life = SEMQ_LIFE_NONE;
 			pid[i] = &wid[i];
 			semq__verdict__init(&wv[i]);
 			wv[i].id = &wid[i];
@@ -482,6 +525,7 @@ void proto_free(struct proto *p)
 	held_free_all(p);
 	routes_free(p->routes);
 	wheel_free(p->wheel);
+	free(p->hidden.v);
 	free(p);
 }
 
@@ -510,6 +554,9 @@ void proto_rolled_back(struct proto *p)
 	p->redo_dirty = 1;
 	memset(&p->cnt, 0, sizeof p->cnt);
 	p->stored = 0;
+	p->unknown_due = 1;
+	p->hidden.n = 0;
+	p->hidden_loaded = 0;
 }
 
 void proto_take_counts(struct proto *p, struct proto_counts *c)
@@ -523,6 +570,9 @@ void proto_take_counts(struct proto *p, struct proto_counts *c)
 	c->resyncs += p->cnt.resyncs;
 	c->renumbered += p->cnt.renumbered;
 	c->held += p->cnt.held;
+	for (size_t i = 0; i < 8; i++)
+		c->relay_refused[i] += p->cnt.relay_refused[i];
+	c->undeliverable += p->cnt.undeliverable;
 	memset(&p->cnt, 0, sizeof p->cnt);
 }
 
@@ -555,14 +605,65 @@ static void count_receipt(struct proto *p, int rr, int result)
  * that began here last (store_current_life). docs/PROTOCOL.md, "The life
  * id".
  */
+static int hidden_cb(void *ctx, const struct out_stream *os)
+{
+	struct names *l = ctx;
+
+	return os->life_hidden && names_add(l, os->dest) != SEMQ_OK;
+}
+
+/* Does this node's stream to dest go without its life (a revision-1 node
+ * carried it)? */
+static int life_hidden(struct proto *p, const char *dest)
+{
+	if (!p->hidden_loaded) {
+		p->hidden.n = 0;
+		if (store_streams_out(p->st, hidden_cb, &p->hidden) != SEMQ_OK)
+			return 0; /* the batch fails on its next read */
+		p->hidden_loaded = 1;
+	}
+	return names_has(&p->hidden, dest);
+}
+
+/*
+ * This node's stream to dest goes through `via`, a node of wire revision 1:
+ * a store-and-forward copy it keeps loses the life, so the destination
+ * files what it gets with and without it under two streams. From now on the
+ * stream's ids go without the life, and every answer about them is taken
+ * for this node's life (docs/PROTOCOL.md, "What holds in a mixed fleet").
+ */
+static int hide_life(struct proto *p, const char *dest, const char *via)
+{
+	int r;
+
+	if (life_hidden(p, dest))
+		return SEMQ_OK;
+	r = store_hide_life(p->st, dest);
+	if (r != SEMQ_OK && r != SEMQ_DECLINED)
+		return r;
+	r = names_add(&p->hidden, dest);
+	if (r == SEMQ_OK)
+		log_msg(LOG_WARN, "proto", via, NULL,
+			"stream %s->%s goes through %s, which runs SEMQ 0.1: "
+			"its messages go without this database's life from now "
+			"on (a restore or re-image of this node is not told "
+			"apart on it); upgrade %s",
+			p->c->id, dest, via, via);
+	return r;
+}
+
 static int resolve_life(struct proto *p, struct msgid *id)
 {
-	if (id->life != SEMQ_LIFE_NONE)
-		return SEMQ_OK;
 	if (strcmp(id->origin, p->c->id) == 0) {
-		id->life = p->life;
+		/* Own: no life given, or one the destination resolved for a
+		 * stream that goes without it. */
+		if (id->life == SEMQ_LIFE_NONE ||
+		    (id->life != p->life && life_hidden(p, id->dest)))
+			id->life = p->life;
 		return SEMQ_OK;
 	}
+	if (id->life != SEMQ_LIFE_NONE)
+		return SEMQ_OK;
 	return store_current_life(p->st, id->origin, id->dest, &id->life);
 }
 
@@ -825,36 +926,46 @@ static uint64_t next_hop(const struct proto *p, const char *toward,
 	return conn == from_conn ? 0 : conn;
 }
 
+/* A RelayAck of `kind` for the ids of l; `reason` (RELAY_REFUSAL_*) with
+ * UNREACHABLE, `about_query` when it answers a Query. */
 static int emit_relay_ack(struct proto *p, struct outbox *ob, uint64_t conn,
-			  int kind, const struct idlist *l, const char *detail)
+			  int kind, int reason, int about_query,
+			  const struct idlist *l, const char *detail)
 {
-	Semq__Frame f = SEMQ__FRAME__INIT;
-	Semq__RelayAck ra = SEMQ__RELAY_ACK__INIT;
 	Semq__MsgId *w;
 	Semq__MsgId **pw;
-	size_t i;
-	int r;
+	size_t i, off, n;
+	int r = SEMQ_OK;
 
-	if (!l->n)
+	if (!conn || !l->n)
 		return SEMQ_OK;
-	w = calloc(l->n, sizeof *w);
-	pw = calloc(l->n, sizeof *pw);
+	n = l->n < IDS_PER_FRAME ? l->n : IDS_PER_FRAME;
+	w = calloc(n, sizeof *w);
+	pw = calloc(n, sizeof *pw);
 	if (!w || !pw) {
 		r = SEMQ_ERR_NOMEM;
 		goto out;
 	}
-	for (i = 0; i < l->n; i++) {
-		semq__msg_id__init(&w[i]);
-		codec_msgid_to_wire(&l->ids[i], &w[i]);
-		pw[i] = &w[i];
+	for (off = 0; off < l->n && r == SEMQ_OK; off += n) {
+		Semq__Frame f = SEMQ__FRAME__INIT;
+		Semq__RelayAck ra = SEMQ__RELAY_ACK__INIT;
+		size_t k = l->n - off < n ? l->n - off : n;
+
+		for (i = 0; i < k; i++) {
+			semq__msg_id__init(&w[i]);
+			codec_msgid_to_wire(&l->ids[off + i], &w[i]);
+			pw[i] = &w[i];
+		}
+		ra.n_ids = k;
+		ra.ids = pw;
+		ra.kind = kind;
+		ra.reason = reason;
+		ra.about_query = about_query;
+		ra.detail = (char *)(detail ? detail : "");
+		f.body_case = SEMQ__FRAME__BODY_RELAY_ACK;
+		f.relay_ack = &ra;
+		r = outbox_frame(ob, conn, &f, p->c->max_frame);
 	}
-	ra.n_ids = l->n;
-	ra.ids = pw;
-	ra.kind = kind;
-	ra.detail = (char *)(detail ? detail : "");
-	f.body_case = SEMQ__FRAME__BODY_RELAY_ACK;
-	f.relay_ack = &ra;
-	r = outbox_frame(ob, conn, &f, p->c->max_frame);
 out:
 	free(w);
 	free(pw);
@@ -905,42 +1016,148 @@ static int relayed_add(struct proto *p, struct relayed *x,
 
 /* The lists of one Data frame's answers. */
 struct data_answers {
-	struct idlist verdicts;    /* 810-Indications (and refusals) */
-	struct idlist forwarded;   /* RelayAck FORWARDED */
-	struct idlist stored;      /* RelayAck STORED */
-	struct idlist unreachable; /* RelayAck UNREACHABLE */
-	struct idlist too_big;     /* RelayAck UNREACHABLE, over max_payload */
+	struct idlist verdicts;  /* 810-Indications (and refusals) */
+	struct idlist forwarded; /* RelayAck FORWARDED */
+	struct idlist stored;    /* RelayAck STORED */
+	/* RelayAck UNREACHABLE, by reason (RELAY_REFUSAL_*) */
+	struct idlist refused[SEMQ__RELAY_REFUSAL__NOT_A_RELAY + 1];
+	char quota_why[SEMQ_ERRLEN]; /* the detail of a QUOTA refusal */
 };
 
 /*
+ * What relaying one Data frame has looked up, so that a frame of one
+ * stream reads the custody counters and the destination's record once:
+ * the origin's custody and everyone's (what the copies of this frame add
+ * included), and whether the last destination may be held for.
+ */
+struct relay_frame {
+	char origin[SEMQ_ID_MAX + 1];
+	struct custody_use use;
+	char dest[SEMQ_ID_MAX + 1];
+	int dest_refused; /* unknown for longer than unknown_dest_after */
+	int64_t dest_since;
+};
+
+/* Does this node's configuration name `dest` ([peer], [route]), or send
+ * every destination on ([route] default, a further relay decides)? */
+static int configured_dest(const struct proto *p, const char *dest)
+{
+	size_t i;
+
+	if (config_peer(p->c, dest))
+		return 1;
+	for (i = 0; i < p->c->n_routes; i++)
+		if (!strcmp(p->c->routes[i].dest, dest) ||
+		    !strcmp(p->c->routes[i].dest, "default"))
+			return 1;
+	return 0;
+}
+
+/* May copies for dest (not connected now) be held? A destination that has
+ * never been connected here and that the configuration does not name is
+ * held for unknown_dest_after from its first copy, then refused. */
+static int dest_refused(struct proto *p, struct relay_frame *rf,
+			const char *dest, int64_t now, int *refused)
+{
+	int64_t first = now;
+	int seen = 0, r = SEMQ_OK;
+
+	if (strcmp(rf->dest, dest) != 0) {
+		rf->dest_refused = 0;
+		rf->dest_since = now;
+		if (!configured_dest(p, dest)) {
+			r = store_dest_note(p->st, dest, now, &first, &seen);
+			rf->dest_refused =
+				r == SEMQ_OK && !seen &&
+				now - first >= p->c->unknown_dest_after_ms;
+			rf->dest_since = first;
+		}
+		if (r == SEMQ_OK)
+			snprintf(rf->dest, sizeof rf->dest, "%s", dest);
+	}
+	*refused = rf->dest_refused;
+	return r;
+}
+
+/* Would one more copy of m go over a custody quota? *why says which. */
+static int over_quota(struct proto *p, struct relay_frame *rf,
+		      const struct msg *m, int *over, char *why, size_t whysz)
+{
+	const struct config *c = p->c;
+	const struct custody_use *u = &rf->use;
+	int64_t len = (int64_t)m->payload_len;
+	int r = SEMQ_OK;
+
+	*over = 0;
+	if (strcmp(rf->origin, m->id.origin) != 0) {
+		/* Read in this transaction: the copies stored so far count
+		 * (semq_custody's triggers ran); then kept up to date here. */
+		r = store_custody_use(p->st, m->id.origin, &rf->use);
+		if (r != SEMQ_OK)
+			return r;
+		snprintf(rf->origin, sizeof rf->origin, "%s", m->id.origin);
+	}
+	if (m->tombstone) /* a cancel only ever frees space */
+		return SEMQ_OK;
+	if (u->messages + 1 > (int64_t)c->quota_messages_per_origin ||
+	    u->bytes + len > (int64_t)c->quota_bytes_per_origin) {
+		*over = 1;
+		snprintf(why, whysz,
+			 "the custody quota of origin %s is full (%" PRId64
+			 " messages, %" PRId64 " bytes held; [relay] "
+			 "quota_messages_per_origin %u, "
+			 "quota_bytes_per_origin %zu)",
+			 m->id.origin, u->messages, u->bytes,
+			 c->quota_messages_per_origin,
+			 c->quota_bytes_per_origin);
+	} else if (u->all_messages + 1 > (int64_t)c->quota_messages ||
+		   u->all_bytes + len > (int64_t)c->quota_bytes) {
+		*over = 1;
+		snprintf(why, whysz,
+			 "the relay's custody quota is full (%" PRId64
+			 " messages, %" PRId64 " bytes held for all origins; "
+			 "[relay] quota_messages %u, quota_bytes %zu)",
+			 u->all_messages, u->all_bytes, c->quota_messages,
+			 c->quota_bytes);
+	}
+	return SEMQ_OK;
+}
+
+/*
  * A message for another node: forward it when its next hop is connected,
- * else keep a copy (store_and_forward), else refuse it. The sender learns
- * which with a RelayAck, sent after the commit that stored any copy. A copy
- * of that id held here already is custody (the same message: answered
- * STORED, never forwarded around the copy) or a conflict (another message
+ * else keep a copy (store_and_forward) within the custody quotas, else
+ * refuse it with a reason. The sender learns which with a RelayAck, sent
+ * after the commit that stored any copy. A copy of that id held here
+ * already is custody (the same message: answered STORED, never forwarded
+ * around the copy; its cancel replaces it) or a conflict (another message
  * under its id: refused with CONFLICT towards the origin, which renumbers
- * it; docs/PROTOCOL.md, "The digest").
+ * it; docs/PROTOCOL.md, "The digest"). A destination never seen here is
+ * held for unknown_dest_after, then refused (docs/PROTOCOL.md, "Custody").
  */
 static int relay_one(struct proto *p, const struct job *j, Semq__Message *w,
 		     struct msg *m, int64_t now, struct fwd *fw,
-		     struct data_answers *a, struct relayed *rel)
+		     struct data_answers *a, struct relayed *rel,
+		     struct relay_frame *rf)
 {
 	char idb[MSGID_STRLEN + 20];
 	uint64_t conn, have = 0;
-	int r, status;
+	int r, status, refused = 0, over = 0;
 
 	if (!p->c->relay)
-		return idlist_add(&a->unreachable, &m->id, 0);
+		return idlist_add(&a->refused[SEMQ__RELAY_REFUSAL__NOT_A_RELAY],
+				  &m->id, 0);
 	if (m->payload_len > p->c->max_payload) {
 		log_msg(LOG_WARN, "proto", j->peer, &m->id,
 			"refused: a payload of %zu bytes is over this relay's "
 			"max_payload (%zu)",
 			m->payload_len, p->c->max_payload);
-		return idlist_add(&a->too_big, &m->id, 0);
+		return idlist_add(&a->refused[SEMQ__RELAY_REFUSAL__TOO_BIG],
+				  &m->id, 0);
 	}
 	r = resolve_life(p, &m->id);
 	if (r != SEMQ_OK)
 		return r;
+	conn = next_hop(p, m->id.dest, &m->id, j->conn_id);
 	r = store_outbound_state(p->st, &m->id, &status, &have);
 	if (r == SEMQ_OK) {
 		if (have && m->id.digest && have != m->id.digest) {
@@ -954,11 +1171,43 @@ static int relay_one(struct proto *p, const struct job *j, Semq__Message *w,
 					       RES_CONFLICT,
 					       stream_high(p, &m->id));
 		}
-		return idlist_add(&a->stored, &m->id, 0);
+		if (status == SS_HELD) {
+			/* Held as undeliverable, and sent again by its
+			 * origin's operator: out again if the destination
+			 * is known by now. */
+			if (!conn)
+				r = dest_refused(p, rf, m->id.dest, now,
+						 &refused);
+			if (r == SEMQ_OK && refused) {
+				p->cnt.relay_refused
+					[SEMQ__RELAY_REFUSAL__UNKNOWN_DEST]++;
+				return idlist_add(
+					&a->refused
+						 [SEMQ__RELAY_REFUSAL__UNKNOWN_DEST],
+					&m->id, 0);
+			}
+			if (r == SEMQ_OK)
+				r = store_copy_unhold(p->st, &m->id, now);
+			if (r == SEMQ_DECLINED) /* held for another reason */
+				r = SEMQ_OK;
+			else if (r == SEMQ_OK)
+				p->more_to_send = 1;
+		} else if (m->tombstone && status != SS_CANCELLED) {
+			/* Its origin cancelled it: the copy becomes the
+			 * cancel, delivered in its place. */
+			r = store_copy_cancel(p->st, &m->id, now);
+			if (r == SEMQ_DECLINED)
+				r = SEMQ_OK;
+			else if (r == SEMQ_OK)
+				log_msg(LOG_INFO, "proto", j->peer, &m->id,
+					"cancelled by its origin: the copy "
+					"held here is replaced by the cancel");
+			p->more_to_send = 1;
+		}
+		return r ? r : idlist_add(&a->stored, &m->id, 0);
 	}
 	if (r != SEMQ_ERR_NOT_FOUND)
 		return r;
-	conn = next_hop(p, m->id.dest, &m->id, j->conn_id);
 	if (conn) {
 		r = fwd_add(fw, conn, w);
 		if (r == SEMQ_OK)
@@ -966,7 +1215,26 @@ static int relay_one(struct proto *p, const struct job *j, Semq__Message *w,
 		return r ? r : idlist_add(&a->forwarded, &m->id, 0);
 	}
 	if (!p->c->store_and_forward)
-		return idlist_add(&a->unreachable, &m->id, 0);
+		return idlist_add(
+			&a->refused[SEMQ__RELAY_REFUSAL__NOT_CONNECTED], &m->id,
+			0);
+	r = dest_refused(p, rf, m->id.dest, now, &refused);
+	if (r == SEMQ_OK && refused) {
+		p->cnt.relay_refused[SEMQ__RELAY_REFUSAL__UNKNOWN_DEST]++;
+		return idlist_add(
+			&a->refused[SEMQ__RELAY_REFUSAL__UNKNOWN_DEST], &m->id,
+			0);
+	}
+	if (r == SEMQ_OK)
+		r = over_quota(p, rf, m, &over, a->quota_why,
+			       sizeof a->quota_why);
+	if (r != SEMQ_OK)
+		return r;
+	if (over) {
+		p->cnt.relay_refused[SEMQ__RELAY_REFUSAL__QUOTA]++;
+		return idlist_add(&a->refused[SEMQ__RELAY_REFUSAL__QUOTA],
+				  &m->id, 0);
+	}
 	r = store_enqueue_copy(p->st, m, now);
 	if (r == SEMQ_DECLINED) { /* another message's copy, meanwhile */
 		p->cnt.refused++;
@@ -980,11 +1248,57 @@ static int relay_one(struct proto *p, const struct job *j, Semq__Message *w,
 	}
 	if (r == SEMQ_OK) {
 		p->stored++;
+		rf->use.messages++;
+		rf->use.bytes += (int64_t)m->payload_len;
+		rf->use.all_messages++;
+		rf->use.all_bytes += (int64_t)m->payload_len;
 		fault_point("relay_store_before_commit");
 	}
 	p->more_to_send = 1;
 	r = relayed_add(p, rel, &m->id, now);
 	return r ? r : idlist_add(&a->stored, &m->id, 0);
+}
+
+/* What a refusal of each reason says to the sender. */
+static const char *refusal_detail(const struct proto *p, int reason,
+				  const struct data_answers *a)
+{
+	switch (reason) {
+	case SEMQ__RELAY_REFUSAL__NOT_CONNECTED:
+		return p->c->relay ? "destination not connected"
+				   : "this node does not relay";
+	case SEMQ__RELAY_REFUSAL__QUOTA: return a ? a->quota_why : "";
+	case SEMQ__RELAY_REFUSAL__UNKNOWN_DEST:
+		return "destination unknown: never connected to this relay "
+		       "within [relay] unknown_dest_after";
+	case SEMQ__RELAY_REFUSAL__TOO_BIG:
+		return "payload over the relay's max_payload";
+	case SEMQ__RELAY_REFUSAL__NOT_A_RELAY:
+		return "this node does not relay";
+	}
+	return "";
+}
+
+/* The operator hears of refused custody once per frame and reason. */
+static void log_refusals(const struct proto *p, const struct job *j,
+			 const struct data_answers *a)
+{
+	const struct idlist *q = &a->refused[SEMQ__RELAY_REFUSAL__QUOTA];
+	const struct idlist *u = &a->refused[SEMQ__RELAY_REFUSAL__UNKNOWN_DEST];
+
+	if (q->n)
+		log_msg(LOG_WARN, "proto", j->peer, &q->ids[0],
+			"custody of %zu message(s) refused: %s; the origin "
+			"keeps them and tries again later",
+			q->n, a->quota_why);
+	if (u->n)
+		log_msg(LOG_WARN, "proto", j->peer, &u->ids[0],
+			"%zu message(s) for %s refused as undeliverable: "
+			"%s has never been connected to this relay within "
+			"[relay] unknown_dest_after (%" PRId64 " ms); their "
+			"origin puts them dead for its operator",
+			u->n, u->ids[0].dest, u->ids[0].dest,
+			p->c->unknown_dest_after_ms);
 }
 
 static int on_data(struct proto *p, const struct job *j, int64_t now,
@@ -993,11 +1307,13 @@ static int on_data(struct proto *p, const struct job *j, int64_t now,
 	const Semq__Data *d = j->frame->data;
 	struct data_answers a;
 	struct relayed rel;
+	struct relay_frame rf;
 	struct fwd fw = {0};
 	size_t i;
-	int r = SEMQ_OK;
+	int r = SEMQ_OK, k;
 
 	memset(&a, 0, sizeof a);
+	memset(&rf, 0, sizeof rf);
 	rel.n = 0;
 	for (i = 0; i < d->n_messages && r == SEMQ_OK; i++) {
 		struct msg m;
@@ -1008,7 +1324,7 @@ static int on_data(struct proto *p, const struct job *j, int64_t now,
 		codec_msg_from_wire(d->messages[i], &m);
 		if (strcmp(m.id.dest, p->c->id) != 0) {
 			r = relay_one(p, j, d->messages[i], &m, now, &fw, &a,
-				      &rel);
+				      &rel, &rf);
 			continue;
 		}
 		r = resolve_life(p, &m.id);
@@ -1031,28 +1347,24 @@ static int on_data(struct proto *p, const struct job *j, int64_t now,
 		r = fwd_emit(p, ob, &fw, SEMQ__FRAME__BODY_DATA, NULL);
 	if (r == SEMQ_OK)
 		r = emit_relay_ack(p, ob, j->conn_id,
-				   SEMQ__RELAY_ACK__KIND__FORWARDED,
+				   SEMQ__RELAY_ACK__KIND__FORWARDED, 0, 0,
 				   &a.forwarded, NULL);
 	if (r == SEMQ_OK)
 		r = emit_relay_ack(p, ob, j->conn_id,
-				   SEMQ__RELAY_ACK__KIND__STORED, &a.stored,
-				   NULL);
-	if (r == SEMQ_OK)
+				   SEMQ__RELAY_ACK__KIND__STORED, 0, 0,
+				   &a.stored, NULL);
+	for (k = 1; k <= SEMQ__RELAY_REFUSAL__NOT_A_RELAY && r == SEMQ_OK; k++)
 		r = emit_relay_ack(p, ob, j->conn_id,
-				   SEMQ__RELAY_ACK__KIND__UNREACHABLE,
-				   &a.unreachable,
-				   p->c->relay ? "destination not connected"
-					       : "this node does not relay");
+				   SEMQ__RELAY_ACK__KIND__UNREACHABLE, k, 0,
+				   &a.refused[k], refusal_detail(p, k, &a));
 	if (r == SEMQ_OK)
-		r = emit_relay_ack(
-			p, ob, j->conn_id, SEMQ__RELAY_ACK__KIND__UNREACHABLE,
-			&a.too_big, "payload over the relay's max_payload");
+		log_refusals(p, j, &a);
 	fwd_free(&fw);
-	idlist_free(&a.too_big);
 	idlist_free(&a.verdicts);
 	idlist_free(&a.forwarded);
 	idlist_free(&a.stored);
-	idlist_free(&a.unreachable);
+	for (k = 0; k <= SEMQ__RELAY_REFUSAL__NOT_A_RELAY; k++)
+		idlist_free(&a.refused[k]);
 	return r;
 }
 
@@ -1431,43 +1743,99 @@ static int on_response(struct proto *p, const struct job *j, struct outbox *ob)
 
 /* ---- queries ----------------------------------------------------------------- */
 
-static int on_query(struct proto *p, const struct job *j, struct outbox *ob)
+/*
+ * A relay asked about another node's message: a copy it holds unsent (or
+ * a cancel of one) it answers for itself, custody (STORED); one it holds
+ * as undeliverable, or one for a destination it refuses, UNKNOWN_DEST; a
+ * question it cannot pass on now (no link onwards), NOT_CONNECTED, so that
+ * the asker asks again soon instead of after query_after. Others go on to
+ * the destination. *done = 1 when answered here.
+ */
+static int relay_query(struct proto *p, const struct job *j,
+		       const struct msgid *id, struct idlist *ans,
+		       struct idlist *ra, struct relay_frame *rf, int64_t now,
+		       int *done)
+{
+	struct out_row row;
+	struct msg m;
+	uint64_t have = 0;
+	int r, status = SS_UNSEND - 99, refused = 0;
+
+	*done = 1;
+	if (!p->c->relay)
+		return idlist_add(&ra[SEMQ__RELAY_REFUSAL__NOT_A_RELAY], id, 0);
+	r = store_outbound_state(p->st, id, &status, &have);
+	if (r == SEMQ_OK && have && id->digest && have != id->digest) {
+		/* A copy of another message under that id: the asker's
+		 * message cannot be that one. */
+		p->cnt.refused++;
+		return idlist_add_high(ans, id, RES_CONFLICT,
+				       stream_high(p, id));
+	}
+	if (r != SEMQ_OK && r != SEMQ_ERR_NOT_FOUND)
+		return r;
+	if (r == SEMQ_ERR_NOT_FOUND)
+		status = SS_UNSEND - 99; /* no copy */
+	if (r == SEMQ_OK && (status == SS_UNSEND || status == SS_CANCELLED))
+		return idlist_add(&ra[0], id, 0); /* custody */
+	if (r == SEMQ_OK && status == SS_HELD) {
+		r = store_outbound_get(p->st, id, &m, &row);
+		if (r != SEMQ_OK)
+			return r;
+		msg_clear(&m);
+		if (row.result == RES_UNDELIVERABLE)
+			return idlist_add(
+				&ra[SEMQ__RELAY_REFUSAL__UNKNOWN_DEST], id, 0);
+	}
+	if (next_hop(p, id->dest, id, j->conn_id)) {
+		*done = 0;
+		return SEMQ_OK;
+	}
+	if (status == SS_SEND || status == SS_ACK)
+		return idlist_add(&ra[0], id, 0); /* custody, in doubt here */
+	if (p->c->store_and_forward && status != SS_HELD &&
+	    !peer_up(p->routes, id->dest)) {
+		r = dest_refused(p, rf, id->dest, now, &refused);
+		if (r != SEMQ_OK)
+			return r;
+		if (refused)
+			return idlist_add(
+				&ra[SEMQ__RELAY_REFUSAL__UNKNOWN_DEST], id, 0);
+	}
+	return idlist_add(&ra[SEMQ__RELAY_REFUSAL__NOT_CONNECTED], id, 0);
+}
+
+static int on_query(struct proto *p, const struct job *j, int64_t now,
+		    struct outbox *ob)
 {
 	const Semq__Query *q = j->frame->query;
 	struct idlist ans = {0};
+	/* RelayAck answers: [0] STORED, [reason] UNREACHABLE */
+	struct idlist ra[SEMQ__RELAY_REFUSAL__NOT_A_RELAY + 1];
+	struct relay_frame rf;
 	struct fwd fw = {0};
 	size_t i;
-	int r = SEMQ_OK;
+	int r = SEMQ_OK, k;
 
+	memset(ra, 0, sizeof ra);
+	memset(&rf, 0, sizeof rf);
 	for (i = 0; i < q->n_ids && r == SEMQ_OK; i++) {
 		struct msgid id;
-		int received = 0, result = 0, status;
-		uint64_t have = 0;
+		int received = 0, result = 0;
 
 		codec_msgid_from_wire(q->ids[i], &id);
 		r = resolve_life(p, &id);
 		if (r != SEMQ_OK)
 			break;
 		if (strcmp(id.dest, p->c->id) != 0) {
-			/* A relay never answers for the destination, but for
-			 * a copy of another message it holds under that id:
-			 * the asker's message cannot be that one. */
-			uint64_t conn;
+			int done = 0;
 
-			r = store_outbound_state(p->st, &id, &status, &have);
-			if (r == SEMQ_OK && have && id.digest &&
-			    have != id.digest) {
-				p->cnt.refused++;
-				r = idlist_add_high(&ans, &id, RES_CONFLICT,
-						    stream_high(p, &id));
-				continue;
-			}
-			if (r != SEMQ_OK && r != SEMQ_ERR_NOT_FOUND)
-				break;
-			r = SEMQ_OK;
-			conn = next_hop(p, id.dest, &id, j->conn_id);
-			if (conn)
-				r = fwd_add(&fw, conn, q->ids[i]);
+			r = relay_query(p, j, &id, &ans, ra, &rf, now, &done);
+			if (r == SEMQ_OK && !done)
+				r = fwd_add(
+					&fw,
+					next_hop(p, id.dest, &id, j->conn_id),
+					q->ids[i]);
 			continue;
 		}
 		r = store_lookup_received(p->st, &id, &received, &result);
@@ -1483,8 +1851,18 @@ static int on_query(struct proto *p, const struct job *j, struct outbox *ob)
 		r = emit_ids(p, ob, j->conn_id, IDF_QUERY_REPLY, &ans, NULL);
 	if (r == SEMQ_OK)
 		r = fwd_emit(p, ob, &fw, SEMQ__FRAME__BODY_QUERY, NULL);
+	if (r == SEMQ_OK)
+		r = emit_relay_ack(p, ob, j->conn_id,
+				   SEMQ__RELAY_ACK__KIND__STORED, 0, 1, &ra[0],
+				   "held here for delivery");
+	for (k = 1; k <= SEMQ__RELAY_REFUSAL__NOT_A_RELAY && r == SEMQ_OK; k++)
+		r = emit_relay_ack(p, ob, j->conn_id,
+				   SEMQ__RELAY_ACK__KIND__UNREACHABLE, k, 1,
+				   &ra[k], refusal_detail(p, k, NULL));
 	fwd_free(&fw);
 	idlist_free(&ans);
+	for (k = 0; k <= SEMQ__RELAY_REFUSAL__NOT_A_RELAY; k++)
+		idlist_free(&ra[k]);
 	return r;
 }
 
@@ -1638,7 +2016,7 @@ static int on_query_reply(struct proto *p, const struct job *j, int64_t now,
 		r = fwd_emit(p, ob, &fw, SEMQ__FRAME__BODY_QUERY_REPLY, NULL);
 	for (i = 0; i < custody.n && r == SEMQ_OK; i++)
 		r = emit_relay_ack(p, ob, custody.v[i].conn,
-				   SEMQ__RELAY_ACK__KIND__STORED,
+				   SEMQ__RELAY_ACK__KIND__STORED, 0, 1,
 				   &custody.v[i].l, "still held for delivery");
 	fwd_free(&fw);
 	idlist_free(&resp);
@@ -1647,10 +2025,66 @@ static int on_query_reply(struct proto *p, const struct job *j, int64_t now,
 	return r;
 }
 
-/* A relay's word on messages we sent through it. */
-static int on_relay_ack(struct proto *p, const struct job *j, int64_t now)
+/* When to ask a relay again about a row it holds in custody. */
+static int64_t custody_recheck(const struct proto *p, int64_t now)
+{
+	int64_t after = p->c->custody_query_after_ms;
+
+	return now +
+	       (after > p->c->query_after_ms ? after : p->c->query_after_ms);
+}
+
+/* Why a relay did not take a message, for last_error and the log. */
+static const char *relay_reason_name(int reason)
+{
+	switch (reason) {
+	case SEMQ__RELAY_REFUSAL__QUOTA: return "custody quota full";
+	case SEMQ__RELAY_REFUSAL__DISK_FULL: return "disk full";
+	case SEMQ__RELAY_REFUSAL__UNKNOWN_DEST: return "unknown destination";
+	case SEMQ__RELAY_REFUSAL__TOO_BIG: return "payload too big";
+	case SEMQ__RELAY_REFUSAL__NOT_A_RELAY: return "not a relay";
+	}
+	return "unreachable";
+}
+
+/*
+ * A relay does not know where one of this node's messages goes
+ * (UNKNOWN_DEST): the message is dead here, in the redo queue, for the
+ * operator; a cancel of it has nothing left to cancel. When the row has
+ * nothing more to send, the relay may drop its copy: it is taken back
+ * (`retract`).
+ */
+static int undeliverable(struct proto *p, const struct msgid *id,
+			 const char *relay, const char *detail, int64_t now,
+			 struct idlist *retract_l, unsigned *newly)
+{
+	char why[SEMQ_ERRLEN];
+	int r, settled = 0;
+
+	snprintf(why, sizeof why,
+		 "undeliverable: relay %s does not know %s (%s); semqctl redo "
+		 "retry sends it again, semqctl redo discard cancels it",
+		 relay, id->dest, detail);
+	r = store_undeliverable(p->st, id, why, now, &settled);
+	if (r == SEMQ_OK) {
+		p->cnt.undeliverable++;
+		(*newly)++;
+	}
+	if (r == SEMQ_DECLINED)
+		r = SEMQ_OK;
+	if (r == SEMQ_OK && settled)
+		r = idlist_add(retract_l, id, 0);
+	return r;
+}
+
+/* A relay's word on messages we sent (or asked about) through it. */
+static int on_relay_ack(struct proto *p, const struct job *j, int64_t now,
+			struct outbox *ob)
 {
 	const Semq__RelayAck *ra = j->frame->relay_ack;
+	struct idlist take_back = {0};
+	struct connlists onward = {0};
+	unsigned newly = 0;
 	size_t i;
 	int r = SEMQ_OK;
 
@@ -1659,6 +2093,7 @@ static int on_relay_ack(struct proto *p, const struct job *j, int64_t now)
 		struct out_row row;
 		struct msg m;
 		char why[SEMQ_ERRLEN];
+		int own;
 
 		/* Our own rows, or a relay's copies sent on to a further
 		 * relay; ids we hold nothing for are declined below. */
@@ -1666,14 +2101,35 @@ static int on_relay_ack(struct proto *p, const struct job *j, int64_t now)
 		r = resolve_life(p, &id);
 		if (r != SEMQ_OK)
 			break;
-		if (ra->kind != SEMQ__RELAY_ACK__KIND__UNREACHABLE) {
+		own = strcmp(id.origin, p->c->id) == 0;
+		if (ra->kind == SEMQ__RELAY_ACK__KIND__FORWARDED) {
 			r = store_mark_relay_acked(p->st, &id, now,
 						   now + p->c->query_after_ms);
-			/* Already 6: a relay re-asserting custody after our
-			 * query; ask again later. */
-			if (r == SEMQ_DECLINED)
-				r = store_defer(p->st, &id,
-						now + p->c->query_after_ms);
+		} else if (ra->kind == SEMQ__RELAY_ACK__KIND__STORED) {
+			/* In its custody: outside our window, asked about
+			 * rarely (its destination's verdict comes through
+			 * it). */
+			r = store_mark_custody(p->st, &id, j->peer,
+					       custody_recheck(p, now));
+		} else if (ra->reason == SEMQ__RELAY_REFUSAL__UNKNOWN_DEST &&
+			   own) {
+			r = undeliverable(p, &id, j->peer, ra->detail, now,
+					  &take_back, &newly);
+		} else if (ra->reason == SEMQ__RELAY_REFUSAL__UNKNOWN_DEST) {
+			/* A further relay's verdict on a copy we passed on:
+			 * its origin decides (and takes the copy back). */
+			uint64_t conn = next_hop(p, id.origin, &id, j->conn_id);
+			struct idlist *l =
+				conn ? connlists_get(&onward, conn) : NULL;
+			if (conn)
+				r = l ? idlist_add(l, &id, 0) : SEMQ_ERR_NOMEM;
+		} else if (ra->about_query) {
+			/* The relay cannot pass our question on now (its
+			 * link onwards is down): ask again soon. */
+			int64_t again = p->c->reconnect_min_ms * 2;
+			if (again > p->c->query_after_ms)
+				again = p->c->query_after_ms;
+			r = store_defer(p->st, &id, now + again);
 		} else {
 			/* Not delivered anywhere: try again later, backing
 			 * off with the attempts already made. */
@@ -1694,13 +2150,27 @@ static int on_relay_ack(struct proto *p, const struct job *j, int64_t now)
 				delay *= 2;
 			if (delay > p->c->reconnect_max_ms)
 				delay = p->c->reconnect_max_ms;
-			snprintf(why, sizeof why, "relay %s: unreachable (%s)",
-				 j->peer, ra->detail);
+			snprintf(why, sizeof why, "relay %s: %s (%s)", j->peer,
+				 relay_reason_name(ra->reason), ra->detail);
 			r = store_mark_unsent(p->st, &id, now + delay, why);
 		}
 		if (r == SEMQ_DECLINED || r == SEMQ_ERR_NOT_FOUND)
 			r = SEMQ_OK;
 	}
+	if (r == SEMQ_OK && newly)
+		log_msg(LOG_WARN, "proto", j->peer, &take_back.ids[0],
+			"%u message(s) to %s undeliverable: relay %s does not "
+			"know the destination (%s); dead in the redo queue, "
+			"see semqctl redo list",
+			newly, take_back.ids[0].dest, j->peer, ra->detail);
+	if (r == SEMQ_OK)
+		r = retract(p, take_back.ids, (unsigned)take_back.n, ob);
+	for (i = 0; i < onward.n && r == SEMQ_OK; i++)
+		r = emit_relay_ack(p, ob, onward.v[i].conn, ra->kind,
+				   ra->reason, ra->about_query, &onward.v[i].l,
+				   ra->detail);
+	idlist_free(&take_back);
+	connlists_free(&onward);
 	return r;
 }
 
@@ -1871,31 +2341,6 @@ static int speaks_2(const struct proto *p, uint64_t conn)
 	return h && h->revision >= 2;
 }
 
-/* A list of node ids, for StreamQuery.dests. */
-struct names {
-	char (*v)[SEMQ_ID_MAX + 1];
-	size_t n, cap;
-};
-
-static int names_add(struct names *l, const char *id)
-{
-	size_t i;
-
-	for (i = 0; i < l->n; i++)
-		if (!strcmp(l->v[i], id))
-			return SEMQ_OK;
-	if (l->n == l->cap) {
-		size_t cap = l->cap ? l->cap * 2 : 16;
-		void *v = realloc(l->v, cap * sizeof *l->v);
-		if (!v)
-			return SEMQ_ERR_NOMEM;
-		l->v = v;
-		l->cap = cap;
-	}
-	snprintf(l->v[l->n++], sizeof l->v[0], "%s", id);
-	return SEMQ_OK;
-}
-
 /* StreamQuery{origin, life, dests[0..n)} to conn (at most STREAMS per
  * frame). */
 #define STREAMS_PER_FRAME 4096
@@ -1987,8 +2432,142 @@ static int on_peer_up(struct proto *p, const struct job *j, int64_t now,
 					      p->life, &dests);
 	}
 	free(dests.v);
+	/* A relay knows a destination once it has been connected. */
+	if (r == SEMQ_OK && p->c->relay) {
+		r = store_dest_seen(p->st, j->peer, now);
+		p->unknown_due = 1;
+	}
 	p->more_to_send = 1;
 	return r;
+}
+
+/* ---- destinations a relay does not know ------------------------------------ */
+
+struct unknown_ctx {
+	struct proto *p;
+	struct names dests;
+	struct copy_ref *v;
+	size_t n, cap;
+	int r;
+};
+
+static int unknown_dest_cb(void *ctx, const char *dest, int64_t first_at)
+{
+	struct unknown_ctx *x = ctx;
+
+	(void)first_at;
+	if (configured_dest(x->p, dest) || peer_up(x->p->routes, dest))
+		return 0;
+	x->r = names_add(&x->dests, dest);
+	return x->r != SEMQ_OK;
+}
+
+static int unknown_copy_cb(void *ctx, const struct copy_ref *c)
+{
+	struct unknown_ctx *x = ctx;
+
+	if (x->n == x->cap) {
+		size_t cap = x->cap ? x->cap * 2 : 64;
+		void *v = realloc(x->v, cap * sizeof *x->v);
+		if (!v) {
+			x->r = SEMQ_ERR_NOMEM;
+			return 1;
+		}
+		x->v = v;
+		x->cap = cap;
+	}
+	x->v[x->n++] = *c;
+	return 0;
+}
+
+/*
+ * Copies held for a destination that has never been connected here for
+ * longer than unknown_dest_after: each origin connected now hears that
+ * they are undeliverable (RelayAck UNKNOWN_DEST); it puts them dead for
+ * its operator and takes them back, which drops them here. Until then they
+ * are held (8, result undeliverable), not sent, and told again on every
+ * pass (an answer may be lost; a copy an origin sends again is looked at
+ * afresh, relay_one). At most INDOUBT_LIMIT copies per pass.
+ */
+static int notify_unknown(struct proto *p, int64_t now, struct outbox *ob)
+{
+	struct unknown_ctx x = {p, {0}, NULL, 0, 0, SEMQ_OK};
+	size_t i, k;
+	int r;
+
+	r = store_dests_unknown(p->st, now - p->c->unknown_dest_after_ms,
+				unknown_dest_cb, &x);
+	if (r == SEMQ_OK)
+		r = x.r;
+	for (i = 0; i < x.dests.n && r == SEMQ_OK; i++) {
+		struct connlists cl = {0};
+		char why[SEMQ_ERRLEN];
+		unsigned newly = 0;
+
+		x.n = 0;
+		r = store_copies_for(p->st, x.dests.v[i], INDOUBT_LIMIT,
+				     unknown_copy_cb, &x);
+		if (r == SEMQ_OK)
+			r = x.r;
+		snprintf(why, sizeof why,
+			 "undeliverable: %s has never been connected to this "
+			 "relay within [relay] unknown_dest_after; held until "
+			 "its origin takes it back",
+			 x.dests.v[i]);
+		for (k = 0; k < x.n && r == SEMQ_OK; k++) {
+			uint64_t conn = stream_conn(
+				p->routes, p->c, x.v[k].id.origin, &x.v[k].id);
+			struct idlist *l;
+
+			if (!conn)
+				continue; /* told when it connects */
+			if (x.v[k].status == SS_UNSEND) {
+				r = store_hold(p->st, &x.v[k].id,
+					       RES_UNDELIVERABLE, why, now);
+				if (r == SEMQ_OK)
+					newly++;
+				if (r == SEMQ_DECLINED)
+					r = SEMQ_OK;
+			}
+			l = connlists_get(&cl, conn);
+			if (r == SEMQ_OK)
+				r = l ? idlist_add(l, &x.v[k].id, 0)
+				      : SEMQ_ERR_NOMEM;
+		}
+		for (k = 0; k < cl.n && r == SEMQ_OK; k++)
+			r = emit_relay_ack(
+				p, ob, cl.v[k].conn,
+				SEMQ__RELAY_ACK__KIND__UNREACHABLE,
+				SEMQ__RELAY_REFUSAL__UNKNOWN_DEST, 0,
+				&cl.v[k].l,
+				refusal_detail(
+					p, SEMQ__RELAY_REFUSAL__UNKNOWN_DEST,
+					NULL));
+		connlists_free(&cl);
+		if (r == SEMQ_OK && newly) {
+			p->cnt.relay_refused
+				[SEMQ__RELAY_REFUSAL__UNKNOWN_DEST] += newly;
+			log_msg(LOG_WARN, "proto", NULL, NULL,
+				"%u message(s) for %s held as undeliverable: "
+				"%s has never been connected to this relay "
+				"within [relay] unknown_dest_after (%" PRId64
+				" ms); their origins were told and put them "
+				"dead for their operators",
+				newly, x.dests.v[i], x.dests.v[i],
+				p->c->unknown_dest_after_ms);
+		}
+	}
+	free(x.dests.v);
+	free(x.v);
+	return r;
+}
+
+/* How often notify_unknown() runs (and at once after a peer came up). */
+static int64_t unknown_pass_ms(const struct proto *p)
+{
+	int64_t t = p->c->unknown_dest_after_ms / 4;
+
+	return t < 100 ? 100 : t > 60000 ? 60000 : t;
 }
 
 /* ---- stream state ------------------------------------------------------------ */
@@ -2179,6 +2758,7 @@ static int on_stream_state(struct proto *p, const struct job *j, int64_t now,
 struct send_item {
 	struct msg m; /* owns payload */
 	uint64_t conn;
+	int hide_life; /* goes without its life (hide_life()) */
 };
 
 struct send_ctx {
@@ -2257,7 +2837,13 @@ static int send_cb(void *ctx, const struct msg *m, const struct out_row *row)
 	it = &x->v[x->n];
 	it->m = *m;
 	it->m.payload = NULL;
+	it->hide_life = 0;
 	if (strcmp(m->id.origin, x->p->c->id) == 0) {
+		if (hop->revision < 2)
+			x->r = hide_life(x->p, m->id.dest, hop->peer);
+		if (x->r != SEMQ_OK)
+			return 1;
+		it->hide_life = life_hidden(x->p, m->id.dest);
 		/* This node's own row: its digest (fixed when it is first
 		 * sent) and its key predecessor's. A relay's copy carries
 		 * what its origin sent. */
@@ -2326,6 +2912,8 @@ static int emit_data(struct proto *p, struct outbox *ob, uint64_t conn,
 			break;
 		semq__message__init(&w[start + k]);
 		codec_msg_to_wire(&v[i].m, &w[start + k]);
+		if (v[i].hide_life)
+			w[start + k].life = SEMQ_LIFE_NONE;
 		pw[start + k] = &w[start + k];
 		bytes += v[i].m.payload_len + 64;
 		k++;
@@ -2336,12 +2924,37 @@ out:
 	return r;
 }
 
+/* The cancels, then the messages, due for dest (NULL: every one), within
+ * what is left of limit. Cancels first: a later message of the same key
+ * waits for its cancelled predecessor to be recorded. */
+static int fetch_dest(struct proto *p, const char *dest, int64_t now,
+		      unsigned limit, struct send_ctx *x)
+{
+	int r;
+
+	if (x->fetched >= limit)
+		return SEMQ_OK;
+	r = dest ? store_fetch_tombstones_to(p->st, dest, now,
+					     limit - (unsigned)x->fetched,
+					     send_cb, x)
+		 : store_fetch_tombstones(p->st, now,
+					  limit - (unsigned)x->fetched, send_cb,
+					  x);
+	if (r == SEMQ_OK)
+		r = x->r;
+	if (r != SEMQ_OK || x->fetched >= limit)
+		return r;
+	return store_fetch_sendable(p->st, dest, now, p->c->window,
+				    limit - (unsigned)x->fetched, send_cb, x);
+}
+
 /*
- * Fetches sendable rows only for destinations that have a route now: all of
- * them when the default route is up, else each connected peer (once, however
- * many instances of it are connected) and each [route] destination whose
- * next hop is connected. A backlog for an offline destination is never read
- * just to be skipped.
+ * Fetches sendable rows (cancels and messages) only for destinations that
+ * have a route now: all of them when the default route is up, else each
+ * connected peer (once, however many instances of it are connected) and
+ * each [route] destination whose next hop is connected. A backlog (or a
+ * pile of cancels) for an offline destination is never read just to be
+ * skipped, and never holds up another destination.
  */
 static int fetch_reachable(struct proto *p, int64_t now, unsigned limit,
 			   struct send_ctx *x)
@@ -2351,8 +2964,7 @@ static int fetch_reachable(struct proto *p, int64_t now, unsigned limit,
 
 	if (route_lookup(p->routes, p->c, "default") &&
 	    !peer_up(p->routes, "default"))
-		return store_fetch_sendable(p->st, NULL, now, p->c->window,
-					    limit, send_cb, x);
+		return fetch_dest(p, NULL, now, limit, x);
 	for (i = 0; i < p->routes->n_hops && r == SEMQ_OK; i++) {
 		const char *peer = p->routes->hops[i].peer;
 
@@ -2363,9 +2975,7 @@ static int fetch_reachable(struct proto *p, int64_t now, unsigned limit,
 				break;
 		if (k < i)
 			continue; /* another instance: fetched already */
-		r = store_fetch_sendable(p->st, peer, now, p->c->window,
-					 limit - (unsigned)x->fetched, send_cb,
-					 x);
+		r = fetch_dest(p, peer, now, limit, x);
 	}
 	for (i = 0; i < p->c->n_routes && r == SEMQ_OK; i++) {
 		const struct cfg_route *rt = &p->c->routes[i];
@@ -2375,9 +2985,7 @@ static int fetch_reachable(struct proto *p, int64_t now, unsigned limit,
 		    peer_up(p->routes, rt->dest) ||
 		    !peer_up(p->routes, rt->via))
 			continue;
-		r = store_fetch_sendable(p->st, rt->dest, now, p->c->window,
-					 limit - (unsigned)x->fetched, send_cb,
-					 x);
+		r = fetch_dest(p, rt->dest, now, limit, x);
 	}
 	return r;
 }
@@ -2408,13 +3016,7 @@ static int send_pending(struct proto *p, int64_t now, struct outbox *ob)
 		if (!limit)
 			return SEMQ_OK;
 	}
-	/* Tombstones first: a later message of the same key waits for its
-	 * cancelled predecessor to be recorded. */
-	r = store_fetch_tombstones(p->st, now, p->c->batch_max, send_cb, &x);
-	if (r == SEMQ_OK)
-		r = x.r;
-	if (r == SEMQ_OK)
-		r = fetch_reachable(p, now, limit, &x);
+	r = fetch_reachable(p, now, limit, &x);
 	if (r == SEMQ_OK)
 		r = x.r;
 	for (i = 0; i < x.n && r == SEMQ_OK; i++) {
@@ -2587,10 +3189,10 @@ int proto_job(struct proto *p, const struct job *j, int64_t now,
 	case SEMQ__FRAME__BODY_ACK_INDICATION:
 		return on_indication(p, j, now, ob);
 	case SEMQ__FRAME__BODY_ACK_RESPONSE: return on_response(p, j, ob);
-	case SEMQ__FRAME__BODY_QUERY: return on_query(p, j, ob);
+	case SEMQ__FRAME__BODY_QUERY: return on_query(p, j, now, ob);
 	case SEMQ__FRAME__BODY_QUERY_REPLY:
 		return on_query_reply(p, j, now, ob);
-	case SEMQ__FRAME__BODY_RELAY_ACK: return on_relay_ack(p, j, now);
+	case SEMQ__FRAME__BODY_RELAY_ACK: return on_relay_ack(p, j, now, ob);
 	case SEMQ__FRAME__BODY_STREAM_QUERY: return on_stream_query(p, j, ob);
 	case SEMQ__FRAME__BODY_STREAM_STATE:
 		return on_stream_state(p, j, now, ob);
@@ -2646,6 +3248,14 @@ int proto_tick(struct proto *p, int64_t now, struct outbox *ob)
 			r = store_receipt_purge(p->st, now,
 						p->c->receipt_retention_ms,
 						PURGE_LIMIT, &n);
+	}
+	if (r == SEMQ_OK && p->c->relay && p->c->store_and_forward &&
+	    p->routes && p->routes->n_hops &&
+	    (p->unknown_due ||
+	     now - p->last_unknown_pass >= unknown_pass_ms(p))) {
+		p->unknown_due = 0;
+		p->last_unknown_pass = now;
+		r = notify_unknown(p, now, ob);
 	}
 	if (r == SEMQ_OK)
 		r = run_due_redo(p, now);

@@ -90,6 +90,11 @@ struct proto_counts {
 				  (stream state, or a conflict it caused) */
 	uint64_t renumbered;   /* own messages renumbered after a conflict */
 	uint64_t held;         /* messages or copies held for the operator */
+	/* relay: messages it refused to take custody of or pass on, by
+	 * reason (RELAY_REFUSAL_*: quota, unknown destination) */
+	uint64_t relay_refused[8];
+	uint64_t undeliverable; /* own messages a relay could not deliver,
+				   put dead for the operator */
 };
 void proto_take_counts(struct proto *p, struct proto_counts *c);
 

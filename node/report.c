@@ -197,6 +197,8 @@ static int parse_query(const struct admin_req *rq, const char *const *allowed,
 /* ---- GET /redo, GET /redo/ID ------------------------------------------------- */
 
 struct list_ctx {
+	struct store *st;
+	int64_t now;
 	json_t *arr;
 	int failed;
 };
@@ -204,7 +206,7 @@ struct list_ctx {
 static int list_cb(void *ctx, const struct msg *m, const struct redo_row *row)
 {
 	struct list_ctx *x = ctx;
-	json_t *o = redo_json(m, row);
+	json_t *o = redo_json_at(x->st, m, row, x->now);
 
 	if (!o || json_array_append_new(x->arr, o)) {
 		x->failed = 1;
@@ -213,11 +215,11 @@ static int list_cb(void *ctx, const struct msg *m, const struct redo_row *row)
 	return 0;
 }
 
-static int redo_list(struct store *st, const struct admin_req *rq,
+static int redo_list(struct store *st, const struct admin_req *rq, int64_t now,
 		     struct outbox *ob)
 {
 	static const char *const allowed[] = {"status", "limit", NULL};
-	struct list_ctx x = {NULL, 0};
+	struct list_ctx x = {st, now, NULL, 0};
 	struct evkeyvalq q;
 	const char *sv, *lv;
 	int status = -100, answered = 0, r;
@@ -308,7 +310,7 @@ static int redo_read(struct store *st, const struct admin_req *rq, int64_t id,
 }
 
 static int redo_show(struct store *st, const struct admin_req *rq, int64_t id,
-		     struct outbox *ob)
+		     int64_t now, struct outbox *ob)
 {
 	struct redo_row row;
 	struct msg m;
@@ -319,7 +321,7 @@ static int redo_show(struct store *st, const struct admin_req *rq, int64_t id,
 	r = redo_read(st, rq, id, &m, &row, 1, ob, &answered);
 	if (r != SEMQ_OK || answered)
 		goto out;
-	o = redo_json(&m, &row);
+	o = redo_json_at(st, &m, &row, now);
 	b64 = base64_encode(m.payload, m.payload_len);
 	failed = !o;
 	jset(o, "payload", b64 ? json_string(b64) : NULL, &failed);
@@ -567,12 +569,70 @@ struct stream {
 	int64_t resyncs; /* outbound: times it was found behind a peer */
 };
 
+/* Custody: what a relay holds per (origin, dest) (relay: 1), or what of
+ * this node's own a relay holds per (dest, relay) (relay: 0). */
+struct held {
+	char a[SEMQ_ID_MAX + 1]; /* origin, or dest */
+	char b[SEMQ_ID_MAX + 1]; /* dest, or the relay */
+	int relay;
+	int64_t messages, bytes;
+	int64_t at; /* the oldest copy's created_at, or the first hand-over */
+};
+
 struct streams {
 	struct stream *v;
 	size_t n, cap;
+	struct held *h;
+	size_t n_h, cap_h;
 	int failed;
 	const char *node; /* this node: the origin of its outbound streams */
 };
+
+static struct held *held_add(struct streams *s)
+{
+	if (s->n_h == s->cap_h) {
+		size_t cap = s->cap_h ? s->cap_h * 2 : 16;
+		void *v = realloc(s->h, cap * sizeof *s->h);
+		if (!v) {
+			s->failed = 1;
+			return NULL;
+		}
+		s->h = v;
+		s->cap_h = cap;
+	}
+	memset(&s->h[s->n_h], 0, sizeof s->h[0]);
+	return &s->h[s->n_h++];
+}
+
+static int custody_cb(void *ctx, const char *origin, const char *dest,
+		      int64_t messages, int64_t bytes, int64_t oldest)
+{
+	struct held *h = held_add(ctx);
+
+	if (!h)
+		return 1;
+	snprintf(h->a, sizeof h->a, "%s", origin);
+	snprintf(h->b, sizeof h->b, "%s", dest);
+	h->relay = 1;
+	h->messages = messages;
+	h->bytes = bytes;
+	h->at = oldest;
+	return 0;
+}
+
+static int waiting_cb(void *ctx, const char *dest, const char *relay, int64_t n,
+		      int64_t since)
+{
+	struct held *h = held_add(ctx);
+
+	if (!h)
+		return 1;
+	snprintf(h->a, sizeof h->a, "%s", dest);
+	snprintf(h->b, sizeof h->b, "%s", relay);
+	h->messages = n;
+	h->at = since;
+	return 0;
+}
 
 static struct stream *stream_get(struct streams *s, int out, const char *origin,
 				 const char *dest)
@@ -686,6 +746,10 @@ static int streams_read(struct store *st, const struct admin_req *rq,
 		r = store_streams_in(st, wm_cb, s);
 	if (r == SEMQ_OK && !s->failed)
 		r = store_streams_out(st, out_cb, s);
+	if (r == SEMQ_OK && !s->failed)
+		r = store_custody_list(st, custody_cb, s);
+	if (r == SEMQ_OK && !s->failed)
+		r = store_custody_waiting(st, waiting_cb, s);
 	if (s->failed)
 		return SEMQ_ERR_NOMEM;
 	if (r != SEMQ_OK) {
@@ -756,6 +820,59 @@ static json_t *stream_json(const struct stream *x, int64_t now, int *failed)
 	return o;
 }
 
+/* {"held": [...] (a relay's custody), "waiting": [...] (own messages a
+ * relay holds), "quota": {...}}. */
+static json_t *custody_json(const struct streams *s, const struct config *c,
+			    int64_t now, int *failed)
+{
+	json_t *o = json_object(), *held = json_array(), *wait = json_array();
+	json_t *q = json_object();
+	int64_t m = 0, b = 0;
+	size_t i;
+
+	if (!o || !held || !wait || !q)
+		*failed = 1;
+	for (i = 0; i < s->n_h && !*failed; i++) {
+		const struct held *h = &s->h[i];
+		json_t *e = json_object();
+
+		if (!e) {
+			*failed = 1;
+			break;
+		}
+		jset(e, h->relay ? "origin" : "dest", json_string(h->a),
+		     failed);
+		jset(e, h->relay ? "dest" : "relay", json_string(h->b), failed);
+		jset(e, "messages", json_integer(h->messages), failed);
+		if (h->relay) {
+			jset(e, "bytes", json_integer(h->bytes), failed);
+			m += h->messages;
+			b += h->bytes;
+		}
+		jset(e, h->relay ? "oldest_created_at" : "since",
+		     h->at ? json_integer(h->at) : json_null(), failed);
+		jset(e, h->relay ? "oldest_age_ms" : "age_ms",
+		     h->at ? json_integer(now > h->at ? now - h->at : 0)
+			   : json_null(),
+		     failed);
+		if (json_array_append_new(h->relay ? held : wait, e))
+			*failed = 1;
+	}
+	jset(q, "messages", json_integer(m), failed);
+	jset(q, "bytes", json_integer(b), failed);
+	jset(q, "quota_messages", json_integer(c->quota_messages), failed);
+	jset(q, "quota_bytes", json_integer((json_int_t)c->quota_bytes),
+	     failed);
+	jset(q, "quota_messages_per_origin",
+	     json_integer(c->quota_messages_per_origin), failed);
+	jset(q, "quota_bytes_per_origin",
+	     json_integer((json_int_t)c->quota_bytes_per_origin), failed);
+	jset(o, "held", held, failed);
+	jset(o, "waiting", wait, failed);
+	jset(o, "quota", q, failed);
+	return o;
+}
+
 static int streams_get(struct store *st, const struct config *c,
 		       const struct admin_req *rq, int64_t now,
 		       struct outbox *ob)
@@ -783,6 +900,7 @@ static int streams_get(struct store *st, const struct config *c,
 	outv = NULL;
 	jset(doc, "inbound", inv, &failed);
 	inv = NULL;
+	jset(doc, "custody", custody_json(&s, c, now, &failed), &failed);
 	if (failed) {
 		r = SEMQ_ERR_NOMEM;
 		goto out;
@@ -794,6 +912,7 @@ out:
 	json_decref(outv);
 	json_decref(inv);
 	free(s.v);
+	free(s.h);
 	return r;
 }
 
@@ -824,8 +943,83 @@ static void depth_line(struct evbuffer *b, const char *table,
 			    semq_status_name(table, status), n);
 }
 
+static void seconds(struct evbuffer *b, int64_t ms)
+{
+	evbuffer_add_printf(b, "%" PRId64 ".%03d\n", ms / 1000,
+			    (int)(ms % 1000));
+}
+
+/* A relay's custody per (origin, dest), its quotas; an origin's rows held
+ * by relays per (dest, relay). */
+static void custody_text(struct evbuffer *b, const struct streams *s,
+			 const struct config *c, int64_t now)
+{
+	static const char *const what[3] = {"messages", "bytes",
+					    "oldest_age_seconds"};
+	static const char *const help[3] = {
+		"Messages this relay holds in custody, per origin and "
+		"destination.",
+		"Payload bytes this relay holds in custody, per origin and "
+		"destination.",
+		"Age of the oldest document this relay holds, per origin and "
+		"destination."};
+	size_t i, k;
+
+	for (k = 0; k < 3; k++) {
+		evbuffer_add_printf(b,
+				    "# HELP semq_custody_%s %s\n"
+				    "# TYPE semq_custody_%s gauge\n",
+				    what[k], help[k], what[k]);
+		for (i = 0; i < s->n_h; i++) {
+			const struct held *h = &s->h[i];
+			if (!h->relay)
+				continue;
+			evbuffer_add_printf(b, "semq_custody_%s{", what[k]);
+			label(b, "origin", h->a);
+			evbuffer_add(b, ",", 1);
+			label(b, "dest", h->b);
+			evbuffer_add(b, "} ", 2);
+			if (k == 0)
+				evbuffer_add_printf(b, "%" PRId64 "\n",
+						    h->messages);
+			else if (k == 1)
+				evbuffer_add_printf(b, "%" PRId64 "\n",
+						    h->bytes);
+			else
+				seconds(b,
+					h->at && now > h->at ? now - h->at : 0);
+		}
+	}
+	evbuffer_add_printf(
+		b,
+		"# HELP semq_custody_quota The relay's custody quotas "
+		"([relay]).\n"
+		"# TYPE semq_custody_quota gauge\n"
+		"semq_custody_quota{limit=\"messages\",scope=\"all\"} %u\n"
+		"semq_custody_quota{limit=\"bytes\",scope=\"all\"} %zu\n"
+		"semq_custody_quota{limit=\"messages\",scope=\"origin\"} %u\n"
+		"semq_custody_quota{limit=\"bytes\",scope=\"origin\"} %zu\n",
+		c->quota_messages, c->quota_bytes, c->quota_messages_per_origin,
+		c->quota_bytes_per_origin);
+	evbuffer_add_printf(
+		b, "# HELP semq_outbound_in_custody This node's messages a "
+		   "relay holds for their destination, per destination and "
+		   "relay (status 6, outside the window).\n"
+		   "# TYPE semq_outbound_in_custody gauge\n");
+	for (i = 0; i < s->n_h; i++) {
+		const struct held *h = &s->h[i];
+		if (h->relay)
+			continue;
+		evbuffer_add_printf(b, "semq_outbound_in_custody{");
+		label(b, "dest", h->a);
+		evbuffer_add(b, ",", 1);
+		label(b, "relay", h->b);
+		evbuffer_add_printf(b, "} %" PRId64 "\n", h->messages);
+	}
+}
+
 static void metrics_text(struct evbuffer *b, const struct streams *s,
-			 int64_t now)
+			 const struct config *c, int64_t now)
 {
 	int64_t redo[N_REDO] = {0};
 	size_t i, k;
@@ -918,6 +1112,7 @@ static void metrics_text(struct evbuffer *b, const struct streams *s,
 		label(b, "dest", s->v[i].dest);
 		evbuffer_add_printf(b, "} %" PRId64 "\n", s->v[i].resyncs);
 	}
+	custody_text(b, s, c, now);
 }
 
 static int metrics_get(struct store *st, const struct config *c,
@@ -937,7 +1132,7 @@ static int metrics_get(struct store *st, const struct config *c,
 	b = evbuffer_new();
 	if (!b)
 		goto out;
-	metrics_text(b, &s, now);
+	metrics_text(b, &s, c, now);
 	n = evbuffer_get_length(b);
 	body = malloc(n + 1);
 	if (!body || evbuffer_remove(b, body, n) != (int)n)
@@ -950,6 +1145,7 @@ out:
 	if (b)
 		evbuffer_free(b);
 	free(s.v);
+	free(s.h);
 	return r;
 }
 
@@ -975,7 +1171,7 @@ int report_handle(struct store *st, const struct config *c, const struct job *j,
 	if (!strcmp(path, "/metrics") && get)
 		return metrics_get(st, c, rq, now, ob);
 	if (!strcmp(path, "/redo") && get)
-		return redo_list(st, rq, ob);
+		return redo_list(st, rq, now, ob);
 	if (!strcmp(path, "/redo/retry-all-dead") && post)
 		return retry_all_dead(st, rq, now, ob, changed);
 	if (strncmp(path, "/redo/", 6) != 0)
@@ -989,7 +1185,7 @@ int report_handle(struct store *st, const struct config *c, const struct job *j,
 				   "redo id '%.*s' is not a number 1..%" PRId64,
 				   (int)(n > 64 ? 64 : n), path, INT64_MAX);
 	if (!rest && get)
-		return redo_show(st, rq, id, ob);
+		return redo_show(st, rq, id, now, ob);
 	if (rest && !strcmp(rest, "/retry") && post)
 		return redo_retry(st, rq, id, now, ob, changed);
 	if (rest && !strcmp(rest, "/discard") && post)

@@ -403,6 +403,7 @@ int store__col_out(struct store *st, struct db_stmt *s, struct msg *m,
 	m->id.life = (uint64_t)db_col_int64(s, 17);
 	m->id.digest = db_col_null(s, 18) ? 0 : (uint64_t)db_col_int64(s, 18);
 	m->prev_digest = db_col_null(s, 19) ? 0 : (uint64_t)db_col_int64(s, 19);
+	col_text(row->custodian, sizeof row->custodian, s, 20);
 	/* A cancelled outbound row stands for its tombstone. */
 	m->tombstone = row->status == SS_CANCELLED;
 	return SEMQ_OK;

@@ -148,6 +148,9 @@ struct out_row {
 	int64_t next_attempt_at, sent_at, acked_at;
 	int result;             /* -1 when none yet */
 	const char *last_error; /* NULL when none */
+	/* status 6 (or an unanswered cancel): the relay holding it in
+	 * custody; "" when it was passed on, or not relayed */
+	char custodian[SEMQ_ID_MAX + 1];
 };
 typedef int (*store_out_cb)(void *ctx, const struct msg *m,
 			    const struct out_row *row);
@@ -248,9 +251,15 @@ struct out_stream {
 	uint64_t last_seq;
 	int64_t resyncs, resync_at;
 	const char *note;
+	int life_hidden; /* its ids go without the life (store_hide_life) */
 };
 typedef int (*store_out_stream_cb)(void *ctx, const struct out_stream *s);
 int store_streams_out(struct store *st, store_out_stream_cb cb, void *ctx);
+/* This node's stream to dest went through a node of wire revision 1, whose
+ * store-and-forward copies lose the life: from now on its ids go without
+ * it (docs/PROTOCOL.md, "What holds in a mixed fleet"). SEMQ_DECLINED when
+ * it did already. */
+int store_hide_life(struct store *st, const char *dest);
 /* Deletes confirmed (100) rows acked before now - retention_ms, at most
  * `limit`; *n_out gets how many. A relay's copies go when confirmed too. */
 int store_purge(struct store *st, int64_t now, int64_t retention_ms,
@@ -411,6 +420,74 @@ typedef int (*store_high_cb)(void *ctx, const char *dest, uint64_t high);
 int store_relay_streams(struct store *st, const char *origin, uint64_t life,
 			store_high_cb cb, void *ctx);
 
+/* ---- custody (docs/PROTOCOL.md, "Custody") --------------------------------- */
+
+/* Origin: a relay took custody of the row (RelayAck STORED, also answering
+ * a query): 4/6 -> 6 with custodian = relay, next query at next_at (a row
+ * in custody is outside `window`); an unanswered cancel keeps its status.
+ * SEMQ_DECLINED in any other state. */
+int store_mark_custody(struct store *st, const struct msgid *id,
+		       const char *relay, int64_t next_at);
+/* Origin: cancels due for `dest` (as store_fetch_tombstones). */
+int store_fetch_tombstones_to(struct store *st, const char *dest, int64_t now,
+			      unsigned limit, store_out_cb cb, void *ctx);
+/* Origin: a relay does not know the row's destination. An unconfirmed row
+ * (0, 4, 6) is held (8, result RES_UNDELIVERABLE, why) and gets a dead
+ * entry in tb_0033 for the operator (redo retry sends it again, discard
+ * cancels it); an unanswered cancel ends cancelled (it never reached a
+ * destination). *settled = 1 when the row has nothing more to send (it is
+ * held, cancelled, finished, or gone): the relay may drop its copy. */
+int store_undeliverable(struct store *st, const struct msgid *id,
+			const char *why, int64_t now, int *settled);
+/* Origin: this node's rows in a relay's custody, per destination and
+ * relay: how many, and the earliest hand-over (sent_at). */
+typedef int (*store_waiting_cb)(void *ctx, const char *dest, const char *relay,
+				int64_t n, int64_t since);
+int store_custody_waiting(struct store *st, store_waiting_cb cb, void *ctx);
+
+/* Relay: what it holds in custody (semq_custody), for one origin and in
+ * all. */
+struct custody_use {
+	int64_t messages, bytes;         /* of the origin */
+	int64_t all_messages, all_bytes; /* of every origin */
+};
+int store_custody_use(struct store *st, const char *origin,
+		      struct custody_use *u);
+/* Relay: custody per (origin, dest), with the oldest copy's created_at. */
+typedef int (*store_custody_cb)(void *ctx, const char *origin, const char *dest,
+				int64_t messages, int64_t bytes,
+				int64_t oldest);
+int store_custody_list(struct store *st, store_custody_cb cb, void *ctx);
+/* Relay: the cancel of a copy it holds replaces the copy (its payload
+ * goes, it is delivered as the cancel); id->digest, when given, must be the
+ * copy's. SEMQ_DECLINED when there is no such copy in 0, 4 or 6. */
+int store_copy_cancel(struct store *st, const struct msgid *id, int64_t now);
+/* Relay: a copy held as undeliverable goes out again (8 -> 0).
+ * SEMQ_DECLINED when it is not held so. */
+int store_copy_unhold(struct store *st, const struct msgid *id, int64_t now);
+/* Relay: `dest` was connected at `now`: a known destination. */
+int store_dest_seen(struct store *st, const char *dest, int64_t now);
+/* Relay: custody for `dest` at `now`: *first_at gets since when copies
+ * have been held for it while it was never seen (now, the first time),
+ * *seen whether it was ever connected. */
+int store_dest_note(struct store *st, const char *dest, int64_t now,
+		    int64_t *first_at, int *seen);
+/* Relay: destinations never connected whose first copy is from before
+ * `before`. */
+typedef int (*store_dest_cb)(void *ctx, const char *dest, int64_t first_at);
+int store_dests_unknown(struct store *st, int64_t before, store_dest_cb cb,
+			void *ctx);
+/* Relay: its copies for `dest` that wait (unsent, unanswered cancels, held
+ * as undeliverable), ids with digests, at most `limit`. */
+struct copy_ref {
+	struct msgid id; /* with its digest */
+	int status;      /* enum out_status */
+	int tombstone;   /* an unanswered cancel */
+};
+typedef int (*store_copy_cb)(void *ctx, const struct copy_ref *c);
+int store_copies_for(struct store *st, const char *dest, unsigned limit,
+		     store_copy_cb cb, void *ctx);
+
 /* ---- lives ---------------------------------------------------------------- */
 
 /* One stream of one life this node knows: as a receiver (relay 0: `mark`
@@ -451,6 +528,20 @@ typedef int (*store_redo_cb)(void *ctx, const struct msg *m,
 /* Pending entries due at `now` (next_attempt_at <= now), oldest first. */
 int store_redo_due(struct store *st, int64_t now, unsigned limit,
 		   store_redo_cb cb, void *ctx);
+/* What a waiting entry (status 1) of message m waits for: the head of its
+ * key (pending or dead). A head that is pending with a deliver_at still to
+ * come is a delayed message (SPEC §6, "Ordering": it holds the later
+ * messages of its key until it is due). SEMQ_ERR_NOT_FOUND when there is
+ * none (the entry is released by the next run). */
+struct redo_head {
+	int64_t id;
+	uint64_t seq;
+	int status;              /* RS_PENDING or RS_DEAD */
+	int delayed;             /* pending until its deliver_at */
+	int64_t next_attempt_at; /* when it runs (delayed: its deliver_at) */
+};
+int store_redo_head(struct store *st, const struct msg *m, int64_t now,
+		    struct redo_head *h);
 /* The earliest next_attempt_at of a pending entry, or SEMQ_DECLINED if none. */
 int store_redo_next_due(struct store *st, int64_t *at);
 /*

@@ -105,7 +105,8 @@
 #define OUT_COLS                                                               \
 	MSG_COLS                                                               \
 	", created_at, status, attempts, next_attempt_at, sent_at,"            \
-	" acked_at, result, last_error, id, life, digest, prev_digest"
+	" acked_at, result, last_error, id, life, digest, prev_digest,"        \
+	" custodian"
 #define REDO_COLS                                                              \
 	MSG_COLS ", msg_created_at, status, tries, level, next_attempt_at,"    \
 		 " created_at, updated_at, last_error, discard_reason, id, "   \
@@ -170,6 +171,7 @@ enum q {
 	Q_REDO_RETRY,
 	Q_REDO_RETRY_ALL,
 	Q_REDO_DISCARD,
+	Q_REDO_HEAD_OF,
 	/* tb_0031 */
 	Q_OUT_INSERT,
 	Q_OUT_SEQ,
@@ -203,11 +205,29 @@ enum q {
 	Q_OUT_LAST_SEQ,
 	Q_OUT_RESYNC,
 	Q_OUT_STREAMS,
+	Q_OUT_HIDE_LIFE,
 	/* a relay's record of the streams it relayed */
 	Q_RELAY_NOTE,
 	Q_RELAY_LIST,
 	Q_RELAY_HIGH,
 	Q_RELAY_CURRENT,
+	/* custody (store_custody.c) */
+	Q_OUT_MARK_CUSTODY,
+	Q_OUT_TOMBSTONES_TO,
+	Q_OUT_WAITING,
+	Q_COPY_CANCEL,
+	Q_COPY_UNHOLD,
+	Q_COPIES_FOR,
+	Q_CUSTODY_USE,
+	Q_CUSTODY_LIST,
+	Q_DEST_SEEN,
+	Q_DEST_NOTE,
+	Q_DEST_UNKNOWN,
+	Q_REDO_OWN_DEAD,
+	Q_REDO_OWN_SETTLE,
+	Q_REDO_OWN_RETRY_ALL,
+	Q_OUT_OWN_RESEND_ALL,
+	Q_OUT_OWN_RESEND,
 	/* lives */
 	Q_LIVES,
 	Q_LIFE_BUSY,
@@ -328,9 +348,37 @@ int store__in_set_result(struct store *st, const struct msgid *id, int result,
 int store__apply_sp(struct store *st, const struct msg *m, unsigned tries,
 		    store_apply_fn apply, void *ctx, char *perr, size_t perrsz,
 		    int *verdict, const char *idb);
-int store__redo_insert(struct store *st, const struct msg *m, int status,
-		       int tries, int level, int64_t next_at,
-		       const char *last_error, int64_t now, const char *idb);
+/* A parameter of an outbound transition, bound from ?5 on. */
+struct targ {
+	enum { TA_INT, TA_TEXT, TA_DIGEST } kind;
+	int64_t v;
+	const char *t;
+};
+#define TI(x)                                                                  \
+	{                                                                      \
+		TA_INT, (int64_t)(x), NULL                                     \
+	}
+#define TT(x)                                                                  \
+	{                                                                      \
+		TA_TEXT, 0, (x)                                                \
+	}
+#define TD(x)                                                                  \
+	{                                                                      \
+		TA_DIGEST, (int64_t)(x), NULL                                  \
+	}
+
+/*
+ * Runs one of the outbound transitions: `i` binds the id as ?1..?4 and
+ * args[0..n) as ?5 on. SEMQ_DECLINED (errmsg says why, *declined_status the
+ * status found or INT_MIN when there is no row) when no row was in a status
+ * the transition applies to.
+ */
+int store__out_transition(struct store *st, enum q i, const struct msgid *id,
+			  const struct targ *args, int n, const char *what,
+			  const char *wanted, int *declined_status);
+int store__redo_insert_q(struct store *st, enum q i, const struct msg *m,
+			 int status, int tries, int level, int64_t next_at,
+			 const char *last_error, int64_t now, const char *idb);
 int store__redo_key_has(struct store *st, enum q i, const struct msgid *sid,
 			const char *key, int *yes);
 int64_t store__level_ms(const struct store *st, int level);
@@ -363,10 +411,12 @@ int64_t store__level_ms(const struct store *st, int level);
 #define meta_sync store__meta_sync
 #define migrate store__migrate
 #define purge_before store__purge_before
+#define out_transition store__out_transition
 #define q_exec store__q_exec
 #define q_get store__q_get
 #define q_put store__q_put
-#define redo_insert store__redo_insert
+#define redo_insert(st_, ...)                                                  \
+	store__redo_insert_q(st_, Q_REDO_INSERT, __VA_ARGS__)
 #define redo_key_has store__redo_key_has
 #define seterr store__seterr
 #define stream_held store__stream_held

@@ -467,32 +467,13 @@ static int out_declined(struct store *st, const struct msgid *id,
 	return r;
 }
 
-/* A parameter of an outbound transition, bound from ?5 on. */
-struct targ {
-	enum { TA_INT, TA_TEXT, TA_DIGEST } kind;
-	int64_t v;
-	const char *t;
-};
-#define TI(x)                                                                  \
-	{                                                                      \
-		TA_INT, (int64_t)(x), NULL                                     \
-	}
-#define TT(x)                                                                  \
-	{                                                                      \
-		TA_TEXT, 0, (x)                                                \
-	}
-#define TD(x)                                                                  \
-	{                                                                      \
-		TA_DIGEST, (int64_t)(x), NULL                                  \
-	}
-
 /*
  * Runs one of the outbound transitions: `i` binds the id as ?1..?4 and
  * args[0..n) as ?5 on. SEMQ_DECLINED (errmsg says why, *declined_status the
  * status found or INT_MIN when there is no row) when no row was in a status
  * the transition applies to.
  */
-static int out_transition(struct store *st, enum q i, const struct msgid *id,
+int store__out_transition(struct store *st, enum q i, const struct msgid *id,
 			  const struct targ *args, int n, const char *what,
 			  const char *wanted, int *declined_status)
 {
@@ -573,14 +554,14 @@ int store_mark_unsent(struct store *st, const struct msgid *id,
 int store_mark_confirmed(struct store *st, const struct msgid *id, int result,
 			 int64_t now)
 {
-	const struct targ a[] = {TI(result), TI(now)};
+	const struct targ a[] = {TI(result), TI(now), TD(id ? id->digest : 0)};
 
 	if (!st)
 		return SEMQ_ERR_INVALID;
 	if (result < RES_PROCESSED || result > RES_DEAD)
 		return seterr(st, SEMQ_ERR_INVALID,
 			      "mark confirmed: result %d is not 0..5", result);
-	return out_transition(st, Q_OUT_MARK_CONFIRMED, id, a, 2,
+	return out_transition(st, Q_OUT_MARK_CONFIRMED, id, a, 3,
 			      "mark confirmed", "0, 4, 6, 8 or -2", NULL);
 }
 
@@ -605,8 +586,8 @@ int store_hold(struct store *st, const struct msgid *id, int result,
 {
 	const struct targ a[] = {TI(result), TT(why), TI(now)};
 
-	return out_transition(st, Q_OUT_HOLD, id, a, 3, "hold", "0, 4 or 6",
-			      NULL);
+	return out_transition(st, Q_OUT_HOLD, id, a, 3, "hold",
+			      "0, 4, 6 or an unanswered -2", NULL);
 }
 
 /* Rows of query i due at `now` (bound as ?1), at most `limit` (?2). */
@@ -1008,6 +989,7 @@ int store_streams_out(struct store *st, store_out_stream_cb cb, void *ctx)
 		os.resyncs = db_col_int64(s, 2);
 		os.resync_at = db_col_null(s, 3) ? 0 : db_col_int64(s, 3);
 		os.note = note;
+		os.life_hidden = col_int(s, 5);
 		stop = cb(ctx, &os);
 		free(note);
 		if (stop)
@@ -1017,4 +999,31 @@ int store_streams_out(struct store *st, store_out_stream_cb cb, void *ctx)
 		r = dberr(st, "reading semq_stream_out");
 	q_put(st, Q_OUT_STREAMS, s);
 	return r;
+}
+
+int store_hide_life(struct store *st, const char *dest)
+{
+	struct db_stmt *s;
+	int r, rc, own = 0;
+
+	if (!st)
+		return SEMQ_ERR_INVALID;
+	r = check_node(st, "hide life: dest", dest, SEMQ_ID_MAX + 1);
+	if (r)
+		return r;
+	r = tx_open(st, &own);
+	if (r)
+		return r;
+	s = q_get(st, Q_OUT_HIDE_LIFE);
+	if (!s)
+		return tx_close(st, own, SEMQ_ERR_DB);
+	db_bind_text(s, 1, st->node_id);
+	db_bind_text(s, 2, dest);
+	rc = db_step(s);
+	q_put(st, Q_OUT_HIDE_LIFE, s);
+	if (rc < 0)
+		r = dberr(st, "writing semq_stream_out");
+	else if (db_changes(st->db) == 0)
+		r = seterr(st, SEMQ_DECLINED, "%s: hidden already", dest);
+	return tx_close(st, own, r);
 }

@@ -13,12 +13,13 @@ int store_redo_purge(struct store *st, int64_t now, int64_t retention_ms,
 			    limit, n_out);
 }
 
-/* A new tb_0033 entry for m. */
-int store__redo_insert(struct store *st, const struct msg *m, int status,
-		       int tries, int level, int64_t next_at,
-		       const char *last_error, int64_t now, const char *idb)
+/* A new tb_0033 entry for m, by statement i (Q_REDO_INSERT, or
+ * Q_REDO_OWN_DEAD for this node's own undeliverable message). */
+int store__redo_insert_q(struct store *st, enum q i, const struct msg *m,
+			 int status, int tries, int level, int64_t next_at,
+			 const char *last_error, int64_t now, const char *idb)
 {
-	struct db_stmt *s = q_get(st, Q_REDO_INSERT);
+	struct db_stmt *s = q_get(st, i);
 	int rc;
 
 	if (!s)
@@ -37,7 +38,7 @@ int store__redo_insert(struct store *st, const struct msg *m, int status,
 	db_bind_text(s, 15, last_error);
 	db_bind_int64(s, 16, now);
 	rc = db_step(s);
-	q_put(st, Q_REDO_INSERT, s);
+	q_put(st, i, s);
 	return rc < 0 ? dberr(st, idb) : SEMQ_OK;
 }
 
@@ -146,6 +147,78 @@ static int redo_load(struct store *st, int64_t id, struct msg *m,
 	return r;
 }
 
+/* An entry of this node's own message: a relay found it undeliverable
+ * (store_undeliverable). Never run; retry sends it again, discard cancels
+ * it. */
+static int own_entry(const struct store *st, const struct msg *m)
+{
+	return strcmp(m->id.origin, st->node_id) == 0;
+}
+
+/* Settles the dead entry of this node's own message: done (status 2) or
+ * discarded (-2, with reason). */
+static int own_settle(struct store *st, const struct msgid *id, int status,
+		      const char *reason, int64_t now)
+{
+	const struct targ a[] = {TI(status), TT(reason), TI(now)};
+	struct db_stmt *s;
+	int k, rc;
+
+	s = q_get(st, Q_REDO_OWN_SETTLE);
+	if (!s)
+		return SEMQ_ERR_DB;
+	bind_id(s, id);
+	for (k = 0; k < 3; k++)
+		if (a[k].kind == TA_TEXT)
+			db_bind_text(s, 5 + k, a[k].t);
+		else
+			db_bind_int64(s, 5 + k, a[k].v);
+	rc = db_step(s);
+	q_put(st, Q_REDO_OWN_SETTLE, s);
+	return rc < 0 ? dberr(st, "settling a redo entry") : SEMQ_OK;
+}
+
+/* redo retry of an own entry: the message goes out again (a relay that
+ * still does not know its destination makes it dead again). */
+static int own_retry(struct store *st, const struct msg *m,
+		     const struct redo_row *row, int64_t now)
+{
+	const struct targ a[] = {TI(now)};
+	int r;
+
+	if (row->status != RS_DEAD)
+		return seterr(st, SEMQ_DECLINED,
+			      "redo %" PRId64 ": %s, not dead", row->id,
+			      semq_status_name("tb_0033", row->status));
+	r = out_transition(st, Q_OUT_OWN_RESEND, &m->id, a, 1, "resend",
+			   "8 (undeliverable)", NULL);
+	/* Not held any more (confirmed or cancelled meanwhile): nothing to
+	 * send; the entry is done either way. */
+	if (r == SEMQ_DECLINED)
+		r = SEMQ_OK;
+	return r ? r : own_settle(st, &m->id, RS_DONE, NULL, now);
+}
+
+/* redo discard of an own entry: the message is cancelled (it never reached
+ * its destination: cancelled at once; the relay's copy goes when the relay
+ * next asks, docs/PROTOCOL.md "Custody"). */
+static int own_discard(struct store *st, const struct msg *m,
+		       const struct redo_row *row, const char *reason,
+		       int64_t now)
+{
+	int r;
+
+	if (row->status != RS_DEAD)
+		return seterr(st, SEMQ_DECLINED,
+			      "redo %" PRId64 ": %s, cannot be discarded",
+			      row->id,
+			      semq_status_name("tb_0033", row->status));
+	r = store_cancel(st, &m->id, now);
+	if (r == SEMQ_DECLINED) /* confirmed meanwhile */
+		r = SEMQ_OK;
+	return r ? r : own_settle(st, &m->id, RS_DISCARDED, reason, now);
+}
+
 /*
  * Loads entry `id` for a change that may release or run entries of its key:
  * on PostgreSQL the entry's stream is locked first (see stream_lock) and the
@@ -158,7 +231,7 @@ static int redo_load_locked(struct store *st, int64_t id, struct msg *m,
 	int r, known;
 
 	r = redo_load(st, id, m, row, strs);
-	if (r || !st->pg ||
+	if (r || !st->pg || own_entry(st, m) ||
 	    stream_held(st, m->id.origin, m->id.dest, m->id.life))
 		return r;
 	r = stream_lock(st, m->id.origin, m->id.dest, m->id.life, 0, &w,
@@ -265,7 +338,7 @@ int store_redo_run(struct store *st, int64_t id, int64_t now,
 	r = redo_load_locked(st, id, &m, &row, strs);
 	if (r)
 		goto out;
-	if (row.status != RS_PENDING) {
+	if (row.status != RS_PENDING || own_entry(st, &m)) {
 		r = seterr(st, SEMQ_DECLINED,
 			   "redo %" PRId64 ": %s, not pending", id,
 			   semq_status_name("tb_0033", row.status));
@@ -375,6 +448,41 @@ int store_redo_get(struct store *st, int64_t id, struct msg *m,
 	return SEMQ_OK;
 }
 
+int store_redo_head(struct store *st, const struct msg *m, int64_t now,
+		    struct redo_head *h)
+{
+	struct db_stmt *s;
+	int rc, r = SEMQ_OK;
+
+	memset(h, 0, sizeof *h);
+	if (!st || !m)
+		return SEMQ_ERR_INVALID;
+	if (!key_of(m))
+		return SEMQ_ERR_NOT_FOUND;
+	s = q_get(st, Q_REDO_HEAD_OF);
+	if (!s)
+		return SEMQ_ERR_DB;
+	bind_stream(s, m->id.origin, m->id.dest, m->id.life);
+	db_bind_text(s, 4, m->key);
+	rc = db_step(s);
+	if (rc == DB_ROW) {
+		int64_t deliver_at = db_col_int64(s, 4);
+
+		h->id = db_col_int64(s, 0);
+		h->seq = (uint64_t)db_col_int64(s, 1);
+		h->status = col_int(s, 2);
+		h->next_attempt_at = db_col_int64(s, 3);
+		h->delayed = h->status == RS_PENDING && deliver_at > now &&
+			     h->next_attempt_at >= deliver_at;
+	} else if (rc == DB_DONE) {
+		r = SEMQ_ERR_NOT_FOUND;
+	} else {
+		r = dberr(st, "reading tb_0033 by key");
+	}
+	q_put(st, Q_REDO_HEAD_OF, s);
+	return r;
+}
+
 int store_redo_retry(struct store *st, int64_t id, int64_t now)
 {
 	struct db_stmt *s = NULL;
@@ -389,6 +497,13 @@ int store_redo_retry(struct store *st, int64_t id, int64_t now)
 	r = tx_open(st, &own);
 	if (r)
 		goto out;
+	r = redo_load(st, id, &m, &row, strs);
+	if (r)
+		goto out;
+	if (own_entry(st, &m)) {
+		r = own_retry(st, &m, &row, now);
+		goto out;
+	}
 	s = q_get(st, Q_REDO_RETRY);
 	if (!s) {
 		r = SEMQ_ERR_DB;
@@ -403,11 +518,8 @@ int store_redo_retry(struct store *st, int64_t id, int64_t now)
 		goto out;
 	}
 	if (db_changes(st->db) == 0) {
-		r = redo_load(st, id, &m, &row, strs);
-		if (!r)
-			r = seterr(st, SEMQ_DECLINED,
-				   "redo %" PRId64 ": %s, not dead", id,
-				   semq_status_name("tb_0033", row.status));
+		r = seterr(st, SEMQ_DECLINED, "redo %" PRId64 ": %s, not dead",
+			   id, semq_status_name("tb_0033", row.status));
 		goto out;
 	}
 	r = SEMQ_OK;
@@ -421,7 +533,8 @@ out:
 int store_redo_retry_all_dead(struct store *st, int64_t now, unsigned *n_out)
 {
 	struct db_stmt *s = NULL;
-	int r = SEMQ_ERR_INTERNAL, own = 0;
+	int r = SEMQ_ERR_INTERNAL, rc, own = 0;
+	unsigned n;
 
 	if (n_out)
 		*n_out = 0;
@@ -430,6 +543,36 @@ int store_redo_retry_all_dead(struct store *st, int64_t now, unsigned *n_out)
 	r = tx_open(st, &own);
 	if (r)
 		goto out;
+	/* This node's own undeliverable messages go out again first. */
+	s = q_get(st, Q_OUT_OWN_RESEND_ALL);
+	if (!s) {
+		r = SEMQ_ERR_DB;
+		goto out;
+	}
+	db_bind_text(s, 1, st->node_id);
+	db_bind_int64(s, 2, now);
+	rc = db_step(s);
+	q_put(st, Q_OUT_OWN_RESEND_ALL, s);
+	s = NULL;
+	if (rc < 0) {
+		r = dberr(st, "redo retry all dead");
+		goto out;
+	}
+	s = q_get(st, Q_REDO_OWN_RETRY_ALL);
+	if (!s) {
+		r = SEMQ_ERR_DB;
+		goto out;
+	}
+	db_bind_text(s, 1, st->node_id);
+	db_bind_int64(s, 2, now);
+	rc = db_step(s);
+	q_put(st, Q_REDO_OWN_RETRY_ALL, s);
+	s = NULL;
+	if (rc < 0) {
+		r = dberr(st, "redo retry all dead");
+		goto out;
+	}
+	n = (unsigned)db_changes(st->db);
 	s = q_get(st, Q_REDO_RETRY_ALL);
 	if (!s) {
 		r = SEMQ_ERR_DB;
@@ -441,7 +584,7 @@ int store_redo_retry_all_dead(struct store *st, int64_t now, unsigned *n_out)
 		goto out;
 	}
 	if (n_out)
-		*n_out = (unsigned)db_changes(st->db);
+		*n_out = n + (unsigned)db_changes(st->db);
 	r = SEMQ_OK;
 out:
 	q_put(st, Q_REDO_RETRY_ALL, s);
@@ -469,6 +612,10 @@ int store_redo_discard(struct store *st, int64_t id, const char *reason,
 	r = redo_load_locked(st, id, &m, &row, strs);
 	if (r)
 		goto out;
+	if (own_entry(st, &m)) {
+		r = own_discard(st, &m, &row, reason, now);
+		goto out;
+	}
 	if (row.status != RS_PENDING && row.status != RS_WAITING &&
 	    row.status != RS_DEAD) {
 		r = seterr(st, SEMQ_DECLINED,

@@ -171,6 +171,12 @@ const struct q_text store__q[Q__N] = {
 			    " next_attempt_at = CASE WHEN next_attempt_at > ?3"
 			    " THEN ?3 ELSE next_attempt_at END"
 			    " WHERE id = ?1 AND status BETWEEN -1 AND 1"},
+	/* The head of a key (?1..?3 its stream, ?4 the key): what a waiting
+	 * entry waits for. */
+	[Q_REDO_HEAD_OF] = {"SELECT id, seq, status, next_attempt_at,"
+			    " deliver_at FROM tb_0033 WHERE origin = ?1"
+			    " AND dest = ?2 AND life = ?3 AND msg_key = ?4"
+			    " AND status IN (0, -1) ORDER BY seq LIMIT 1"},
 	/* Done and discarded entries finished before ?1: next_attempt_at is
 	 * at or before the finish (a run is never early), so the range on
 	 * idx_0033_due bounds the scan. */
@@ -221,14 +227,17 @@ const struct q_text store__q[Q__N] = {
 				    " WHERE status = 0 AND dest = ?1"
 				    " AND origin" BYTES " > ?2"
 				    " ORDER BY origin" BYTES " LIMIT 1"},
-	/* Over idx_0031_due: only the rows in flight, not the stream's
-	 * confirmed history (the unary + keeps idx_0031_1 out). */
+	/* What `window` bounds: rows sent and unanswered on the link (4),
+	 * and those a relay passed on (6 without a custodian) — never those
+	 * a relay holds in custody. Over the partial idx_0031_flight, whose
+	 * condition the query repeats word for word. */
 	[Q_OUT_INFLIGHT] = {"SELECT count(*) FROM tb_0031"
-			    " WHERE status IN (4, 6)"
-			    " AND +origin = ?1 AND +dest = ?2",
+			    " INDEXED BY idx_0031_flight"
+			    " WHERE (status = 4 OR (status = 6 AND custodian"
+			    " IS NULL)) AND origin = ?1 AND dest = ?2",
 			    "SELECT count(*) FROM tb_0031"
-			    " WHERE status IN (4, 6)"
-			    " AND origin = ?1 AND dest = ?2"},
+			    " WHERE (status = 4 OR (status = 6 AND custodian"
+			    " IS NULL)) AND origin = ?1 AND dest = ?2"},
 	/* ?5: the life (sendable_life) */
 	[Q_OUT_SENDABLE] = {"SELECT " OUT_COLS " FROM tb_0031"
 			    " INDEXED BY idx_0031_unsent WHERE status = 0"
@@ -262,28 +271,35 @@ const struct q_text store__q[Q__N] = {
 			     " WHERE origin = ?1 AND dest = ?2 AND seq = ?3"
 			     " AND life = ?4 AND status = 0"},
 	[Q_OUT_MARK_RELAY] = {"UPDATE tb_0031 SET status = 6,"
-			      " next_attempt_at = ?5"
+			      " next_attempt_at = ?5, custodian = NULL"
 			      " WHERE origin = ?1 AND dest = ?2 AND seq = ?3"
 			      " AND life = ?4 AND status = 4"},
 	[Q_OUT_MARK_UNSENT] = {"UPDATE tb_0031 SET status = 0,"
-			       " next_attempt_at = ?5, last_error = ?6"
+			       " next_attempt_at = ?5, last_error = ?6,"
+			       " custodian = NULL"
 			       " WHERE origin = ?1 AND dest = ?2 AND seq = ?3"
 			       " AND life = ?4 AND status IN (4, 6)"},
 	/* next_attempt_at of a confirmed row is its acked_at: the purge
 	 * deadline runs over idx_0031_due like every other. A cancelled row
 	 * whose tombstone was recorded stays cancelled; one that took effect
-	 * before the cancel arrived becomes confirmed. */
+	 * before the cancel arrived becomes confirmed. A verdict about
+	 * another message under the id (?7, its digest, is not the row's: a
+	 * timeline this database lost) confirms nothing. */
 	[Q_OUT_MARK_CONFIRMED] =
 		{"UPDATE tb_0031 SET status = CASE WHEN status = -2"
 		 " AND ?5 = 4 THEN -2 ELSE 100 END, result = ?5,"
-		 " acked_at = ?6, next_attempt_at = ?6"
+		 " acked_at = ?6, next_attempt_at = ?6, custodian = NULL"
 		 " WHERE origin = ?1 AND dest = ?2 AND seq = ?3 AND life = ?4"
-		 " AND status <> 100",
+		 " AND status <> 100"
+		 " AND (?7 IS NULL OR digest IS NULL OR digest = ?7)",
 		 "UPDATE tb_0031 SET status = CASE WHEN status = -2"
 		 " AND ?5::bigint = 4 THEN -2 ELSE 100 END,"
-		 " result = ?5::bigint, acked_at = ?6, next_attempt_at = ?6"
+		 " result = ?5::bigint, acked_at = ?6, next_attempt_at = ?6,"
+		 " custodian = NULL"
 		 " WHERE origin = ?1 AND dest = ?2 AND seq = ?3 AND life = ?4"
-		 " AND status <> 100"},
+		 " AND status <> 100"
+		 " AND (?7::bigint IS NULL OR digest IS NULL"
+		 " OR digest = ?7::bigint)"},
 	/* A held row has no tombstone to send: its destination could not
 	 * tell what it has under that seq. It ends cancelled at once. */
 	[Q_OUT_CANCEL] =
@@ -298,11 +314,14 @@ const struct q_text store__q[Q__N] = {
 		 " acked_at = CASE WHEN status = 8 THEN ?5::bigint END"
 		 " WHERE origin = ?1 AND dest = ?2 AND seq = ?3"
 		 " AND life = ?4 AND status BETWEEN 0 AND 8"},
-	/* ?5 result (RES_UNDECIDED ...), ?6 why, ?7 now */
+	/* ?5 result (RES_UNDECIDED ...), ?6 why, ?7 now; an unanswered
+	 * cancel too (its destination cannot tell what it would cancel). */
 	[Q_OUT_HOLD] = {"UPDATE tb_0031 SET status = 8, result = ?5,"
-			" last_error = ?6, next_attempt_at = ?7"
+			" last_error = ?6, next_attempt_at = ?7,"
+			" custodian = NULL"
 			" WHERE origin = ?1 AND dest = ?2 AND seq = ?3"
-			" AND life = ?4 AND status BETWEEN 0 AND 6"},
+			" AND life = ?4 AND (status BETWEEN 0 AND 6"
+			" OR (status = -2 AND result IS NULL))"},
 	[Q_OUT_IN_DOUBT] = {"SELECT " OUT_COLS " FROM tb_0031"
 			    " WHERE status IN (4, 6) AND next_attempt_at <= ?1"
 			    " ORDER BY next_attempt_at, id LIMIT ?2"},
@@ -355,7 +374,8 @@ const struct q_text store__q[Q__N] = {
 	 * its status (its tombstone goes out under the new seq). */
 	[Q_OUT_RENUMBER] = {"UPDATE tb_0031 SET seq = ?5, prev_seq = ?6,"
 			    " status = CASE WHEN status = -2 THEN -2 ELSE 0"
-			    " END, next_attempt_at = ?7, last_error = ?8"
+			    " END, next_attempt_at = ?7, last_error = ?8,"
+			    " result = NULL, custodian = NULL"
 			    " WHERE origin = ?1 AND dest = ?2 AND seq = ?3"
 			    " AND life = ?4"},
 	[Q_OUT_LAST_SEQ] = {"SELECT last_seq FROM semq_stream_out"
@@ -379,11 +399,16 @@ const struct q_text store__q[Q__N] = {
 		 " resync_at = excluded.resync_at,"
 		 " resync_note = excluded.resync_note"},
 	[Q_OUT_STREAMS] = {"SELECT dest, last_seq, resyncs, resync_at,"
-			   " resync_note FROM semq_stream_out"
+			   " resync_note, life_hidden FROM semq_stream_out"
 			   " WHERE origin = ?1 ORDER BY dest",
 			   "SELECT dest, last_seq, resyncs, resync_at,"
-			   " resync_note FROM semq_stream_out"
+			   " resync_note, life_hidden FROM semq_stream_out"
 			   " WHERE origin = ?1 ORDER BY dest" BYTES},
+	/* The stream to ?2 went through a revision-1 node: its ids go
+	 * without their life from now on. */
+	[Q_OUT_HIDE_LIFE] = {"UPDATE semq_stream_out SET life_hidden = 1"
+			     " WHERE origin = ?1 AND dest = ?2"
+			     " AND life_hidden = 0"},
 
 	/* ---- a relay's record of the streams it relayed ---- */
 	/* ?4 the seq relayed, ?5 now */
@@ -409,6 +434,162 @@ const struct q_text store__q[Q__N] = {
 	[Q_RELAY_CURRENT] = {"SELECT life FROM semq_stream_relay"
 			     " WHERE origin = ?1 AND dest = ?2"
 			     " ORDER BY started_at DESC, life DESC LIMIT 1"},
+
+	/* ---- custody (store_custody.c) ---- */
+	/* RelayAck STORED: ?5 the relay, ?6 when to ask it again. A row in
+	 * flight or passed on becomes 6 in its custody; an unanswered cancel
+	 * stays a cancel, held there. */
+	[Q_OUT_MARK_CUSTODY] = {"UPDATE tb_0031 SET status = CASE WHEN"
+				" status = -2 THEN -2 ELSE 6 END,"
+				" custodian = ?5, next_attempt_at = ?6"
+				" WHERE origin = ?1 AND dest = ?2 AND seq = ?3"
+				" AND life = ?4 AND (status IN (4, 6)"
+				" OR (status = -2 AND result IS NULL))"},
+	/* Cancels due for destination ?3, over idx_0031_tomb. */
+	[Q_OUT_TOMBSTONES_TO] = {"SELECT " OUT_COLS " FROM tb_0031"
+				 " INDEXED BY idx_0031_tomb"
+				 " WHERE status = -2 AND result IS NULL"
+				 " AND dest = ?3 AND next_attempt_at <= ?1"
+				 " ORDER BY next_attempt_at, id LIMIT ?2",
+				 "SELECT " OUT_COLS " FROM tb_0031"
+				 " WHERE status = -2 AND result IS NULL"
+				 " AND dest = ?3 AND next_attempt_at <= ?1"
+				 " ORDER BY next_attempt_at, id LIMIT ?2"},
+	/* This node's rows in a relay's custody, per destination and relay,
+	 * with the earliest hand-over. */
+	[Q_OUT_WAITING] = {"SELECT dest, custodian, count(*), min(sent_at)"
+			   " FROM tb_0031 WHERE status IN (6, -2)"
+			   " AND custodian IS NOT NULL AND origin = ?1"
+			   " GROUP BY dest, custodian ORDER BY dest, custodian",
+			   "SELECT dest, custodian, count(*), min(sent_at)"
+			   " FROM tb_0031 WHERE status IN (6, -2)"
+			   " AND custodian IS NOT NULL AND origin = ?1"
+			   " GROUP BY dest, custodian"
+			   " ORDER BY dest" BYTES ", custodian" BYTES},
+	/* A relay's copy becomes its origin's cancel (?5 now, ?6 the
+	 * cancel's digest: it must be the copy's message). */
+	[Q_COPY_CANCEL] =
+		{"UPDATE tb_0031 SET status = -2, payload = x'',"
+		 " result = NULL, next_attempt_at = ?5,"
+		 " last_error = NULL"
+		 " WHERE origin = ?1 AND dest = ?2 AND seq = ?3"
+		 " AND life = ?4 AND status IN (0, 4, 6)"
+		 " AND (?6 IS NULL OR digest IS NULL OR digest = ?6)" NOT_OWN,
+		 "UPDATE tb_0031 SET status = -2,"
+		 " payload = ''::bytea,"
+		 " result = NULL, next_attempt_at = ?5::bigint,"
+		 " last_error = NULL"
+		 " WHERE origin = ?1 AND dest = ?2 AND seq = ?3"
+		 " AND life = ?4 AND status IN (0, 4, 6)"
+		 " AND (?6::bigint IS NULL OR digest IS NULL"
+		 " OR digest = ?6::bigint)" NOT_OWN},
+	/* A copy held as undeliverable (8, result 8) goes out again. */
+	[Q_COPY_UNHOLD] =
+		{"UPDATE tb_0031 SET status = 0, result = NULL,"
+		 " next_attempt_at = ?5, last_error = NULL"
+		 " WHERE origin = ?1 AND dest = ?2 AND seq = ?3"
+		 " AND life = ?4 AND status = 8 AND result = 8" NOT_OWN},
+	/* A relay's copies for destination ?1 that are waiting (unsent,
+	 * unanswered cancels, held as undeliverable): ids only, at most
+	 * ?2, each part over its own index. */
+	[Q_COPIES_FOR] =
+		{"SELECT origin, dest, seq, life, digest, status,"
+		 " length(payload) FROM (SELECT * FROM tb_0031"
+		 " INDEXED BY idx_0031_unsent WHERE status = 0"
+		 " AND dest = ?1" NOT_OWN " LIMIT ?2)"
+		 " UNION ALL SELECT origin, dest, seq, life, digest,"
+		 " status, length(payload) FROM (SELECT * FROM tb_0031"
+		 " INDEXED BY idx_0031_tomb WHERE status = -2"
+		 " AND result IS NULL AND dest = ?1" NOT_OWN " LIMIT ?2)"
+		 " UNION ALL SELECT origin, dest, seq, life, digest,"
+		 " status, length(payload) FROM (SELECT * FROM tb_0031"
+		 " WHERE status = 8 AND result = 8 AND +dest = ?1" NOT_OWN
+		 " LIMIT ?2) LIMIT ?2",
+		 "SELECT origin, dest, seq, life, digest, status,"
+		 " octet_length(payload) FROM tb_0031 WHERE dest = ?1"
+		 " AND (status = 0 OR (status = -2 AND result IS NULL)"
+		 " OR (status = 8 AND result = 8))" NOT_OWN " LIMIT ?2"},
+	/* Custody of origin ?1, and of all origins. */
+	[Q_CUSTODY_USE] =
+		{"SELECT (SELECT COALESCE(sum(messages), 0)"
+		 " FROM semq_custody WHERE origin = ?1),"
+		 " (SELECT COALESCE(sum(bytes), 0) FROM semq_custody"
+		 " WHERE origin = ?1),"
+		 " (SELECT COALESCE(sum(messages), 0)"
+		 " FROM semq_custody),"
+		 " (SELECT COALESCE(sum(bytes), 0) FROM semq_custody)",
+		 "SELECT (SELECT COALESCE(sum(messages), 0)::bigint"
+		 " FROM semq_custody WHERE origin = ?1),"
+		 " (SELECT COALESCE(sum(bytes), 0)::bigint FROM semq_custody"
+		 " WHERE origin = ?1),"
+		 " (SELECT COALESCE(sum(messages), 0)::bigint"
+		 " FROM semq_custody),"
+		 " (SELECT COALESCE(sum(bytes), 0)::bigint FROM semq_custody)"},
+	/* Per (origin, dest): messages, bytes, the oldest copy's creation. */
+	[Q_CUSTODY_LIST] = {"SELECT c.origin, c.dest, c.messages, c.bytes,"
+			    " (SELECT min(t.created_at) FROM tb_0031 t"
+			    " WHERE t.origin = c.origin AND t.dest = c.dest)"
+			    " FROM semq_custody c WHERE c.messages > 0"
+			    " ORDER BY c.origin, c.dest",
+			    "SELECT c.origin, c.dest, c.messages, c.bytes,"
+			    " (SELECT min(t.created_at) FROM tb_0031 t"
+			    " WHERE t.origin = c.origin AND t.dest = c.dest)"
+			    " FROM semq_custody c WHERE c.messages > 0"
+			    " ORDER BY c.origin" BYTES ", c.dest" BYTES},
+	/* ?1 was connected at ?2. */
+	[Q_DEST_SEEN] = {"INSERT INTO semq_dest(dest, seen_at) VALUES (?1, ?2)"
+			 " ON CONFLICT (dest) DO UPDATE"
+			 " SET seen_at = excluded.seen_at"},
+	/* Custody for ?1 at ?2: since when it has been held for while never
+	 * seen (set once), and whether it ever was. */
+	[Q_DEST_NOTE] = {"INSERT INTO semq_dest(dest, first_at) VALUES (?1, ?2)"
+			 " ON CONFLICT (dest) DO UPDATE SET first_at ="
+			 " COALESCE(semq_dest.first_at, excluded.first_at)"
+			 " RETURNING first_at, seen_at"},
+	/* Destinations never seen, held for since before ?1. */
+	[Q_DEST_UNKNOWN] = {"SELECT dest, first_at FROM semq_dest"
+			    " WHERE seen_at IS NULL AND first_at <= ?1"
+			    " ORDER BY dest",
+			    "SELECT dest, first_at FROM semq_dest"
+			    " WHERE seen_at IS NULL AND first_at <= ?1"
+			    " ORDER BY dest" BYTES},
+	/* This node's own message is undeliverable: its dead entry (bound
+	 * as by Q_REDO_INSERT), dead again if it was retried. */
+	[Q_REDO_OWN_DEAD] = {REDO_INSERT_SQL
+			     " ON CONFLICT (origin, dest, life, seq) DO UPDATE"
+			     " SET status = -1, tries = tb_0033.tries + 1,"
+			     " last_error = excluded.last_error,"
+			     " discard_reason = NULL,"
+			     " updated_at = excluded.updated_at"},
+	/* Its entry settles (?5 status 2 done or -2 discarded, ?6 reason,
+	 * ?7 now). */
+	[Q_REDO_OWN_SETTLE] = {"UPDATE tb_0033 SET status = ?5,"
+			       " discard_reason = ?6, updated_at = ?7,"
+			       " next_attempt_at = ?7"
+			       " WHERE origin = ?1 AND dest = ?2 AND seq = ?3"
+			       " AND life = ?4 AND status = -1"},
+	/* retry-all: this node's own dead entries are done (their rows go
+	 * out again, Q_OUT_OWN_RESEND_ALL first). ?1 node, ?2 now. */
+	[Q_REDO_OWN_RETRY_ALL] = {"UPDATE tb_0033 SET status = 2,"
+				  " updated_at = ?2, next_attempt_at = ?2"
+				  " WHERE status = -1 AND origin = ?1"},
+	/* redo retry of this node's own undeliverable message ?1..?4: it
+	 * goes out again at ?5. */
+	[Q_OUT_OWN_RESEND] = {"UPDATE tb_0031 SET status = 0, result = NULL,"
+			      " next_attempt_at = ?5,"
+			      " last_error = 'retried by the operator'"
+			      " WHERE origin = ?1 AND dest = ?2 AND seq = ?3"
+			      " AND life = ?4 AND status = 8 AND result = 8"},
+	[Q_OUT_OWN_RESEND_ALL] =
+		{"UPDATE tb_0031 SET status = 0,"
+		 " result = NULL, next_attempt_at = ?2,"
+		 " last_error = 'retried by the operator'"
+		 " WHERE status = 8 AND result = 8"
+		 " AND origin = ?1 AND EXISTS (SELECT 1"
+		 " FROM tb_0033 r WHERE r.origin = tb_0031.origin"
+		 " AND r.dest = tb_0031.dest"
+		 " AND r.life = tb_0031.life"
+		 " AND r.seq = tb_0031.seq AND r.status = -1)"},
 
 	/* ---- lives ---- */
 	/* Every (origin, life) this node knows, as a receiver ('in': the

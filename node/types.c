@@ -254,6 +254,7 @@ const char *semq_result_name(int result)
 	case RES_DEAD: return "dead";
 	case RES_CONFLICT: return "conflict";
 	case RES_UNDECIDED: return "undecided";
+	case RES_UNDELIVERABLE: return "undeliverable";
 	}
 	return result < 0 ? "-" : "unknown";
 }

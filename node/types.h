@@ -21,7 +21,8 @@ enum out_status {
 	SS_SEND = 4,
 	SS_ACK = 6,
 	SS_HELD = 8, /* held for the operator: the destination cannot tell
-			whether it has this message (docs/PROTOCOL.md) */
+			whether it has this message, or a relay does not
+			know the destination (docs/PROTOCOL.md) */
 	SS_ACK2 = 100,
 	SS_CANCELLED = -2
 };
@@ -31,7 +32,8 @@ enum out_status {
  * The others are answers of wire revision 2 that travel as flags beside a
  * wire Result (Verdict.dead with REDO; Verdict.refusal with DUPLICATE):
  * RES_DEAD is kept in tb_0031.result (the destination's redo entry is
- * dead), RES_UNDECIDED in a held row's result; a conflict is never stored
+ * dead), RES_UNDECIDED and RES_UNDELIVERABLE in a held row's result; a
+ * conflict is never stored
  * (the row is renumbered).
  */
 enum msg_result {
@@ -42,7 +44,9 @@ enum msg_result {
 	RES_CANCELLED = 4,
 	RES_DEAD = 5,
 	RES_CONFLICT = 6,
-	RES_UNDECIDED = 7
+	RES_UNDECIDED = 7,
+	RES_UNDELIVERABLE = 8 /* a held row's result: no relay knows its
+				 destination ([relay] unknown_dest_after) */
 };
 
 /* Lives of a node (docs/PROTOCOL.md): a database's random 64-bit id; the

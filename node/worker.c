@@ -8,13 +8,15 @@
  * transaction each, so that one bad job costs only itself.
  *
  * A batch that fails because the disk is full (store_disk_full) puts the
- * worker in the disk-full state until a commit succeeds again: it says so once
- * in the log, the network thread refuses Data unacknowledged (the senders keep
- * it and ask again later), /health answers 503 "disk full", and a batch runs
- * only every DISK_FULL_RETRY_MS. Such a batch must also commit a probe of
- * DISK_FULL_PROBE bytes (store_probe_space), so that a transaction that
- * happens to write nothing is not taken for space regained; the probe's row
- * is removed by the next batch.
+ * worker in the disk-full state: it says so once in the log, the network
+ * thread refuses Data (the senders keep it; a relay tells them why), and
+ * /health answers 503 "disk full". Batches go on — what commits still
+ * delivers and confirms, which frees space — but after a failed one the next
+ * waits DISK_FULL_RETRY_MS. The state ends only when a probe of
+ * DISK_FULL_PROBE bytes (store_probe_space), tried every DISK_FULL_RETRY_MS
+ * in a transaction of its own, commits: a batch that happens to write little
+ * is not taken for space regained. The probe's row is removed by the next
+ * batch.
  */
 #include "worker.h"
 
@@ -64,6 +66,8 @@ struct worker {
 	struct worker_stats stats; /* under mu */
 	int disk_full;  /* under mu; written only on the store thread */
 	int probe_left; /* the probe's row is still in the table */
+	int failed;     /* the last batch failed (while disk_full: wait) */
+	int64_t probed; /* mono_us of the last probe */
 };
 
 int64_t clock_real_ms(void *ctx)
@@ -207,9 +211,8 @@ static int run_batch(struct worker *w, struct job *head, struct job *stop,
 		r = proto_job(w->p, j, now, ob);
 	if (r == SEMQ_OK && tick)
 		r = proto_tick(w->p, now, ob);
-	if (r == SEMQ_OK && tick && (w->disk_full || w->probe_left))
-		r = store_probe_space(w->st,
-				      w->disk_full ? DISK_FULL_PROBE : 0);
+	if (r == SEMQ_OK && tick && w->probe_left)
+		r = store_probe_space(w->st, 0);
 	if (r == SEMQ_OK)
 		r = store_commit(w->st);
 	if (r != SEMQ_OK) {
@@ -243,6 +246,16 @@ static void set_disk_full(struct worker *w, int full, const char *why)
 	pthread_mutex_unlock(&w->mu);
 }
 
+/* While the disk is full: can DISK_FULL_PROBE bytes be committed again? */
+static void probe(struct worker *w)
+{
+	w->probed = mono_us();
+	if (store_probe_space(w->st, DISK_FULL_PROBE) != SEMQ_OK)
+		return;
+	w->probe_left = 1;
+	set_disk_full(w, 0, NULL);
+}
+
 static void batch(struct worker *w, struct job *jobs, size_t n)
 {
 	struct proto_counts cnt = {0};
@@ -254,8 +267,10 @@ static void batch(struct worker *w, struct job *jobs, size_t n)
 
 	outbox_init(&ob);
 	r = run_batch(w, jobs, NULL, 1, &ob, &cnt);
-	if (r != SEMQ_OK && store_disk_full(w->st))
+	if (r != SEMQ_OK && store_disk_full(w->st) && !w->disk_full) {
 		set_disk_full(w, 1, store_errmsg(w->st));
+		w->probed = mono_us();
+	}
 	if (r != SEMQ_OK) {
 		/* While the disk is full only the first failure is news. */
 		int level = w->disk_full ? LOG_DEBUG : LOG_WARN;
@@ -283,11 +298,12 @@ static void batch(struct worker *w, struct job *jobs, size_t n)
 				deliver(w, &ob);
 		}
 	} else {
-		/* A committed probe: the space is back; its row goes next. */
-		w->probe_left = w->disk_full;
-		set_disk_full(w, 0, NULL);
+		w->probe_left = 0; /* the batch removed it */
 		deliver(w, &ob);
 	}
+	w->failed = r != SEMQ_OK;
+	if (w->disk_full && mono_us() - w->probed >= DISK_FULL_RETRY_MS * 1000)
+		probe(w);
 	us = (uint64_t)(mono_us() - t0);
 	msgs = cnt.received + cnt.duplicates + cnt.sent;
 	pthread_mutex_lock(&w->mu);
@@ -303,6 +319,9 @@ static void batch(struct worker *w, struct job *jobs, size_t n)
 	w->stats.resyncs += cnt.resyncs;
 	w->stats.renumbered += cnt.renumbered;
 	w->stats.held += cnt.held;
+	for (size_t k = 0; k < 8; k++)
+		w->stats.relay_refused[k] += cnt.relay_refused[k];
+	w->stats.undeliverable += cnt.undeliverable;
 	if (n || msgs || cnt.confirmed) {
 		hist_observe(&w->stats.batch_jobs, n);
 		hist_observe(&w->stats.batch_messages, msgs);
@@ -327,7 +346,7 @@ static void *run(void *arg)
 
 		pthread_mutex_lock(&w->mu);
 		busy = proto_busy(w->p);
-		full = w->disk_full;
+		full = w->disk_full && w->failed;
 		if ((full || (!w->head && !busy)) && !w->stop) {
 			struct timespec ts;
 			int64_t wait_ms = full ? DISK_FULL_RETRY_MS

@@ -81,7 +81,9 @@ struct worker_stats {
 	uint64_t received, duplicates, sent, confirmed;
 	uint64_t redo_created;
 	uint64_t refused, resyncs, renumbered, held; /* lives, proto.h */
-	struct worker_hist batch_jobs;               /* jobs per batch */
+	uint64_t relay_refused[8];     /* custody refused, by RELAY_REFUSAL_* */
+	uint64_t undeliverable;        /* own messages put dead: unknown dest */
+	struct worker_hist batch_jobs; /* jobs per batch */
 	struct worker_hist batch_messages; /* received + duplicates + sent */
 	struct worker_hist commit_us;      /* BEGIN to last COMMIT, in µs */
 };

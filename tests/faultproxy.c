@@ -22,6 +22,9 @@
  *   pause   cut every link and close new connections at once until resume
  *   resume  relay again
  *   cut     cut every open link now
+ *   hold    stop relaying on every link (they stay open; new ones too) until
+ *           release: what a node sent stays on the way, for certain
+ *   release relay again what was held
  *   stats   "conns=N cuts=N bytes=N": connections relayed since start, links
  *           cut, bytes relayed (both directions)
  *   open    "open=N": links open now
@@ -45,8 +48,9 @@
  *    on the sink once the sink's output is flushed; the other direction keeps
  *    flowing. A link ends when both directions have been shut (a clean end),
  *    or at once on a socket error or a cut.
- *  - Reading from a source is enabled iff the link is not stalled, the source
- *    has not hit EOF, and its sink is below RELAY_HIGH (dir_update_read()).
+ *  - Reading from a source is enabled iff the link is not stalled, the proxy
+ *    is not holding, the source has not hit EOF, and its sink is below
+ *    RELAY_HIGH (dir_update_read()).
  *  - Every link and control connection is on a list owned by the proxy, and
  *    everything is freed before exit, so a run is clean under ASan/LSan.
  */
@@ -113,6 +117,7 @@ struct proxy {
 	double cut_min, cut_max, stall_prob, rst_prob;
 	uint64_t rng;
 	int paused;
+	int holding; /* control "hold": nothing is read until "release" */
 	uint64_t next_id;
 	uint64_t n_conns, n_cuts, n_bytes, n_open;
 	struct link *links;    /* all open links (owned) */
@@ -225,7 +230,7 @@ static void cut_all(struct proxy *p, const char *why)
 static void dir_update_read(struct dir *d)
 {
 	struct link *l = d->l;
-	int on = !l->stalled && !d->eof &&
+	int on = !l->stalled && !l->p->holding && !d->eof &&
 		 evbuffer_get_length(bufferevent_get_output(d->dst)) <
 			 RELAY_HIGH;
 
@@ -483,6 +488,21 @@ static void ctl_command(struct ctl_conn *c, const char *cmd)
 	} else if (!strcmp(cmd, "resume")) {
 		p->paused = 0;
 		logf_(p, "control: resume");
+		evbuffer_add_printf(out, "ok\n");
+	} else if (!strcmp(cmd, "hold") || !strcmp(cmd, "release")) {
+		struct link *l;
+
+		p->holding = !strcmp(cmd, "hold");
+		logf_(p, "control: %s", cmd);
+		for (l = p->links; l; l = l->next) {
+			if (p->holding) {
+				dir_update_read(&l->d[0]);
+				dir_update_read(&l->d[1]);
+			} else {
+				dir_pump(&l->d[0]);
+				dir_pump(&l->d[1]);
+			}
+		}
 		evbuffer_add_printf(out, "ok\n");
 	} else if (!strcmp(cmd, "cut")) {
 		logf_(p, "control: cut");

@@ -786,8 +786,64 @@ struct status_data {
 	size_t n_streams, cap_streams;
 	struct out_copy *outs;
 	size_t n_outs, cap_outs;
+	/* custody: what this relay holds (relay 1: a origin, b dest), and
+	 * what of this node's a relay holds (relay 0: a dest, b relay) */
+	struct held_copy {
+		char a[SEMQ_ID_MAX + 1], b[SEMQ_ID_MAX + 1];
+		int relay;
+		int64_t messages, bytes, at;
+	} * held;
+	size_t n_held, cap_held;
 	int failed; /* out of memory in a callback */
 };
+
+static struct held_copy *held_add(struct status_data *d, const char *a,
+				  const char *b, int relay)
+{
+	struct held_copy *h;
+
+	if (d->n_held == d->cap_held) {
+		size_t cap = d->cap_held ? d->cap_held * 2 : 16;
+		void *v = realloc(d->held, cap * sizeof *d->held);
+		if (!v) {
+			d->failed = 1;
+			return NULL;
+		}
+		d->held = v;
+		d->cap_held = cap;
+	}
+	h = &d->held[d->n_held++];
+	memset(h, 0, sizeof *h);
+	snprintf(h->a, sizeof h->a, "%s", a);
+	snprintf(h->b, sizeof h->b, "%s", b);
+	h->relay = relay;
+	return h;
+}
+
+static int status_custody_cb(void *ctx, const char *origin, const char *dest,
+			     int64_t messages, int64_t bytes, int64_t oldest)
+{
+	struct held_copy *h = held_add(ctx, origin, dest, 1);
+
+	if (!h)
+		return 1;
+	h->messages = messages;
+	h->bytes = bytes;
+	h->at = oldest;
+	return 0;
+}
+
+static int status_waiting_cb(void *ctx, const char *dest, const char *relay,
+			     int64_t n, int64_t since)
+{
+	struct held_copy *h = held_add(ctx, dest, relay, 0);
+
+	if (!h)
+		return 1;
+	h->messages = n;
+	h->at = since;
+	return 0;
+}
 
 static void status_free(struct status_data *d)
 {
@@ -809,6 +865,7 @@ static void status_free(struct status_data *d)
 	free(d->rows);
 	free(d->streams);
 	free(d->outs);
+	free(d->held);
 }
 
 /* The capacity after `cap` when an array is full. */
@@ -968,6 +1025,53 @@ static int width(int w, const char *s)
 	return n > w ? n : w;
 }
 
+/* What relays hold of this node's messages, and what this relay holds,
+ * with its quotas. */
+static void status_print_custody(const struct ctl *c,
+				 const struct status_data *d, int64_t now)
+{
+	const struct config *cf = c->cfg;
+	int64_t m = 0, b = 0;
+	char tbuf[48];
+	int any = 0;
+	size_t i;
+
+	for (i = 0; i < d->n_held; i++) {
+		const struct held_copy *h = &d->held[i];
+		if (h->relay)
+			continue;
+		if (!any++)
+			printf("\nheld by relays (in custody, outside the "
+			       "window)\n%-20s  %-20s  %10s  %s\n",
+			       "DEST", "RELAY", "MESSAGES", "SINCE");
+		printf("%-20s  %-20s  %10lld  %s\n", h->a, h->b,
+		       (long long)h->messages,
+		       fmt_oldest(h->at, now, tbuf, sizeof tbuf));
+	}
+	any = 0;
+	for (i = 0; i < d->n_held; i++) {
+		const struct held_copy *h = &d->held[i];
+		if (!h->relay)
+			continue;
+		if (!any++)
+			printf("\ncustody (this relay holds)\n%-20s  %-20s  "
+			       "%10s  %12s  %s\n",
+			       "ORIGIN", "DEST", "MESSAGES", "BYTES", "OLDEST");
+		printf("%-20s  %-20s  %10lld  %12lld  %s\n", h->a, h->b,
+		       (long long)h->messages, (long long)h->bytes,
+		       fmt_oldest(h->at, now, tbuf, sizeof tbuf));
+		m += h->messages;
+		b += h->bytes;
+	}
+	if (cf->relay && cf->store_and_forward)
+		printf("%scustody quota: %lld of %u messages, %lld of %zu "
+		       "bytes; per origin %u messages, %zu bytes\n",
+		       any ? "" : "\n", (long long)m, cf->quota_messages,
+		       (long long)b, cf->quota_bytes,
+		       cf->quota_messages_per_origin,
+		       cf->quota_bytes_per_origin);
+}
+
 static void status_print_text(const struct ctl *c, const struct status_data *d)
 {
 	int wt = 5, wo = 6, wd = 4, ws = 6, wc = 5;
@@ -1015,6 +1119,7 @@ static void status_print_text(const struct ctl *c, const struct status_data *d)
 		       ws, sbuf, wc, (long long)r->count,
 		       fmt_oldest(r->oldest, now, tbuf, sizeof tbuf));
 	}
+	status_print_custody(c, d, now);
 	if (!d->n_streams)
 		return;
 	wo = 6;
@@ -1037,11 +1142,12 @@ static void status_print_text(const struct ctl *c, const struct status_data *d)
 static json_t *status_json(const struct ctl *c, const struct status_data *d)
 {
 	json_t *doc = NULL, *queues = json_array(), *streams = json_array();
-	json_t *outs = json_array(), *e;
+	json_t *outs = json_array(), *held = json_array();
+	json_t *waiting = json_array(), *e;
 	char lb[SEMQ_LIFE_STRLEN];
 	size_t i;
 
-	if (!queues || !streams || !outs)
+	if (!queues || !streams || !outs || !held || !waiting)
 		goto out;
 	for (i = 0; i < d->n_rows; i++) {
 		const struct stat_copy *r = &d->rows[i];
@@ -1076,17 +1182,44 @@ static json_t *status_json(const struct ctl *c, const struct status_data *d)
 		if (!e || json_array_append_new(outs, e))
 			goto out;
 	}
+	for (i = 0; i < d->n_held; i++) {
+		const struct held_copy *h = &d->held[i];
+
+		e = h->relay
+			    ? json_pack(
+				      "{s:s, s:s, s:I, s:I, s:o}", "origin",
+				      h->a, "dest", h->b, "messages",
+				      (json_int_t)h->messages, "bytes",
+				      (json_int_t)h->bytes, "oldest_created_at",
+				      h->at ? json_integer(h->at) : json_null())
+			    : json_pack("{s:s, s:s, s:I, s:o}", "dest", h->a,
+					"relay", h->b, "messages",
+					(json_int_t)h->messages, "since",
+					h->at ? json_integer(h->at)
+					      : json_null());
+		if (!e || json_array_append_new(h->relay ? held : waiting, e))
+			goto out;
+	}
 	/* "o" steals the arrays, even when packing fails. */
 	doc = json_pack(
-		"{s:s, s:s, s:s, s:i, s:o, s:o, s:o}", "node", c->cfg->id,
-		"life", semq_life_str(store_life(c->st), lb, sizeof lb), "db",
-		c->db, "schema_version", store_schema_version(c->st), "queues",
-		queues, "streams_in", streams, "streams_out", outs);
-	queues = streams = outs = NULL;
+		"{s:s, s:s, s:s, s:i, s:o, s:o, s:o, s:{s:o, s:o, s:{s:I, s:I, "
+		"s:I, s:I}}}",
+		"node", c->cfg->id, "life",
+		semq_life_str(store_life(c->st), lb, sizeof lb), "db", c->db,
+		"schema_version", store_schema_version(c->st), "queues", queues,
+		"streams_in", streams, "streams_out", outs, "custody", "held",
+		held, "waiting", waiting, "quota", "messages",
+		(json_int_t)c->cfg->quota_messages, "bytes",
+		(json_int_t)c->cfg->quota_bytes, "messages_per_origin",
+		(json_int_t)c->cfg->quota_messages_per_origin,
+		"bytes_per_origin", (json_int_t)c->cfg->quota_bytes_per_origin);
+	queues = streams = outs = held = waiting = NULL;
 out:
 	json_decref(queues);
 	json_decref(streams);
 	json_decref(outs);
+	json_decref(held);
+	json_decref(waiting);
 	return doc;
 }
 
@@ -1107,7 +1240,9 @@ static int cmd_status(struct ctl *c)
 	r = EXIT_FAIL;
 	if (store_stats(c->st, status_stat_cb, &d) != SEMQ_OK ||
 	    store_streams_in(c->st, status_stream_cb, &d) != SEMQ_OK ||
-	    store_streams_out(c->st, status_out_cb, &d) != SEMQ_OK) {
+	    store_streams_out(c->st, status_out_cb, &d) != SEMQ_OK ||
+	    store_custody_list(c->st, status_custody_cb, &d) != SEMQ_OK ||
+	    store_custody_waiting(c->st, status_waiting_cb, &d) != SEMQ_OK) {
 		fail("%s: reading the queues: %s", c->db, store_errmsg(c->st));
 		goto out;
 	}
@@ -2435,6 +2570,7 @@ static int parse_redo_id(struct ctl *c, int64_t *id)
 struct redo_item {
 	struct msg m;
 	struct redo_row row;
+	char behind[2 * MSGID_STRLEN + 96]; /* a waiting entry: what for */
 };
 
 struct redo_data {
@@ -2475,6 +2611,7 @@ static int redo_collect_cb(void *ctx, const struct msg *m,
 	it->row = *row;
 	it->row.last_error = dup_or_null(row->last_error);
 	it->row.discard_reason = dup_or_null(row->discard_reason);
+	it->behind[0] = '\0';
 	d->n++;
 	if ((row->last_error && !it->row.last_error) ||
 	    (row->discard_reason && !it->row.discard_reason))
@@ -2527,7 +2664,11 @@ static const char *redo_cell(const void *ctx, size_t i, int col, int64_t now,
 	case RC_TRIES: snprintf(buf, sz, "%d", it->row.tries); break;
 	case RC_LEVEL: snprintf(buf, sz, "%d", it->row.level); break;
 	case RC_NEXT: return redo_next(&it->row, now, buf, sz);
-	default: return cell(it->row.last_error, ERROR_COLS, buf, sz);
+	default:
+		/* what a waiting entry waits for, whole; an error shortened */
+		return it->behind[0]
+			       ? cell(it->behind, CELL_MAX - 1, buf, sz)
+			       : cell(it->row.last_error, ERROR_COLS, buf, sz);
 	}
 	return buf;
 }
@@ -2574,7 +2715,8 @@ static int cmd_redo_list(struct ctl *c)
 	if (c->json) {
 		arr = json_array();
 		for (i = 0; arr && i < d.n; i++) {
-			e = redo_json(&d.v[i].m, &d.v[i].row);
+			e = redo_json_at(c->st, &d.v[i].m, &d.v[i].row,
+					 now_ms());
 			if (!e || json_array_append_new(arr, e)) {
 				json_decref(arr);
 				arr = NULL;
@@ -2582,6 +2724,14 @@ static int cmd_redo_list(struct ctl *c)
 		}
 		r = print_json(arr); /* reports NULL as out of memory */
 		goto out;
+	}
+	for (i = 0; i < d.n; i++) {
+		struct redo_head h;
+
+		if (d.v[i].row.status == RS_WAITING &&
+		    store_redo_head(c->st, &d.v[i].m, now_ms(), &h) == SEMQ_OK)
+			redo_behind_text(&d.v[i].m, &h, d.v[i].behind,
+					 sizeof d.v[i].behind);
 	}
 	if (d.n)
 		print_table(&d, d.n, RC_N, redo_cell);
@@ -2621,8 +2771,9 @@ static void show_level(const struct ctl *c, const struct redo_row *row)
 static void redo_show_text(const struct ctl *c, const struct msg *m,
 			   const struct redo_row *row)
 {
-	char buf[CELL_MAX], rel[32];
+	char buf[CELL_MAX], rel[32], text[2 * MSGID_STRLEN + 96];
 	int64_t now = now_ms();
+	struct redo_head h;
 
 	printf("%-16s %lld\n", "id", (long long)row->id);
 	printf("%-16s %s\n", "message", msgid_str(&m->id, buf, sizeof buf));
@@ -2649,6 +2800,10 @@ static void redo_show_text(const struct ctl *c, const struct msg *m,
 		       row->status == RS_WAITING
 			       ? "waiting behind an earlier entry of its key"
 			       : semq_status_name("tb_0033", row->status));
+	if (row->status == RS_WAITING &&
+	    store_redo_head(c->st, m, now, &h) == SEMQ_OK)
+		printf("%-16s %s\n", "behind",
+		       redo_behind_text(m, &h, text, sizeof text));
 	printf("%-16s %s\n", "created_at",
 	       fmt_time(row->created_at, buf, sizeof buf));
 	printf("%-16s %s\n", "updated_at",
@@ -2695,7 +2850,7 @@ static int cmd_redo_show(struct ctl *c)
 	if (r)
 		goto out;
 	if (c->json) {
-		o = redo_json(&m, &row);
+		o = redo_json_at(c->st, &m, &row, now_ms());
 		if (o)
 			payload_json(o, &m, &failed);
 		if (failed) {

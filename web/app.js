@@ -297,10 +297,45 @@
 				tb.appendChild(tr);
 			}
 		});
+		showCustody(doc.custody || {});
 		const all = $('retry-all-dead');
 		all.textContent = 'Retry all dead (' + dead + ')';
 		all.disabled = busy || dead === 0;
 		all.dataset.dead = String(dead);
+	}
+
+	/* What this relay holds for others, and what relays hold of this
+	 * node's messages (outside its window). */
+	function showCustody(c) {
+		const rows = [];
+		for (const h of c.held || [])
+			rows.push(['held here', h.origin, h.dest, '', h.messages,
+				   h.bytes, h.oldest_age_ms, h.oldest_created_at]);
+		for (const w of c.waiting || [])
+			rows.push(['at a relay', '', w.dest, w.relay, w.messages,
+				   null, w.age_ms, w.since]);
+		redraw($('custody-body'), (tb) => {
+			if (!rows.length)
+				emptyRow(tb, 7, 'Nothing in custody.');
+			for (const r of rows) {
+				const tr = document.createElement('tr');
+				cell(tr, r[0]);
+				cell(tr, r[1], 'mono');
+				cell(tr, r[2], 'mono');
+				cell(tr, r[3], 'mono');
+				cell(tr, r[4], 'num');
+				cell(tr, r[5], 'num');
+				const age = cell(tr, typeof r[6] === 'number' ?
+					duration(r[6]) : null);
+				if (typeof r[7] === 'number')
+					age.title = timestamp(r[7]);
+				tb.appendChild(tr);
+			}
+		});
+		const q = c.quota;
+		$('custody-quota').textContent = q && (c.held || []).length ?
+			q.messages + ' of ' + q.quota_messages + ' messages, ' +
+			q.bytes + ' of ' + q.quota_bytes + ' bytes held' : '';
 	}
 
 	function actionButton(td, label, kind, e) {
@@ -354,7 +389,8 @@
 					n.title = timestamp(e.next_attempt_at);
 				const err = cell(tr, e.status_name === 'discarded' &&
 					e.discard_reason ? 'discarded: ' +
-					e.discard_reason : e.last_error, 'error-text');
+					e.discard_reason : e.behind ? e.behind.text :
+					e.last_error, 'error-text');
 				if (e.last_error)
 					err.title = e.last_error;
 				const acts = cell(tr, '', 'actions');

@@ -34,7 +34,7 @@ ALTER TABLE tb_0031
     DROP CONSTRAINT tb_0031_status_check,
     ADD CONSTRAINT tb_0031_status_check CHECK (status IN (0, 4, 6, 8, 100, -2)),
     DROP CONSTRAINT tb_0031_result_check,
-    ADD CONSTRAINT tb_0031_result_check CHECK (result IS NULL OR result BETWEEN 0 AND 7);
+    ADD CONSTRAINT tb_0031_result_check CHECK (result IS NULL OR result BETWEEN 0 AND 8);
 DROP INDEX idx_0031_1;
 CREATE UNIQUE INDEX idx_0031_1 ON tb_0031(origin, dest, life, seq);
 -- Unsent rows of a stream, life by life, in seq order.

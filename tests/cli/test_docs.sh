@@ -199,7 +199,8 @@ check "semqd --check passes on tools/node.ini.sample" \
 check "semqctl status works on tools/node.ini.sample" \
 	"$SEMQCTL" -c "$dir/s/node.ini" status
 
-# Every ';key = value' default shown in [node] and [redo] is the real default.
+# Every ';key = value' default shown in [node], [redo] and [relay] is the real
+# default.
 # defaults.py REFERENCE SAMPLE OUT: checks them, and writes the sample with
 # them uncommented to OUT.
 cat >"$dir/defaults.py" <<'EOF'
@@ -218,7 +219,7 @@ for line in open(sys.argv[2]):
     if m:
         sect = m.group(1)
     m = re.match(r"^;(\w+) =\s*(\S*)", line)
-    if m and sect in ("node", "redo"):
+    if m and sect in ("node", "redo", "relay"):
         key, val = m.group(1), m.group(2)
         if (sect, key) not in ref:
             bad.append(f"[{sect}] {key}: no such key")

@@ -992,7 +992,8 @@ if [ "$rc" -eq 0 ] && [ -z "$err" ] &&
 	grep -Eqx 'ID +MESSAGE +TYPE +KEY +STATUS +TRIES +LEVEL +NEXT +LAST_ERROR' "$dir/out" &&
 	[ "$ids" = "1 2 3 4 5 6 7 8 9 10 11 12 13 " ] &&
 	grep -Eqx "1 +R1/S1/7 +2800 +K1 +-1 dead +3 +3 +- +${rerr:0:40}…" "$dir/out" &&
-	grep -Eqx '2 +R1/S1/8 +2800 +K1 +1 waiting +0 +0 +- +-' "$dir/out" &&
+	grep -Eqx '2 +R1/S1/8 +2800 +K1 +1 waiting +0 +0 +- +waiting behind dead #1 \(R1/S1/7\): retry or discard it first' "$dir/out" &&
+	grep -Eqx '12 +R1/S1/21 +2800 +K5 +1 waiting +0 +0 +- +waiting behind #11 \(R1/S1/20\), next tried [0-9T:-]+Z' "$dir/out" &&
 	grep -Eqx '4 +R2/S1/1 +7 +- +0 pending +1 +1 +in [0-9]+s +timeout' "$dir/out" &&
 	grep -Eqx '5 +R2/S1/2 +7 +- +0 pending +0 +0 +due +-' "$dir/out" &&
 	grep -Eqx '6 +R2/S1/3 +7 +K2 +2 done +1 +0 +- +-' "$dir/out" &&
@@ -1009,7 +1010,12 @@ cols = {"id", "message", "origin", "dest", "seq", "type", "key", "prev_seq",
     "next_attempt_at", "created_at", "updated_at", "last_error",
     "discard_reason", "payload_len"}
 assert [x["id"] for x in d] == list(range(1, 14)), d
-assert all(set(x) == cols for x in d), [set(x) ^ cols for x in d]
+# a waiting entry also says what it waits for
+assert all(set(x) == cols | ({"behind"} if x["status_name"] == "waiting"
+    else set()) for x in d), [set(x) ^ cols for x in d]
+assert d[1]["behind"]["id"] == 1 and d[1]["behind"]["status_name"] == "dead" \
+    and d[1]["behind"]["text"].startswith("waiting behind dead #1"), d[1]
+assert d[11]["behind"]["id"] == 11 and not d[11]["behind"]["delayed"], d[11]
 r = {x["id"]: x for x in d}
 x = r[1]
 assert (x["message"], x["origin"], x["dest"], x["seq"], x["type"], x["key"],

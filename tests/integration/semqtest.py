@@ -931,6 +931,14 @@ class Proxy:
         """Cut every open link now."""
         self.command("cut")
 
+    def hold(self):
+        """Relay nothing until release(); links stay open: what a node
+        sends now is on the way, for certain."""
+        self.command("hold")
+
+    def release(self):
+        self.command("release")
+
     def stats(self):
         """{"conns": relayed since start, "cuts": links cut, "bytes":
         relayed}."""

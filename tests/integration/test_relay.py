@@ -53,8 +53,14 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import wire  # noqa: E402
+from relaytest import (BULK_TIMEOUT, PAYLOAD, READY_TIMEOUT,  # noqa: E402
+                       SHORT_TIMEOUT, copies, duplicate_journal_rows,
+                       enqueue_bulk, link_gone, link_ready, make_relay,
+                       out_counts, out_row, reset_row, result_counts,
+                       wait_confirmed, wait_held, wait_relay_empty, wait_row,
+                       wait_settled, watermark)
 from semqtest import (HarnessError, Pending, check_exactly_once,  # noqa: E402
-                      connect, run, test, wait_until)
+                      run, test, wait_until)
 
 SCALE = float(os.environ.get("SEMQ_RELAY_SCALE") or "1")
 if not 0 < SCALE <= 1:
@@ -71,204 +77,16 @@ N_KEYS = 50  # keys per origin in tests 1 and 2
 N_KILL = scaled(2000, 300)  # test 2
 N_DRAIN = scaled(1000, 1000)  # test 7: the lower bound needs all 1,000
 DRAIN_RATE = 200  # test 7, messages a second
-PAYLOAD = bytes(range(100))
 
-# Fast timers: short poll, quick in-doubt queries and indication repeats,
-# quick reconnects.
-FAST = {"poll_interval": "20ms", "query_after": "2s",
-        "reconnect_min": "100ms", "reconnect_max": "1s"}
-
-# An origin's window counts rows at status 4 and 6 (SPEC §6: unconfirmed),
-# so for P to hold a whole backlog the origin's window must cover it; the
-# default (1000) would keep the rest at the origin until S confirms.
-HOLD_WINDOW = str(max(N_PER_ORIGIN, N_KILL, N_DRAIN) + 1000)
+# An origin's window (default 1000) bounds the rows in flight on its link,
+# not those P holds in custody: P takes a whole backlog with the defaults
+# (docs/PROTOCOL.md, "Custody"; test_custody.py checks it at 60,000).
 
 # Test 2: R sends no faster than this, so the sending lasts about 5 s at any
 # scale and the kills and cuts land while messages are in flight.
 KILL_SEND_RATE = max(20, N_KILL // 5)
 
-BULK_TIMEOUT = 150.0  # a bulk run confirmed
-SHORT_TIMEOUT = 30.0  # a handful of messages
-READY_TIMEOUT = 30.0  # a node (re)started and listening
 IO_TIMEOUT = 10.0  # a Python peer waits for an answer or the close
-
-
-# ---- setup ------------------------------------------------------------------
-
-def make_relay(t, origins, servers, *, saf=True, p_options=None,
-               origin_options=None, server_options=None, server_trusts=True,
-               proxy_kw=None, extra_certs=()):
-    """P (relay, listening, no plugin), the origins (no plugin, dial P, trust
-    it, route default = P) and the servers (journal plugin, dial P, trust it
-    unless server_trusts is False, route default = P); nothing started.
-    With proxy_kw the origins dial P through one started faultproxy.
-    Returns (p, [origin nodes], [server nodes], proxy or None)."""
-    certs = t.certs(["P"] + list(origins) + list(servers) +
-                    list(extra_certs))
-    p = t.node("P", certs, relay=True, store_and_forward=saf, journal=False,
-               node_options=dict(FAST, **(p_options or {})))
-    proxy = t.proxy(p.listen_port, **proxy_kw) if proxy_kw else None
-    rs = []
-    for o in origins:
-        r = t.node(o, certs, listen=False, journal=False,
-                   node_options=dict(FAST, **(origin_options or {})),
-                   routes={"default": "P"})
-        connect(r, p, proxy=proxy, dialer_trusts=True)
-        rs.append(r)
-    ss = []
-    for sid in servers:
-        s = t.node(sid, certs, listen=False,
-                   node_options=dict(FAST, **(server_options or {})),
-                   routes={"default": "P"})
-        connect(s, p, dialer_trusts=server_trusts)
-        ss.append(s)
-    return p, rs, ss, proxy
-
-
-def enqueue_bulk(r, dest, n, nkeys, payload=PAYLOAD):
-    """The application's side: n messages to dest, key i % nkeys, in one
-    sqlite transaction. Returns {(origin, seq): key} as stored."""
-    rows = [(dest, 1, f"{r.id}-key{i % nkeys:03d}", payload)
-            for i in range(n)]
-    c = r.connect_db(readonly=False)
-    try:
-        with c:
-            c.executemany("INSERT INTO tb_0031(dest, type, msg_key, payload)"
-                          " VALUES (?, ?, ?, ?)", rows)
-        sent = c.execute("SELECT seq, msg_key FROM tb_0031 WHERE origin = ? "
-                         "AND dest = ? ORDER BY seq", (r.id, dest)).fetchall()
-    finally:
-        c.close()
-    if len(sent) != n or sent[-1][0] != n:
-        raise HarnessError(f"{r.id}: the schema numbered {len(sent)} rows "
-                           f"{sent[:2]}...{sent[-2:]}, not 1..{n}")
-    return {(r.id, s): k for s, k in sent}
-
-
-def out_counts(node, origin, dest):
-    """{status: rows} of node's tb_0031 for the stream origin -> dest."""
-    return dict(node.sql("SELECT status, count(*) FROM tb_0031 WHERE "
-                         "origin = ? AND dest = ? GROUP BY status",
-                         (origin, dest)))
-
-
-def out_row(r, dest, seq):
-    """R's own row (status, result, attempts, last_error) or None."""
-    rows = r.sql("SELECT status, result, attempts, last_error FROM tb_0031 "
-                 "WHERE origin = ? AND dest = ? AND seq = ?",
-                 (r.id, dest, seq))
-    return rows[0] if rows else None
-
-
-def copies(p, origin=None):
-    """How many rows P's tb_0031 holds (all of origin, when given)."""
-    if origin is None:
-        return p.sql("SELECT count(*) FROM tb_0031")[0][0]
-    return p.sql("SELECT count(*) FROM tb_0031 WHERE origin = ?",
-                 (origin,))[0][0]
-
-
-def watermark(s, origin):
-    rows = s.sql("SELECT confirmed_through FROM semq_stream_in WHERE "
-                 "origin = ? AND dest = ?", (origin, s.id))
-    return rows[0][0] if rows else 0
-
-
-def result_counts(r, dest):
-    return dict(r.sql("SELECT coalesce(result, -1), count(*) FROM tb_0031 "
-                      "WHERE origin = ? AND dest = ? GROUP BY result",
-                      (r.id, dest)))
-
-
-def duplicate_journal_rows(s):
-    return s.sql("SELECT coalesce(sum(n - 1), 0) FROM (SELECT count(*) AS n "
-                 "FROM journal GROUP BY origin, dest, seq)")[0][0]
-
-
-def wait_counts(t, node, origin, dest, want, timeout, what):
-    """Waits until out_counts(node, origin, dest) == want."""
-    def done():
-        c = out_counts(node, origin, dest)
-        return c == want or Pending(f"status counts {c}")
-    wait_until(done, timeout, f"{node.id}: {what} (want {want})",
-               interval=0.1, on_timeout=t.logs)
-
-
-def wait_confirmed(t, r, dest, n, timeout=BULK_TIMEOUT):
-    wait_counts(t, r, r.id, dest, {100: n}, timeout,
-                f"all {n} rows to {dest} at status 100")
-
-
-def wait_relay_empty(t, p, timeout=SHORT_TIMEOUT):
-    def done():
-        n = copies(p)
-        by = p.sql("SELECT origin, dest, status, count(*) FROM tb_0031 "
-                   "GROUP BY 1, 2, 3")
-        return n == 0 or Pending(f"{n} rows in P's tb_0031: {by}")
-    wait_until(done, timeout, "P: tb_0031 empty (every copy dropped)",
-               interval=0.1, on_timeout=t.logs)
-
-
-def wait_settled(t, s, origin, n, timeout=SHORT_TIMEOUT):
-    """S's watermark of origin's stream reaches n and every tb_0030 row of
-    the stream is at or below it, acknowledged (SPEC §4; the rows stay for
-    receipt_retention)."""
-    wait_until(lambda: s.settled(origin, n), timeout,
-               f"{s.id}: confirmed_through {n} for {origin} and every row "
-               "of it acknowledged", interval=0.2, on_timeout=t.logs)
-
-
-def reset_row(r, dest, seq, status):
-    """While r is stopped: its row seq to dest goes back to `status`, due
-    now (as if the daemon had died before recording what it learned)."""
-    assert not r.alive()
-    c = r.connect_db(readonly=False)
-    try:
-        with c:
-            n = c.execute("UPDATE tb_0031 SET status = ?, next_attempt_at = 0"
-                          " WHERE origin = ? AND dest = ? AND seq = ?",
-                          (status, r.id, dest, seq)).rowcount
-    finally:
-        c.close()
-    assert n == 1, f"{r.id}: no row {r.id}/{dest}/{seq} to reset"
-
-
-def wait_row(t, r, dest, seq, what, pred, timeout=SHORT_TIMEOUT):
-    def done():
-        row = out_row(r, dest, seq)
-        return (row is not None and pred(row) and row) or Pending(
-            f"(status, result, attempts, last_error) = {row}")
-    return wait_until(done, timeout, f"{r.id}: row {r.id}/{dest}/{seq} "
-                      f"{what}", interval=0.05, on_timeout=t.logs)
-
-
-def wait_held(t, p, origins, dest, n, timeout=BULK_TIMEOUT):
-    """Waits until P holds all n messages of each origin to dest (copies at
-    status 0: not sent, the destination is away) and every origin row is at
-    status 6 (a relay holds it)."""
-    def done():
-        got = {r.id: (out_counts(r, r.id, dest),
-                      out_counts(p, r.id, dest)) for r in origins}
-        ok = all(o == {6: n} and c == {0: n} for o, c in got.values())
-        return ok or Pending(f"(origin rows, P's copies) by status: {got}")
-    wait_until(done, timeout, f"P holding {n} copies of each of "
-               f"{[r.id for r in origins]} and the origins at status 6",
-               interval=0.2, on_timeout=t.logs)
-
-
-def link_ready(node, peer_id):
-    """node's log says its last link with peer_id got ready and has not
-    ended since (log.c: "peer=ID ready (...)", then a line about the
-    close)."""
-    lines = [ln for ln in node.log_text().splitlines()
-             if f" peer={peer_id} " in ln]
-    return bool(lines) and " ready (" in lines[-1]
-
-
-def link_gone(node, peer_id):
-    lines = [ln for ln in node.log_text().splitlines()
-             if f" peer={peer_id} " in ln]
-    return bool(lines) and " ready (" not in lines[-1]
 
 
 def seed_of(what):
@@ -284,7 +102,7 @@ def seed_of(what):
 def offline_server_gets_stored_messages_of_two_origins(t):
     n = N_PER_ORIGIN
     p, (r1, r2), (s,), _ = make_relay(
-        t, ["R1", "R2"], ["S"], origin_options={"window": HOLD_WINDOW})
+        t, ["R1", "R2"], ["S"])
     p.start(timeout=READY_TIMEOUT)
     r1.start(timeout=READY_TIMEOUT)
     r2.start(timeout=READY_TIMEOUT)
@@ -337,8 +155,7 @@ def relay_killed_and_link_cut_while_holding(t):
     seed = seed_of("fault proxy R->P")
     p, (r,), (s,), proxy = make_relay(
         t, ["R"], ["S"],
-        origin_options={"window": HOLD_WINDOW,
-                        "drain_rate": str(KILL_SEND_RATE)},
+        origin_options={"drain_rate": str(KILL_SEND_RATE)},
         proxy_kw={"cut_min": 0.5, "cut_max": 2.0, "seed": seed})
     p.start(timeout=READY_TIMEOUT)
     r.start(timeout=READY_TIMEOUT)
@@ -714,7 +531,7 @@ def relay_drains_no_faster_than_drain_rate(t):
     p, (r,), (s,), _ = make_relay(
         t, ["R"], ["S"],
         p_options=dict(slow_query, drain_rate=str(DRAIN_RATE)),
-        origin_options=dict(slow_query, window=HOLD_WINDOW),
+        origin_options=slow_query,
         server_options=slow_query)
     p.start(timeout=READY_TIMEOUT)
     r.start(timeout=READY_TIMEOUT)
@@ -753,7 +570,7 @@ def origin_queries_do_not_overtake_drain_rate(t):
     p, (r,), (s,), _ = make_relay(
         t, ["R"], ["S"],
         p_options=dict(quick, drain_rate=str(DRAIN_RATE)),
-        origin_options=dict(quick, window=HOLD_WINDOW),
+        origin_options=quick,
         server_options=quick)
     p.start(timeout=READY_TIMEOUT)
     r.start(timeout=READY_TIMEOUT)

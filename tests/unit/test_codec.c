@@ -1542,6 +1542,445 @@ static void test_msg_conversions(void **state)
 	assert_int_equal(id2.seq, 9);
 }
 
+/* ---- wire revision 2: lives, digests, refusals, stream state ------------- */
+
+/* Every field of revision 2 survives a round trip, on each body that has
+ * one, and the conversions to and from struct msg / struct msgid carry the
+ * life and the digests. */
+static void test_roundtrip_revision2(void **state)
+{
+	Semq__Frame f = SEMQ__FRAME__INIT, *o;
+	Semq__Hello h = SEMQ__HELLO__INIT;
+	Semq__Data d = SEMQ__DATA__INIT;
+	Semq__Message m, *mp = &m;
+	Semq__Query q = SEMQ__QUERY__INIT;
+	Semq__MsgId id[2], *ip[2] = {&id[0], &id[1]};
+	Semq__AckIndication ai = SEMQ__ACK_INDICATION__INIT;
+	Semq__Verdict v[3], *vp[3] = {&v[0], &v[1], &v[2]};
+	Semq__QueryReply qr = SEMQ__QUERY_REPLY__INIT;
+	Semq__QueryAnswer a[3], *ap[3] = {&a[0], &a[1], &a[2]};
+	Semq__StreamQuery sq = SEMQ__STREAM_QUERY__INIT;
+	Semq__StreamState ss = SEMQ__STREAM_STATE__INIT;
+	Semq__StreamHigh sh[2], *shp[2] = {&sh[0], &sh[1]};
+	char *dests[3] = {"S1", "S.2", "S_3"};
+	const uint64_t big = UINT64_C(0xfedcba9876543210); /* top bit set */
+	struct msg cm, back;
+	struct msgid cid, cid2;
+	Semq__MsgId wid = SEMQ__MSG_ID__INIT;
+	Semq__Message wm = SEMQ__MESSAGE__INIT;
+	size_t i;
+
+	(void)state;
+	/* Hello: life, wire_revision, software */
+	h.node_id = "R1";
+	h.protocol_version = SEMQ__PROTOCOL_VERSION__PROTOCOL_VERSION;
+	h.role = SEMQ__ROLE__ROLE_EDGE;
+	h.max_frame = 1024;
+	h.life = big;
+	h.wire_revision = 2;
+	h.software = "semqd 0.2.0 (test; x86_64)";
+	f.body_case = SEMQ__FRAME__BODY_HELLO;
+	f.hello = &h;
+	o = roundtrip(&f);
+	assert_true(o->hello->life == big);
+	assert_int_equal(o->hello->wire_revision, 2);
+	assert_string_equal(o->hello->software, "semqd 0.2.0 (test; x86_64)");
+	assert_same_bytes(&f, o);
+	codec_frame_free(o);
+
+	/* Message: life, digest, prev_digest */
+	mk_message(&m, 5);
+	m.life = 0x1234;
+	m.digest = big;
+	m.prev_digest = UINT64_MAX;
+	d.n_messages = 1;
+	d.messages = &mp;
+	f.body_case = SEMQ__FRAME__BODY_DATA;
+	f.data = &d;
+	o = roundtrip(&f);
+	assert_int_equal(o->data->messages[0]->life, 0x1234);
+	assert_true(o->data->messages[0]->digest == big);
+	assert_true(o->data->messages[0]->prev_digest == UINT64_MAX);
+	assert_same_bytes(&f, o);
+	/* ... and into a struct msg */
+	memset(&back, 0x5a, sizeof back);
+	codec_msg_from_wire(o->data->messages[0], &back);
+	assert_int_equal(back.id.life, 0x1234);
+	assert_true(back.id.digest == big);
+	assert_true(back.prev_digest == UINT64_MAX);
+	codec_frame_free(o);
+
+	/* MsgId: life, digest (a Query's ids) */
+	mk_id(&id[0], "R1", "S1", 3);
+	id[0].life = 77;
+	id[0].digest = big;
+	mk_id(&id[1], "R1", "S1", 4); /* revision 1: neither given */
+	q.n_ids = 2;
+	q.ids = ip;
+	f.body_case = SEMQ__FRAME__BODY_QUERY;
+	f.query = &q;
+	o = roundtrip(&f);
+	assert_int_equal(o->query->ids[0]->life, 77);
+	assert_true(o->query->ids[0]->digest == big);
+	assert_int_equal(o->query->ids[1]->life, 0);
+	assert_int_equal(o->query->ids[1]->digest, 0);
+	assert_same_bytes(&f, o);
+	codec_frame_free(o);
+
+	/* Verdict: refusal (with DUPLICATE), dead (with REDO), high */
+	for (i = 0; i < 3; i++) {
+		Semq__Verdict vi = SEMQ__VERDICT__INIT;
+
+		v[i] = vi;
+		v[i].id = &id[0];
+	}
+	v[0].result = SEMQ__RESULT__RESULT_DUPLICATE;
+	v[0].refusal = SEMQ__REFUSAL__REFUSAL_CONFLICT;
+	v[0].high = (uint64_t)INT64_MAX;
+	v[1].result = SEMQ__RESULT__RESULT_DUPLICATE;
+	v[1].refusal = SEMQ__REFUSAL__REFUSAL_UNDECIDED;
+	v[1].high = 600;
+	v[2].result = SEMQ__RESULT__RESULT_REDO;
+	v[2].dead = 1;
+	ai.n_verdicts = 3;
+	ai.verdicts = vp;
+	f.body_case = SEMQ__FRAME__BODY_ACK_INDICATION;
+	f.ack_indication = &ai;
+	o = roundtrip(&f);
+	assert_int_equal(o->ack_indication->verdicts[0]->refusal,
+			 SEMQ__REFUSAL__REFUSAL_CONFLICT);
+	assert_true(o->ack_indication->verdicts[0]->high ==
+		    (uint64_t)INT64_MAX);
+	assert_false(o->ack_indication->verdicts[0]->dead);
+	assert_int_equal(o->ack_indication->verdicts[1]->refusal,
+			 SEMQ__REFUSAL__REFUSAL_UNDECIDED);
+	assert_int_equal(o->ack_indication->verdicts[1]->high, 600);
+	assert_int_equal(o->ack_indication->verdicts[2]->result,
+			 SEMQ__RESULT__RESULT_REDO);
+	assert_true(o->ack_indication->verdicts[2]->dead);
+	assert_int_equal(o->ack_indication->verdicts[2]->refusal,
+			 SEMQ__REFUSAL__REFUSAL_NONE);
+	assert_true(o->ack_indication->verdicts[0]->id->digest == big);
+	assert_int_equal(o->ack_indication->verdicts[0]->id->life, 77);
+	assert_same_bytes(&f, o);
+	codec_frame_free(o);
+
+	/* QueryAnswer: the same */
+	for (i = 0; i < 3; i++) {
+		Semq__QueryAnswer qi = SEMQ__QUERY_ANSWER__INIT;
+
+		a[i] = qi;
+		a[i].id = &id[0];
+		a[i].received = 1;
+	}
+	a[0].result = SEMQ__RESULT__RESULT_DUPLICATE;
+	a[0].refusal = SEMQ__REFUSAL__REFUSAL_UNDECIDED;
+	a[0].high = 9;
+	a[1].result = SEMQ__RESULT__RESULT_REDO;
+	a[1].dead = 1;
+	a[2].received = 0; /* not received: nothing else */
+	qr.n_answers = 3;
+	qr.answers = ap;
+	f.body_case = SEMQ__FRAME__BODY_QUERY_REPLY;
+	f.query_reply = &qr;
+	o = roundtrip(&f);
+	assert_int_equal(o->query_reply->answers[0]->refusal,
+			 SEMQ__REFUSAL__REFUSAL_UNDECIDED);
+	assert_int_equal(o->query_reply->answers[0]->high, 9);
+	assert_true(o->query_reply->answers[0]->received);
+	assert_true(o->query_reply->answers[1]->dead);
+	assert_int_equal(o->query_reply->answers[1]->result,
+			 SEMQ__RESULT__RESULT_REDO);
+	assert_false(o->query_reply->answers[2]->received);
+	assert_same_bytes(&f, o);
+	codec_frame_free(o);
+
+	/* StreamQuery: origin, life, dests (none is fine too) */
+	sq.origin = "R1";
+	sq.life = big;
+	sq.n_dests = 3;
+	sq.dests = dests;
+	f.body_case = SEMQ__FRAME__BODY_STREAM_QUERY;
+	f.stream_query = &sq;
+	o = roundtrip(&f);
+	assert_int_equal(o->body_case, SEMQ__FRAME__BODY_STREAM_QUERY);
+	assert_string_equal(o->stream_query->origin, "R1");
+	assert_true(o->stream_query->life == big);
+	assert_int_equal(o->stream_query->n_dests, 3);
+	assert_string_equal(o->stream_query->dests[0], "S1");
+	assert_string_equal(o->stream_query->dests[1], "S.2");
+	assert_string_equal(o->stream_query->dests[2], "S_3");
+	assert_same_bytes(&f, o);
+	codec_frame_free(o);
+	sq.n_dests = 0;
+	sq.dests = NULL;
+	o = roundtrip(&f);
+	assert_int_equal(o->stream_query->n_dests, 0);
+	codec_frame_free(o);
+
+	/* StreamState: origin, life, reporter, streams{dest, high} */
+	for (i = 0; i < 2; i++) {
+		Semq__StreamHigh hi = SEMQ__STREAM_HIGH__INIT;
+
+		sh[i] = hi;
+	}
+	sh[0].dest = "S1";
+	sh[0].high = 600;
+	sh[1].dest = "S2";
+	sh[1].high = (uint64_t)INT64_MAX;
+	ss.origin = "R1";
+	ss.life = 3;
+	ss.reporter = "P1";
+	ss.n_streams = 2;
+	ss.streams = shp;
+	f.body_case = SEMQ__FRAME__BODY_STREAM_STATE;
+	f.stream_state = &ss;
+	o = roundtrip(&f);
+	assert_int_equal(o->body_case, SEMQ__FRAME__BODY_STREAM_STATE);
+	assert_string_equal(o->stream_state->origin, "R1");
+	assert_int_equal(o->stream_state->life, 3);
+	assert_string_equal(o->stream_state->reporter, "P1");
+	assert_int_equal(o->stream_state->n_streams, 2);
+	assert_string_equal(o->stream_state->streams[0]->dest, "S1");
+	assert_int_equal(o->stream_state->streams[0]->high, 600);
+	assert_string_equal(o->stream_state->streams[1]->dest, "S2");
+	assert_true(o->stream_state->streams[1]->high == (uint64_t)INT64_MAX);
+	assert_same_bytes(&f, o);
+	codec_frame_free(o);
+	ss.n_streams = 0;
+	ss.streams = NULL;
+	assert_valid(&f);
+
+	/* struct msg and struct msgid <-> wire */
+	memset(&cm, 0, sizeof cm);
+	strcpy(cm.id.origin, "R1");
+	strcpy(cm.id.dest, "S1");
+	cm.id.seq = 8;
+	cm.id.life = big;
+	cm.id.digest = 42;
+	cm.prev_digest = 41;
+	codec_msg_to_wire(&cm, &wm);
+	assert_true(wm.life == big);
+	assert_int_equal(wm.digest, 42);
+	assert_int_equal(wm.prev_digest, 41);
+	memset(&cid, 0, sizeof cid);
+	strcpy(cid.origin, "R1");
+	strcpy(cid.dest, "S1");
+	cid.seq = 8;
+	cid.life = 5;
+	cid.digest = big;
+	codec_msgid_to_wire(&cid, &wid);
+	assert_int_equal(wid.life, 5);
+	assert_true(wid.digest == big);
+	memset(&cid2, 0x5a, sizeof cid2);
+	codec_msgid_from_wire(&wid, &cid2);
+	assert_int_equal(cid2.life, 5);
+	assert_true(cid2.digest == big);
+	assert_int_equal(cid2.seq, 8);
+}
+
+/* The rules of the revision-2 fields, each refusal naming its field. */
+static void test_revision2_rules(void **state)
+{
+	Semq__Frame f = SEMQ__FRAME__INIT;
+	Semq__Hello h = SEMQ__HELLO__INIT;
+	Semq__AckIndication ai = SEMQ__ACK_INDICATION__INIT;
+	Semq__Verdict v = SEMQ__VERDICT__INIT, *vp = &v;
+	Semq__QueryReply qr = SEMQ__QUERY_REPLY__INIT;
+	Semq__QueryAnswer qa = SEMQ__QUERY_ANSWER__INIT, *qap = &qa;
+	Semq__StreamQuery sq = SEMQ__STREAM_QUERY__INIT;
+	Semq__StreamState ss = SEMQ__STREAM_STATE__INIT;
+	Semq__StreamHigh sh = SEMQ__STREAM_HIGH__INIT, *shp = &sh, **manyh;
+	Semq__MsgId id;
+	char *dests[2] = {"S1", "S 2"}, **manyd, sw[70];
+	size_t i;
+
+	(void)state;
+	mk_id(&id, "R1", "S1", 1);
+
+	/* Verdict: a refusal only with DUPLICATE, dead only with REDO, a
+	 * known refusal, high within 0..2^63-1. */
+	v.id = &id;
+	ai.n_verdicts = 1;
+	ai.verdicts = &vp;
+	f.body_case = SEMQ__FRAME__BODY_ACK_INDICATION;
+	f.ack_indication = &ai;
+	v.result = SEMQ__RESULT__RESULT_DUPLICATE;
+	v.refusal = SEMQ__REFUSAL__REFUSAL_CONFLICT;
+	v.high = (uint64_t)INT64_MAX;
+	assert_valid(&f);
+	v.result = SEMQ__RESULT__RESULT_PROCESSED;
+	assert_refused(&f, "AckIndication.verdicts[0].refusal: 1 with "
+			   "result 0");
+	v.result = SEMQ__RESULT__RESULT_REDO;
+	v.refusal = SEMQ__REFUSAL__REFUSAL_UNDECIDED;
+	assert_refused(&f, "AckIndication.verdicts[0].refusal: 2 with "
+			   "result 1");
+	v.result = SEMQ__RESULT__RESULT_DUPLICATE;
+	v.refusal = (Semq__Refusal)3;
+	assert_refused(&f, "AckIndication.verdicts[0].refusal: 3 is not a "
+			   "known refusal");
+	v.refusal = (Semq__Refusal)-1;
+	assert_refused(&f, "AckIndication.verdicts[0].refusal: -1 is not a "
+			   "known refusal");
+	v.refusal = SEMQ__REFUSAL__REFUSAL_NONE;
+	v.dead = 1;
+	assert_refused(&f, "AckIndication.verdicts[0].dead with result 2");
+	v.result = SEMQ__RESULT__RESULT_PROCESSED;
+	assert_refused(&f, "AckIndication.verdicts[0].dead with result 0");
+	v.result = SEMQ__RESULT__RESULT_REDO;
+	assert_valid(&f);
+	/* dead and a refusal together: the refusal's result is not REDO */
+	v.refusal = SEMQ__REFUSAL__REFUSAL_CONFLICT;
+	assert_refused(&f, "AckIndication.verdicts[0].refusal");
+	v.refusal = SEMQ__REFUSAL__REFUSAL_NONE;
+	v.dead = 0;
+	v.high = (uint64_t)INT64_MAX + 1;
+	assert_refused(&f, "AckIndication.verdicts[0].high: "
+			   "9223372036854775808");
+	v.high = UINT64_MAX;
+	assert_refused(&f, "AckIndication.verdicts[0].high");
+	v.high = 0;
+	assert_valid(&f);
+
+	/* QueryAnswer: the same, and a refusal only when received */
+	qa.id = &id;
+	qa.received = 1;
+	qr.n_answers = 1;
+	qr.answers = &qap;
+	f.body_case = SEMQ__FRAME__BODY_QUERY_REPLY;
+	f.query_reply = &qr;
+	qa.result = SEMQ__RESULT__RESULT_DUPLICATE;
+	qa.refusal = SEMQ__REFUSAL__REFUSAL_UNDECIDED;
+	qa.high = 12;
+	assert_valid(&f);
+	qa.received = 0;
+	assert_refused(&f, "QueryReply.answers[0].refusal: 2 but received "
+			   "is false");
+	qa.received = 1;
+	qa.result = SEMQ__RESULT__RESULT_SCHEDULED;
+	assert_refused(&f, "QueryReply.answers[0].refusal: 2 with result 3");
+	qa.result = SEMQ__RESULT__RESULT_DUPLICATE;
+	qa.refusal = (Semq__Refusal)7;
+	assert_refused(&f, "QueryReply.answers[0].refusal: 7 is not a known "
+			   "refusal");
+	qa.refusal = SEMQ__REFUSAL__REFUSAL_NONE;
+	qa.dead = 1;
+	assert_refused(&f, "QueryReply.answers[0].dead with result 2");
+	qa.result = SEMQ__RESULT__RESULT_REDO;
+	assert_valid(&f);
+	qa.dead = 0;
+	qa.high = (uint64_t)INT64_MAX + 1;
+	assert_refused(&f, "QueryReply.answers[0].high: 9223372036854775808");
+	qa.high = 0;
+	assert_valid(&f);
+
+	/* StreamQuery: origin a node id, life not 0, dests node ids, at
+	 * most 4096 of them */
+	sq.origin = "R1";
+	sq.life = 1;
+	sq.n_dests = 1;
+	sq.dests = dests;
+	f.body_case = SEMQ__FRAME__BODY_STREAM_QUERY;
+	f.stream_query = &sq;
+	assert_valid(&f);
+	sq.life = 0;
+	assert_refused(&f, "StreamQuery.life: 0");
+	sq.life = 1;
+	sq.origin = "R 1";
+	assert_refused(&f, "StreamQuery.origin: 'R 1' is not a node id");
+	sq.origin = "R1";
+	sq.n_dests = 2;
+	assert_refused(&f, "StreamQuery.dests[1]: 'S 2' is not a node id");
+	dests[1] = "";
+	assert_refused(&f, "StreamQuery.dests[1]: '' is not a node id");
+	manyd = malloc(4097 * sizeof *manyd);
+	assert_non_null(manyd);
+	for (i = 0; i < 4097; i++)
+		manyd[i] = "S1";
+	sq.dests = manyd;
+	sq.n_dests = 4096;
+	assert_valid(&f);
+	sq.n_dests = 4097;
+	assert_refused(&f, "StreamQuery.dests: 4097 entries, more than 4096");
+	sq.dests = NULL;
+	sq.n_dests = 1;
+	assert_refused_mem(&f, "StreamQuery.dests: 1 entries but no array");
+	free(manyd);
+
+	/* StreamState: origin and reporter node ids, life not 0, streams
+	 * with node ids and highs within 0..2^63-1, at most 4096 */
+	sh.dest = "S1";
+	sh.high = 600;
+	ss.origin = "R1";
+	ss.life = 9;
+	ss.reporter = "S1";
+	ss.n_streams = 1;
+	ss.streams = &shp;
+	f.body_case = SEMQ__FRAME__BODY_STREAM_STATE;
+	f.stream_state = &ss;
+	assert_valid(&f);
+	ss.life = 0;
+	assert_refused(&f, "StreamState.life: 0");
+	ss.life = 9;
+	ss.reporter = "P/1";
+	assert_refused(&f, "StreamState.reporter: 'P/1' is not a node id");
+	ss.reporter = "S1";
+	ss.origin = "";
+	assert_refused(&f, "StreamState.origin: '' is not a node id");
+	ss.origin = "R1";
+	sh.dest = "S 1";
+	assert_refused(&f, "StreamState.streams[0].dest: 'S 1' is not a "
+			   "node id");
+	sh.dest = "S1";
+	sh.high = (uint64_t)INT64_MAX + 1;
+	assert_refused(&f, "StreamState.streams[0].high: "
+			   "9223372036854775808");
+	sh.high = (uint64_t)INT64_MAX;
+	assert_valid(&f);
+	manyh = malloc(4097 * sizeof *manyh);
+	assert_non_null(manyh);
+	for (i = 0; i < 4097; i++)
+		manyh[i] = &sh;
+	ss.streams = manyh;
+	ss.n_streams = 4096;
+	assert_valid(&f);
+	ss.n_streams = 4097;
+	assert_refused(&f, "StreamState.streams: 4097 entries, more than "
+			   "4096");
+	manyh[0] = NULL;
+	ss.n_streams = 2;
+	assert_refused_mem(&f, "StreamState.streams[0]: missing");
+	free(manyh);
+
+	/* Hello.software: at most 64 bytes of printable ASCII */
+	h.node_id = "R1";
+	h.protocol_version = 1;
+	h.role = SEMQ__ROLE__ROLE_EDGE;
+	h.max_frame = 1024;
+	h.wire_revision = 2;
+	h.life = 5;
+	f.body_case = SEMQ__FRAME__BODY_HELLO;
+	f.hello = &h;
+	memset(sw, 'v', sizeof sw);
+	sw[64] = '\0';
+	h.software = sw;
+	assert_valid(&f);
+	sw[64] = 'v';
+	sw[65] = '\0';
+	assert_refused(&f, "Hello.software: 65 bytes, more than 64");
+	h.software = "semqd\t0.2";
+	assert_refused(&f, "Hello.software: not printable ASCII");
+	h.software = "semqd 0.2\x7f";
+	assert_refused(&f, "Hello.software: not printable ASCII");
+	h.software = "caf\xc3\xa9 0.2";
+	assert_refused(&f, "Hello.software: not printable ASCII");
+	h.software = "semqd 0.2.0 ~!@#$%^&*()_+{}|:\"<>?";
+	assert_valid(&f);
+	h.software = "";
+	assert_valid(&f);
+}
+
 /* ---- random input ----------------------------------------------------------- */
 
 static uint64_t rng_state = 0x5e3a9c1d2b4f6071ull;
@@ -1705,6 +2144,8 @@ int main(void)
 		cmocka_unit_test(test_encode_too_big),
 		cmocka_unit_test(test_msg_conversions),
 		cmocka_unit_test(test_random_input),
+		cmocka_unit_test(test_roundtrip_revision2),
+		cmocka_unit_test(test_revision2_rules),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -100,6 +100,13 @@ static int setup(void **state)
 	fx->c.drain_rate = 0;
 	fx->c.batch_max = 1000;
 	fx->c.max_payload = 1 << 20;
+	/* [relay] as config.c's defaults */
+	fx->c.quota_messages = 20000000;
+	fx->c.quota_bytes = (size_t)20 << 30;
+	fx->c.quota_messages_per_origin = 1000000;
+	fx->c.quota_bytes_per_origin = (size_t)1 << 30;
+	fx->c.unknown_dest_after_ms = 86400000;
+	fx->c.custody_query_after_ms = 600000;
 	fx->c.max_frame = fx->c.max_payload + 64 * 1024;
 	fx->c.routes = fx->routes;
 	fx->c.n_routes = 0;
@@ -2055,6 +2062,947 @@ static void test_instances_one_leaves(void **state)
 			 0);
 }
 
+/* ---- lives, digests, refusals (docs/PROTOCOL.md, "Lives of a node") ----- */
+
+#define LIFE_R1 UINT64_C(0x5151515151) /* R1's life, seen from elsewhere */
+
+/* A message of wire revision 2: its life and digests given. */
+struct mspec2 {
+	const char *origin, *dest;
+	uint64_t seq;
+	const char *key; /* NULL = none */
+	uint64_t prev;
+	uint64_t life, digest, prev_digest;
+	const char *body; /* NULL: "doc ORIGIN/DEST/SEQ" */
+};
+
+static void push_msgs(struct fx *fx, uint64_t conn, const char *peer,
+		      const struct mspec2 *ms, size_t n)
+{
+	Semq__Message w[MAX_JOB_MSGS], *pw[MAX_JOB_MSGS];
+	char pl[MAX_JOB_MSGS][64];
+	Semq__Data d = SEMQ__DATA__INIT;
+	Semq__Frame f = SEMQ__FRAME__INIT;
+	size_t i;
+
+	assert_true(n > 0 && n <= MAX_JOB_MSGS);
+	for (i = 0; i < n; i++) {
+		int k = ms[i].body
+				? snprintf(pl[i], sizeof pl[i], "%s",
+					   ms[i].body)
+				: snprintf(pl[i], sizeof pl[i],
+					   "doc %s/%s/%" PRIu64, ms[i].origin,
+					   ms[i].dest, ms[i].seq);
+		semq__message__init(&w[i]);
+		w[i].origin = (char *)ms[i].origin;
+		w[i].dest = (char *)ms[i].dest;
+		w[i].seq = ms[i].seq;
+		w[i].type = 7;
+		w[i].key = (char *)(ms[i].key ? ms[i].key : "");
+		w[i].prev_seq = ms[i].prev;
+		w[i].created_at = T0;
+		w[i].payload.data = (uint8_t *)pl[i];
+		w[i].payload.len = (size_t)k;
+		w[i].life = ms[i].life;
+		w[i].digest = ms[i].digest;
+		w[i].prev_digest = ms[i].prev_digest;
+		pw[i] = &w[i];
+	}
+	d.n_messages = n;
+	d.messages = pw;
+	f.body_case = SEMQ__FRAME__BODY_DATA;
+	f.data = &d;
+	push_frame(fx, conn, peer, &f);
+}
+
+/* One verdict of revision 2 in an AckIndication. */
+struct vspec {
+	const char *origin, *dest;
+	uint64_t seq, life, digest;
+	int result, refusal, dead;
+	uint64_t high;
+};
+
+static void push_verdict(struct fx *fx, uint64_t conn, const char *peer,
+			 const struct vspec *vs)
+{
+	Semq__MsgId id = SEMQ__MSG_ID__INIT;
+	Semq__Verdict v = SEMQ__VERDICT__INIT, *pv = &v;
+	Semq__AckIndication ind = SEMQ__ACK_INDICATION__INIT;
+	Semq__Frame f = SEMQ__FRAME__INIT;
+
+	id.origin = (char *)vs->origin;
+	id.dest = (char *)vs->dest;
+	id.seq = vs->seq;
+	id.life = vs->life;
+	id.digest = vs->digest;
+	v.id = &id;
+	v.result = vs->result;
+	v.refusal = vs->refusal;
+	v.dead = vs->dead;
+	v.high = vs->high;
+	ind.n_verdicts = 1;
+	ind.verdicts = &pv;
+	f.body_case = SEMQ__FRAME__BODY_ACK_INDICATION;
+	f.ack_indication = &ind;
+	push_frame(fx, conn, peer, &f);
+}
+
+/* The same as the one answer of a QueryReply. */
+static void push_answer(struct fx *fx, uint64_t conn, const char *peer,
+			const struct vspec *vs, int received)
+{
+	Semq__MsgId id = SEMQ__MSG_ID__INIT;
+	Semq__QueryAnswer a = SEMQ__QUERY_ANSWER__INIT, *pa = &a;
+	Semq__QueryReply qr = SEMQ__QUERY_REPLY__INIT;
+	Semq__Frame f = SEMQ__FRAME__INIT;
+
+	id.origin = (char *)vs->origin;
+	id.dest = (char *)vs->dest;
+	id.seq = vs->seq;
+	id.life = vs->life;
+	id.digest = vs->digest;
+	a.id = &id;
+	a.received = received;
+	a.result = vs->result;
+	a.refusal = vs->refusal;
+	a.dead = vs->dead;
+	a.high = vs->high;
+	qr.n_answers = 1;
+	qr.answers = &pa;
+	f.body_case = SEMQ__FRAME__BODY_QUERY_REPLY;
+	f.query_reply = &qr;
+	push_frame(fx, conn, peer, &f);
+}
+
+/* An 810-Response from `from` for one id with its life and digest. */
+static void push_response2(struct fx *fx, uint64_t conn, const char *peer,
+			   const char *from, const char *origin,
+			   const char *dest, uint64_t seq, uint64_t life,
+			   uint64_t digest)
+{
+	Semq__MsgId id = SEMQ__MSG_ID__INIT, *pid = &id;
+	Semq__AckResponse ar = SEMQ__ACK_RESPONSE__INIT;
+	Semq__Frame f = SEMQ__FRAME__INIT;
+
+	id.origin = (char *)origin;
+	id.dest = (char *)dest;
+	id.seq = seq;
+	id.life = life;
+	id.digest = digest;
+	ar.n_ids = 1;
+	ar.ids = &pid;
+	ar.from = (char *)from;
+	f.body_case = SEMQ__FRAME__BODY_ACK_RESPONSE;
+	f.ack_response = &ar;
+	push_frame(fx, conn, peer, &f);
+}
+
+static void push_stream_state(struct fx *fx, uint64_t conn, const char *peer,
+			      const char *origin, uint64_t life,
+			      const char *reporter, const char *dest,
+			      uint64_t high)
+{
+	Semq__StreamHigh h = SEMQ__STREAM_HIGH__INIT, *ph = &h;
+	Semq__StreamState ss = SEMQ__STREAM_STATE__INIT;
+	Semq__Frame f = SEMQ__FRAME__INIT;
+
+	h.dest = (char *)dest;
+	h.high = high;
+	ss.origin = (char *)origin;
+	ss.life = life;
+	ss.reporter = (char *)reporter;
+	ss.n_streams = 1;
+	ss.streams = &ph;
+	f.body_case = SEMQ__FRAME__BODY_STREAM_STATE;
+	f.stream_state = &ss;
+	push_frame(fx, conn, peer, &f);
+}
+
+static void push_stream_query(struct fx *fx, uint64_t conn, const char *peer,
+			      const char *origin, uint64_t life,
+			      const char *dest)
+{
+	Semq__StreamQuery q = SEMQ__STREAM_QUERY__INIT;
+	Semq__Frame f = SEMQ__FRAME__INIT;
+	char *d = (char *)dest;
+
+	q.origin = (char *)origin;
+	q.life = life;
+	q.n_dests = dest ? 1 : 0;
+	q.dests = dest ? &d : NULL;
+	f.body_case = SEMQ__FRAME__BODY_STREAM_QUERY;
+	f.stream_query = &q;
+	push_frame(fx, conn, peer, &f);
+}
+
+/* Enqueues one message of this node with key (NULL: none) and payload
+ * "doc TAG"; returns its seq. */
+static uint64_t enqueue_key(struct fx *fx, const char *dest, const char *key,
+			    const char *tag)
+{
+	char err[SEMQ_ERRLEN] = "", pl[32];
+	struct msg m;
+	uint64_t seq = 0;
+
+	memset(&m, 0, sizeof m);
+	snprintf(m.id.dest, sizeof m.id.dest, "%s", dest);
+	m.type = 7;
+	if (key) {
+		m.has_key = 1;
+		snprintf(m.key, sizeof m.key, "%s", key);
+	}
+	m.payload_len = (size_t)snprintf(pl, sizeof pl, "doc %s", tag);
+	m.payload = (uint8_t *)pl;
+	m.created_at = T0;
+	if (store_enqueue(fx->st, &m, &seq, err, sizeof err) != SEMQ_OK)
+		fail_msg("store_enqueue: %s", err);
+	return seq;
+}
+
+/* The verdicts of one AckIndication to conn (the k-th). */
+static const Semq__Verdict *verdict_at(const struct fx *fx, uint64_t conn,
+				       size_t k, size_t i)
+{
+	const Semq__Frame *f =
+		frame_at(fx, conn, SEMQ__FRAME__BODY_ACK_INDICATION, k);
+
+	assert_true(i < f->ack_indication->n_verdicts);
+	return f->ack_indication->verdicts[i];
+}
+
+/* semq_stream_out of this node's stream to dest: "last=N resyncs=M". */
+static void stream_out_expect(struct fx *fx, const char *dest, int64_t last,
+			      int64_t resyncs_min)
+{
+	char sql[160];
+
+	snprintf(sql, sizeof sql,
+		 "SELECT last_seq FROM semq_stream_out WHERE dest = '%s'",
+		 dest);
+	assert_int_equal(count_rows(fx, sql), last);
+	snprintf(sql, sizeof sql,
+		 "SELECT resyncs FROM semq_stream_out WHERE dest = '%s'", dest);
+	if (resyncs_min == 0)
+		assert_int_equal(count_rows(fx, sql), 0);
+	else
+		assert_true(count_rows(fx, sql) >= resyncs_min);
+}
+
+/*
+ * The receiver's refusal: a Data whose seq S1 holds with another digest is
+ * answered with an AckIndication {DUPLICATE, refusal CONFLICT, high = the
+ * stream's highest seq}, the plugin is not called and nothing is recorded;
+ * the same message again is an ordinary duplicate. After the watermark and
+ * the purge took a row away, a copy with a digest is refused UNDECIDED.
+ */
+static void test_receiver_refuses_conflict(void **state)
+{
+	struct fx *fx = *state;
+	const struct route_hop hop = {"R1", 3, 0, "", 2, LIFE_R1};
+	struct mspec2 ms[3] = {
+		{"R1", "S1", 1, NULL, 0, LIFE_R1, 0x1001, 0, NULL},
+		{"R1", "S1", 2, NULL, 0, LIFE_R1, 0x1002, 0, NULL},
+		{"R1", "S1", 3, NULL, 0, LIFE_R1, 0x1003, 0, NULL}};
+	struct mspec2 other = {"R1",   "S1", 1,
+			       NULL,   0,    LIFE_R1,
+			       0x9999, 0,    "another document under seq 1"};
+	const Semq__Verdict *v;
+	const uint64_t seqs[3] = {1, 2, 3};
+	uint64_t s[8];
+	int res[8];
+
+	start(fx);
+	push_routes(fx, &hop, 1);
+	push_msgs(fx, 3, "R1", ms, 3);
+	batch(fx, T0);
+	assert_int_equal(verdicts_to(fx, 3, s, res, 8), 3);
+	assert_int_equal(res[2], RES_PROCESSED);
+	assert_int_equal(n_done(fx), 3);
+
+	push_msgs(fx, 3, "R1", &other, 1);
+	assert_int_equal(batch(fx, T0 + 10), 1);
+	v = verdict_at(fx, 3, 0, 0);
+	assert_int_equal(v->id->seq, 1);
+	assert_true(v->id->life == LIFE_R1);
+	assert_int_equal(v->id->digest, 0x9999);
+	assert_int_equal(v->result, SEMQ__RESULT__RESULT_DUPLICATE);
+	assert_int_equal(v->refusal, SEMQ__REFUSAL__REFUSAL_CONFLICT);
+	assert_false(v->dead);
+	assert_int_equal(v->high, 3);
+	assert_int_equal(n_done(fx), 3);
+	assert_int_equal(recv_result(fx, "R1", 1), RES_PROCESSED);
+	assert_int_equal(count_rows(fx, "SELECT count(*) FROM tb_0030"), 3);
+	assert_int_equal(count_rows(fx, "SELECT digest FROM tb_0030 WHERE"
+					" seq = 1"),
+			 0x1001);
+
+	/* The same message again: a duplicate with its verdict, no refusal,
+	 * no high. */
+	push_msgs(fx, 3, "R1", &ms[1], 1);
+	assert_int_equal(batch(fx, T0 + 20), 1);
+	v = verdict_at(fx, 3, 0, 0);
+	assert_int_equal(v->id->seq, 2);
+	assert_int_equal(v->result, SEMQ__RESULT__RESULT_PROCESSED);
+	assert_int_equal(v->refusal, SEMQ__REFUSAL__REFUSAL_NONE);
+	assert_int_equal(v->high, 0);
+	assert_int_equal(n_done(fx), 3);
+
+	/* The origin confirms all three: the watermark passes them and (no
+	 * receipt_retention) their rows go. A copy of seq 2 with a digest
+	 * can no longer be told apart: UNDECIDED, high 3. */
+	push_response(fx, 3, "R1", "R1", "R1", "S1", seqs, 3);
+	batch(fx, T0 + 30);
+	assert_int_equal(count_rows(fx, "SELECT count(*) FROM tb_0030"), 0);
+	other.seq = 2;
+	push_msgs(fx, 3, "R1", &other, 1);
+	assert_int_equal(batch(fx, T0 + 40), 1);
+	v = verdict_at(fx, 3, 0, 0);
+	assert_int_equal(v->id->seq, 2);
+	assert_int_equal(v->result, SEMQ__RESULT__RESULT_DUPLICATE);
+	assert_int_equal(v->refusal, SEMQ__REFUSAL__REFUSAL_UNDECIDED);
+	assert_int_equal(v->high, 3);
+	assert_int_equal(n_done(fx), 3);
+	assert_int_equal(count_rows(fx, "SELECT count(*) FROM tb_0030"), 0);
+	/* Without a digest (revision 1): a plain duplicate, as in 0.1. */
+	other.digest = 0;
+	push_msgs(fx, 3, "R1", &other, 1);
+	assert_int_equal(batch(fx, T0 + 50), 1);
+	v = verdict_at(fx, 3, 0, 0);
+	assert_int_equal(v->result, SEMQ__RESULT__RESULT_DUPLICATE);
+	assert_int_equal(v->refusal, SEMQ__REFUSAL__REFUSAL_NONE);
+	assert_int_equal(n_done(fx), 3);
+}
+
+/*
+ * At the origin: a CONFLICT for its own row (the row's digest, high 10)
+ * moves the counter past 10, renumbers the row and the unconfirmed later
+ * rows of its key to 11, 12, sends them again under the new seqs, and
+ * takes the old ids back with an 810-Response carrying their digests; the
+ * resync is recorded. An UNDECIDED holds the row (8) and nothing more is
+ * sent for it.
+ */
+static void test_origin_renumbers_on_conflict(void **state)
+{
+	struct fx *fx = *state;
+	const struct route_hop hop = {"S1", 7, 0, "", 2, 0x5e1};
+	const uint64_t two = 2;
+	const int processed = RES_PROCESSED;
+	const int64_t qa = fx->c.query_after_ms;
+	const Semq__Message *msgs[16];
+	const Semq__Frame *f;
+	uint64_t dg[5] = {0}, life;
+	struct vspec vs;
+	struct out_view v;
+	size_t n, i;
+
+	sender(fx, 1000);
+	life = store_life(fx->st);
+	assert_int_equal(enqueue_key(fx, "S1", "K", "k1"), 1);
+	assert_int_equal(enqueue_key(fx, "S1", "L", "l1"), 2);
+	assert_int_equal(enqueue_key(fx, "S1", "K", "k2"), 3);
+	assert_int_equal(enqueue_key(fx, "S1", NULL, "n1"), 4);
+	push_routes(fx, &hop, 1);
+	batch(fx, T0);
+	n = data_to(fx, 7, msgs, 16);
+	assert_int_equal(n, 4);
+	for (i = 0; i < n; i++) {
+		assert_int_equal(msgs[i]->seq, i + 1);
+		assert_true(msgs[i]->life == life);
+		assert_true(msgs[i]->digest != 0);
+		dg[i + 1] = msgs[i]->digest;
+	}
+	assert_int_equal(msgs[2]->prev_seq, 1);
+	assert_true(msgs[2]->prev_digest == dg[1]);
+	push_indication(fx, 7, "S1", "R1", "S1", &two, &processed, 1);
+	batch(fx, T0 + 10);
+	assert_int_equal(out_of(fx, "R1", "S1", 2).status, SS_ACK2);
+
+	/* S1 holds another message under seq 1 and has seen up to 10. */
+	memset(&vs, 0, sizeof vs);
+	vs.origin = "R1";
+	vs.dest = "S1";
+	vs.seq = 1;
+	vs.life = life;
+	vs.digest = dg[1];
+	vs.result = SEMQ__RESULT__RESULT_DUPLICATE;
+	vs.refusal = SEMQ__REFUSAL__REFUSAL_CONFLICT;
+	vs.high = 10;
+	push_verdict(fx, 7, "S1", &vs);
+	batch(fx, T0 + 20);
+	/* Renumbered: 1 -> 11, 3 -> 12 (key K); 2 (confirmed, key L) and 4
+	 * (no key) stay. */
+	assert_false(out_of(fx, "R1", "S1", 1).found);
+	assert_false(out_of(fx, "R1", "S1", 3).found);
+	assert_int_equal(out_of(fx, "R1", "S1", 2).status, SS_ACK2);
+	assert_int_equal(out_of(fx, "R1", "S1", 4).status, SS_SEND);
+	for (i = 11; i <= 12; i++) {
+		v = out_of(fx, "R1", "S1", i);
+		assert_true(v.found);
+		assert_int_equal(v.status, SS_SEND);
+		assert_int_equal(v.sent_at, T0 + 20);
+		assert_non_null(strstr(v.last_error, "renumbered"));
+	}
+	/* ... sent again under the new seqs, the same messages */
+	n = data_to(fx, 7, msgs, 16);
+	assert_int_equal(n, 2);
+	assert_int_equal(msgs[0]->seq, 11);
+	assert_string_equal(msgs[0]->key, "K");
+	assert_int_equal(msgs[0]->prev_seq, 0);
+	assert_true(msgs[0]->digest == dg[1]);
+	assert_memory_equal(msgs[0]->payload.data, "doc k1", 6);
+	assert_int_equal(msgs[1]->seq, 12);
+	assert_int_equal(msgs[1]->prev_seq, 11);
+	assert_true(msgs[1]->prev_digest == dg[1]);
+	assert_true(msgs[1]->digest == dg[3]);
+	assert_memory_equal(msgs[1]->payload.data, "doc k2", 6);
+	/* ... and the old ids taken back, with their digests */
+	assert_int_equal(count_frames(fx, 7, SEMQ__FRAME__BODY_ACK_RESPONSE),
+			 1);
+	f = frame_at(fx, 7, SEMQ__FRAME__BODY_ACK_RESPONSE, 0);
+	assert_string_equal(f->ack_response->from, "R1");
+	assert_int_equal(f->ack_response->n_ids, 2);
+	assert_int_equal(f->ack_response->ids[0]->seq, 1);
+	assert_true(f->ack_response->ids[0]->digest == dg[1]);
+	assert_true(f->ack_response->ids[0]->life == life);
+	assert_int_equal(f->ack_response->ids[1]->seq, 3);
+	assert_true(f->ack_response->ids[1]->digest == dg[3]);
+	/* ... the counter moved past what S1 has seen, the resync noted */
+	stream_out_expect(fx, "S1", 12, 1);
+	assert_int_equal(enqueue_key(fx, "S1", "K", "k3"), 13);
+	batch(fx, T0 + 30);
+	n = data_to(fx, 7, msgs, 16);
+	assert_int_equal(n, 1);
+	assert_int_equal(msgs[0]->seq, 13);
+	assert_int_equal(msgs[0]->prev_seq, 12);
+	assert_true(msgs[0]->prev_digest == dg[3]);
+
+	/* UNDECIDED for seq 4: held, not sent, not queried, no response. */
+	vs.seq = 4;
+	vs.digest = dg[4];
+	vs.refusal = SEMQ__REFUSAL__REFUSAL_UNDECIDED;
+	vs.high = 4;
+	push_verdict(fx, 7, "S1", &vs);
+	batch(fx, T0 + 40);
+	v = out_of(fx, "R1", "S1", 4);
+	assert_int_equal(v.status, SS_HELD);
+	assert_int_equal(v.result, RES_UNDECIDED);
+	assert_non_null(strstr(v.last_error, "semqctl outbound"));
+	assert_int_equal(count_frames(fx, 0, SEMQ__FRAME__BODY_DATA), 0);
+	assert_int_equal(count_frames(fx, 0, SEMQ__FRAME__BODY_ACK_RESPONSE),
+			 0);
+	stream_out_expect(fx, "S1", 13, 1);
+	batch(fx, T0 + 40 + 2 * qa);
+	assert_int_equal(count_frames(fx, 0, SEMQ__FRAME__BODY_DATA), 0);
+	f = frame_at(fx, 7, SEMQ__FRAME__BODY_QUERY, 0);
+	for (i = 0; i < f->query->n_ids; i++)
+		assert_int_not_equal(f->query->ids[i]->seq, 4);
+	assert_int_equal(out_of(fx, "R1", "S1", 4).status, SS_HELD);
+}
+
+/*
+ * StreamState: a peer has seen the stream further than this database's
+ * counter (it went back in time): the counter moves to its high, the next
+ * message gets high + 1; a lower high, or one for another life, changes
+ * nothing.
+ */
+static void test_stream_state_moves_counter(void **state)
+{
+	struct fx *fx = *state;
+	const struct route_hop hop = {"S1", 7, 0, "", 2, 0x5e1};
+	const Semq__Message *msgs[8];
+	uint64_t life;
+
+	sender(fx, 1000);
+	life = store_life(fx->st);
+	enqueue(fx, "S1", 2);
+	push_routes(fx, &hop, 1);
+	batch(fx, T0);
+	stream_out_expect(fx, "S1", 2, 0);
+
+	push_stream_state(fx, 7, "S1", "R1", life, "S1", "S1", 50);
+	batch(fx, T0 + 10);
+	stream_out_expect(fx, "S1", 50, 1);
+	assert_int_equal(enqueue_key(fx, "S1", NULL, "51"), 51);
+	batch(fx, T0 + 20);
+	assert_int_equal(data_to(fx, 7, msgs, 8), 1);
+	assert_int_equal(msgs[0]->seq, 51);
+
+	/* Seen less than the counter: nothing. */
+	push_stream_state(fx, 7, "S1", "R1", life, "S1", "S1", 40);
+	batch(fx, T0 + 30);
+	stream_out_expect(fx, "S1", 51, 1);
+	/* Another life of R1 (an earlier database): nothing of it here. */
+	push_stream_state(fx, 7, "S1", "R1", life != 7 ? 7 : 8, "S1", "S1",
+			  900);
+	batch(fx, T0 + 40);
+	stream_out_expect(fx, "S1", 51, 1);
+	assert_int_equal(enqueue_key(fx, "S1", NULL, "52"), 52);
+	/* A destination this database never wrote to starts after it. */
+	push_stream_state(fx, 7, "S1", "R1", life, "P1", "S7", 5);
+	batch(fx, T0 + 50);
+	stream_out_expect(fx, "S7", 5, 1);
+	assert_int_equal(enqueue_key(fx, "S7", NULL, "6"), 6);
+}
+
+/*
+ * At a relay holding a copy of R1/S1/1 (digest d1): a Data for that id
+ * with another digest is refused CONFLICT to the sender and not forwarded;
+ * the destination's refusal of the copy holds it (8) and goes on to the
+ * origin; the origin's 810-Response with the copy's digest then drops it
+ * (one with another digest does not).
+ */
+static void test_relay_conflict_and_take_back(void **state)
+{
+	struct fx *fx = *state;
+	const struct route_hop hops[2] = {{"R1", 3, 0, "", 2, LIFE_R1},
+					  {"S1", 9, 0, "", 2, 0x51}};
+	const uint64_t d1 = 0xd1d1, d2 = 0xd2d2;
+	struct mspec2 m = {"R1", "S1", 1, "K", 0, LIFE_R1, d1, 0, "first"};
+	const Semq__Message *msgs[4];
+	const Semq__Verdict *v;
+	const Semq__Frame *f;
+	struct vspec vs;
+	uint64_t high = 0;
+
+	relay(fx);
+	push_msgs(fx, 3, "R1", &m, 1);
+	assert_int_equal(batch(fx, T0), 1);
+	f = frame_at(fx, 3, SEMQ__FRAME__BODY_RELAY_ACK, 0);
+	assert_int_equal(f->relay_ack->kind, SEMQ__RELAY_ACK__KIND__STORED);
+	assert_int_equal(out_of(fx, "R1", "S1", 1).status, SS_UNSEND);
+	assert_int_equal(store_relay_high(fx->st, "R1", "S1", LIFE_R1, &high),
+			 SEMQ_OK);
+	assert_int_equal(high, 1);
+
+	/* Another message under that id, S1 connected meanwhile: refused
+	 * here, never forwarded around the copy (the copy goes). */
+	push_routes(fx, hops, 2);
+	m.digest = d2;
+	m.body = "second";
+	push_msgs(fx, 3, "R1", &m, 1);
+	batch(fx, T0 + 10);
+	assert_int_equal(count_frames(fx, 3, SEMQ__FRAME__BODY_RELAY_ACK), 0);
+	assert_int_equal(count_frames(fx, 3, SEMQ__FRAME__BODY_ACK_INDICATION),
+			 1);
+	v = verdict_at(fx, 3, 0, 0);
+	assert_int_equal(v->id->seq, 1);
+	assert_true(v->id->digest == d2);
+	assert_int_equal(v->result, SEMQ__RESULT__RESULT_DUPLICATE);
+	assert_int_equal(v->refusal, SEMQ__REFUSAL__REFUSAL_CONFLICT);
+	assert_int_equal(v->high, 1);
+	assert_int_equal(data_to(fx, 9, msgs, 4), 1);
+	assert_true(msgs[0]->digest == d1);
+	assert_memory_equal(msgs[0]->payload.data, "first", 5);
+	assert_string_equal(msgs[0]->stored_by, "P1");
+	assert_int_equal(out_of(fx, "R1", "S1", 1).status, SS_SEND);
+
+	/* S1 refuses the copy: held here, the refusal goes to R1, nothing
+	 * is confirmed to S1. */
+	memset(&vs, 0, sizeof vs);
+	vs.origin = "R1";
+	vs.dest = "S1";
+	vs.seq = 1;
+	vs.life = LIFE_R1;
+	vs.digest = d1;
+	vs.result = SEMQ__RESULT__RESULT_DUPLICATE;
+	vs.refusal = SEMQ__REFUSAL__REFUSAL_CONFLICT;
+	vs.high = 5;
+	push_verdict(fx, 9, "S1", &vs);
+	batch(fx, T0 + 20);
+	assert_int_equal(out_of(fx, "R1", "S1", 1).status, SS_HELD);
+	assert_int_equal(out_of(fx, "R1", "S1", 1).result, RES_CONFLICT);
+	v = verdict_at(fx, 3, 0, 0);
+	assert_int_equal(v->refusal, SEMQ__REFUSAL__REFUSAL_CONFLICT);
+	assert_int_equal(v->high, 5);
+	assert_true(v->id->digest == d1);
+	assert_int_equal(count_frames(fx, 9, SEMQ__FRAME__BODY_ACK_RESPONSE),
+			 0);
+	/* Held: not sent again, not queried. */
+	assert_int_equal(batch(fx, T0 + 20 + 3 * fx->c.query_after_ms), 0);
+
+	/* The origin takes back another message's id: the copy stays. */
+	push_response2(fx, 3, "R1", "R1", "R1", "S1", 1, LIFE_R1, d2);
+	batch(fx, T0 + 30);
+	assert_int_equal(out_of(fx, "R1", "S1", 1).status, SS_HELD);
+	/* ... and this one's: the copy goes; the response goes on to S1. */
+	push_response2(fx, 3, "R1", "R1", "R1", "S1", 1, LIFE_R1, d1);
+	batch(fx, T0 + 40);
+	assert_false(out_of(fx, "R1", "S1", 1).found);
+	f = frame_at(fx, 9, SEMQ__FRAME__BODY_ACK_RESPONSE, 0);
+	assert_true(f->ack_response->ids[0]->digest == d1);
+	assert_string_equal(f->ack_response->from, "R1");
+}
+
+/*
+ * An AckIndication or QueryReply with life 0 (the life not given) is about
+ * this node's own life; one about an earlier life of this node (another
+ * non-zero life) changes nothing here but is answered with an
+ * 810-Response, so that the receiver can finish its record; a refusal of
+ * an earlier life is neither acted on nor answered. (A revision-2 link: a
+ * stream through a revision-1 node goes without its life, below.)
+ */
+static void test_origin_life_zero_and_earlier(void **state)
+{
+	struct fx *fx = *state;
+	const struct route_hop hop = {"S1", 7, 0, "", 2, 0x5e1};
+	const uint64_t one = 1, two = 2;
+	const int processed = RES_PROCESSED, yes = 1;
+	const uint64_t earlier = 0xea51;
+	const Semq__Frame *f;
+	struct vspec vs;
+	uint64_t life;
+
+	sender(fx, 1000);
+	life = store_life(fx->st);
+	assert_true(life != earlier);
+	enqueue(fx, "S1", 4);
+	push_routes(fx, &hop, 1);
+	batch(fx, T0);
+	assert_int_equal(out_of(fx, "R1", "S1", 4).status, SS_SEND);
+
+	/* life 0: this node's own */
+	push_indication(fx, 7, "S1", "R1", "S1", &one, &processed, 1);
+	batch(fx, T0 + 10);
+	assert_int_equal(out_of(fx, "R1", "S1", 1).status, SS_ACK2);
+	f = frame_at(fx, 7, SEMQ__FRAME__BODY_ACK_RESPONSE, 0);
+	assert_int_equal(f->ack_response->ids[0]->seq, 1);
+	assert_true(f->ack_response->ids[0]->life == life);
+	push_query_reply(fx, 7, "S1", "R1", "S1", &two, &yes, &processed, 1);
+	batch(fx, T0 + 20);
+	assert_int_equal(out_of(fx, "R1", "S1", 2).status, SS_ACK2);
+	assert_int_equal(count_frames(fx, 7, SEMQ__FRAME__BODY_ACK_RESPONSE),
+			 1);
+
+	/* An earlier life: nothing changes, an 810-Response answers it. */
+	memset(&vs, 0, sizeof vs);
+	vs.origin = "R1";
+	vs.dest = "S1";
+	vs.seq = 3;
+	vs.life = earlier;
+	vs.result = SEMQ__RESULT__RESULT_PROCESSED;
+	push_verdict(fx, 7, "S1", &vs);
+	batch(fx, T0 + 30);
+	assert_int_equal(out_of(fx, "R1", "S1", 3).status, SS_SEND);
+	f = frame_at(fx, 7, SEMQ__FRAME__BODY_ACK_RESPONSE, 0);
+	assert_int_equal(f->ack_response->ids[0]->seq, 3);
+	assert_true(f->ack_response->ids[0]->life == earlier);
+	vs.seq = 4;
+	vs.result = SEMQ__RESULT__RESULT_REDO;
+	vs.dead = 1;
+	push_answer(fx, 7, "S1", &vs, 1);
+	batch(fx, T0 + 40);
+	assert_int_equal(out_of(fx, "R1", "S1", 4).status, SS_SEND);
+	f = frame_at(fx, 7, SEMQ__FRAME__BODY_ACK_RESPONSE, 0);
+	assert_int_equal(f->ack_response->ids[0]->seq, 4);
+	assert_true(f->ack_response->ids[0]->life == earlier);
+	/* not received, of an earlier life: not resent */
+	vs.dead = 0;
+	vs.result = 0;
+	push_answer(fx, 7, "S1", &vs, 0);
+	batch(fx, T0 + 50);
+	assert_int_equal(out_of(fx, "R1", "S1", 4).status, SS_SEND);
+	assert_int_equal(fx->n_got, 0);
+
+	/* A refusal of an earlier life: no renumbering, no resync, no
+	 * answer. */
+	vs.seq = 3;
+	vs.result = SEMQ__RESULT__RESULT_DUPLICATE;
+	vs.refusal = SEMQ__REFUSAL__REFUSAL_CONFLICT;
+	vs.high = 100;
+	push_verdict(fx, 7, "S1", &vs);
+	batch(fx, T0 + 60);
+	assert_int_equal(fx->n_got, 0);
+	assert_int_equal(out_of(fx, "R1", "S1", 3).status, SS_SEND);
+	stream_out_expect(fx, "S1", 4, 0);
+	push_answer(fx, 7, "S1", &vs, 1);
+	batch(fx, T0 + 70);
+	assert_int_equal(fx->n_got, 0);
+	stream_out_expect(fx, "S1", 4, 0);
+	/* The same refusal with life 0 is about this node's own row. */
+	vs.life = 0;
+	vs.digest = 0;
+	push_verdict(fx, 7, "S1", &vs);
+	batch(fx, T0 + 80);
+	assert_false(out_of(fx, "R1", "S1", 3).found);
+	stream_out_expect(fx, "S1", 101, 1);
+}
+
+/*
+ * PEER_UP of a revision-2 hop: a StreamQuery naming this node, its life
+ * and the destinations of its streams. A revision-1 hop is never sent one
+ * (it would refuse the unknown body).
+ */
+static void test_peer_up_stream_query(void **state)
+{
+	struct fx *fx = *state;
+	const struct route_hop hops[2] = {{"P1", 5, 1, "", 2, 0x71},
+					  {"P2", 6, 1, "", 1, 0}};
+	const Semq__Frame *f;
+
+	sender(fx, 1000);
+	enqueue(fx, "S1", 1);
+	enqueue(fx, "S2", 2);
+	push_routes(fx, hops, 2);
+	push_peer_up(fx, 5, "P1");
+	batch(fx, T0);
+	assert_int_equal(count_frames(fx, 5, SEMQ__FRAME__BODY_STREAM_QUERY),
+			 1);
+	f = frame_at(fx, 5, SEMQ__FRAME__BODY_STREAM_QUERY, 0);
+	assert_string_equal(f->stream_query->origin, "R1");
+	assert_true(f->stream_query->life == store_life(fx->st));
+	assert_int_equal(f->stream_query->n_dests, 2);
+	assert_string_equal(f->stream_query->dests[0], "S1");
+	assert_string_equal(f->stream_query->dests[1], "S2");
+	assert_int_equal(count_frames(fx, 0, SEMQ__FRAME__BODY_STREAM_QUERY),
+			 1);
+
+	push_peer_up(fx, 6, "P2");
+	batch(fx, T0 + 10);
+	assert_int_equal(count_frames(fx, 0, SEMQ__FRAME__BODY_STREAM_QUERY),
+			 0);
+}
+
+/*
+ * StreamQuery at a receiver: answered with the highest seq it recorded of
+ * (origin, life, itself); a life it has nothing of gets no StreamState.
+ */
+static void test_stream_query_answered(void **state)
+{
+	struct fx *fx = *state;
+	const struct route_hop hop = {"R1", 3, 0, "", 2, LIFE_R1};
+	const struct mspec2 ms[2] = {
+		{"R1", "S1", 1, NULL, 0, LIFE_R1, 0x11, 0, NULL},
+		{"R1", "S1", 3, NULL, 0, LIFE_R1, 0x13, 0, NULL}};
+	const Semq__Frame *f;
+
+	start(fx);
+	push_routes(fx, &hop, 1);
+	push_msgs(fx, 3, "R1", ms, 2);
+	batch(fx, T0);
+	push_stream_query(fx, 3, "R1", "R1", LIFE_R1, "S1");
+	assert_int_equal(batch(fx, T0 + 10), 1);
+	f = frame_at(fx, 3, SEMQ__FRAME__BODY_STREAM_STATE, 0);
+	assert_string_equal(f->stream_state->origin, "R1");
+	assert_true(f->stream_state->life == LIFE_R1);
+	assert_string_equal(f->stream_state->reporter, "S1");
+	assert_int_equal(f->stream_state->n_streams, 1);
+	assert_string_equal(f->stream_state->streams[0]->dest, "S1");
+	assert_int_equal(f->stream_state->streams[0]->high, 3);
+	push_stream_query(fx, 3, "R1", "R1", LIFE_R1 + 1, "S1");
+	assert_int_equal(batch(fx, T0 + 20), 0);
+}
+
+/*
+ * A relay answers a StreamQuery from its record (the highest seq it
+ * stored or forwarded per destination), passes the question on to the
+ * connected revision-2 destinations named, and passes their StreamState
+ * back towards the origin when its link speaks revision 2.
+ */
+static void test_relay_stream_state(void **state)
+{
+	struct fx *fx = *state;
+	struct route_hop hops[2] = {{"R1", 3, 0, "", 2, LIFE_R1},
+				    {"S1", 9, 0, "", 2, 0x51}};
+	const struct mspec2 m = {"R1",    "S9", 7, NULL, 0,
+				 LIFE_R1, 0x77, 0, NULL};
+	const Semq__Frame *f;
+
+	relay(fx);
+	push_routes(fx, hops, 2);
+	push_msgs(fx, 3, "R1", &m, 1); /* S9 is away: a copy */
+	batch(fx, T0);
+	push_stream_query(fx, 3, "R1", "R1", LIFE_R1, "S1");
+	batch(fx, T0 + 10);
+	f = frame_at(fx, 3, SEMQ__FRAME__BODY_STREAM_STATE, 0);
+	assert_string_equal(f->stream_state->origin, "R1");
+	assert_true(f->stream_state->life == LIFE_R1);
+	assert_string_equal(f->stream_state->reporter, "P1");
+	assert_int_equal(f->stream_state->n_streams, 1);
+	assert_string_equal(f->stream_state->streams[0]->dest, "S9");
+	assert_int_equal(f->stream_state->streams[0]->high, 7);
+	assert_int_equal(count_frames(fx, 9, SEMQ__FRAME__BODY_STREAM_QUERY),
+			 1);
+	f = frame_at(fx, 9, SEMQ__FRAME__BODY_STREAM_QUERY, 0);
+	assert_string_equal(f->stream_query->origin, "R1");
+	assert_true(f->stream_query->life == LIFE_R1);
+	assert_int_equal(f->stream_query->n_dests, 1);
+	assert_string_equal(f->stream_query->dests[0], "S1");
+
+	/* S1's answer goes back to R1, as it is. */
+	push_stream_state(fx, 9, "S1", "R1", LIFE_R1, "S1", "S1", 12);
+	batch(fx, T0 + 20);
+	f = frame_at(fx, 3, SEMQ__FRAME__BODY_STREAM_STATE, 0);
+	assert_string_equal(f->stream_state->reporter, "S1");
+	assert_int_equal(f->stream_state->streams[0]->high, 12);
+
+	/* Not to an origin of revision 1 (it would refuse the body). */
+	hops[0].revision = 1;
+	hops[0].life = 0;
+	push_routes(fx, hops, 2);
+	push_stream_state(fx, 9, "S1", "R1", LIFE_R1, "S1", "S1", 13);
+	assert_int_equal(batch(fx, T0 + 30), 0);
+}
+
+/* A Query for one id with its life and digest. */
+static void push_query2(struct fx *fx, uint64_t conn, const char *peer,
+			const char *origin, const char *dest, uint64_t seq,
+			uint64_t life, uint64_t digest)
+{
+	Semq__MsgId id = SEMQ__MSG_ID__INIT, *pid = &id;
+	Semq__Query q = SEMQ__QUERY__INIT;
+	Semq__Frame f = SEMQ__FRAME__INIT;
+
+	id.origin = (char *)origin;
+	id.dest = (char *)dest;
+	id.seq = seq;
+	id.life = life;
+	id.digest = digest;
+	q.n_ids = 1;
+	q.ids = &pid;
+	f.body_case = SEMQ__FRAME__BODY_QUERY;
+	f.query = &q;
+	push_frame(fx, conn, peer, &f);
+}
+
+/*
+ * A relay holding a copy answers a Query for that id with another digest
+ * itself (CONFLICT, its high) and does not pass it on; a Query for the
+ * copy's own message goes on to the destination.
+ */
+static void test_relay_query_conflict(void **state)
+{
+	struct fx *fx = *state;
+	const struct route_hop hops[2] = {{"R1", 3, 0, "", 2, LIFE_R1},
+					  {"S1", 9, 0, "", 2, 0x51}};
+	const struct mspec2 m = {"R1",    "S1", 4, NULL, 0,
+				 LIFE_R1, 0xd1, 0, NULL};
+	const Semq__Frame *f;
+
+	relay(fx);
+	push_msgs(fx, 3, "R1", &m, 1);
+	batch(fx, T0);
+	push_routes(fx, hops, 2);
+	batch(fx, T0 + 10); /* the copy goes to S1 */
+	assert_int_equal(out_of(fx, "R1", "S1", 4).status, SS_SEND);
+
+	push_query2(fx, 3, "R1", "R1", "S1", 4, LIFE_R1, 0xd2);
+	batch(fx, T0 + 20);
+	assert_int_equal(count_frames(fx, 9, SEMQ__FRAME__BODY_QUERY), 0);
+	f = frame_at(fx, 3, SEMQ__FRAME__BODY_QUERY_REPLY, 0);
+	assert_int_equal(f->query_reply->n_answers, 1);
+	assert_true(f->query_reply->answers[0]->received);
+	assert_int_equal(f->query_reply->answers[0]->result,
+			 SEMQ__RESULT__RESULT_DUPLICATE);
+	assert_int_equal(f->query_reply->answers[0]->refusal,
+			 SEMQ__REFUSAL__REFUSAL_CONFLICT);
+	assert_int_equal(f->query_reply->answers[0]->high, 4);
+	assert_int_equal(f->query_reply->answers[0]->id->digest, 0xd2);
+
+	push_query2(fx, 3, "R1", "R1", "S1", 4, LIFE_R1, 0xd1);
+	batch(fx, T0 + 30);
+	assert_int_equal(count_frames(fx, 3, SEMQ__FRAME__BODY_QUERY_REPLY), 0);
+	f = frame_at(fx, 9, SEMQ__FRAME__BODY_QUERY, 0);
+	assert_int_equal(f->query->ids[0]->seq, 4);
+	assert_int_equal(f->query->ids[0]->digest, 0xd1);
+}
+
+/*
+ * An 810-Indication or a QueryReply about another message under one of this
+ * node's seqs (its id's digest is not the row's) does not confirm the row.
+ * After a restore, the destination repeats the indication of a message of
+ * the lost timeline that it never got an 810-Response for (repeat_unacked,
+ * at once on PEER_UP); the restored origin has handed that seq out again to
+ * a new message, which that verdict must not settle: the row stays in
+ * doubt, and the query about it finds the conflict.
+ */
+static void test_origin_foreign_verdict_not_confirmed(void **state)
+{
+	struct fx *fx = *state;
+	const struct route_hop hop = {"S1", 7, 0, "", 2, 0x5e1};
+	const Semq__Message *msgs[4];
+	struct vspec vs;
+	uint64_t life, d1;
+
+	sender(fx, 1000);
+	life = store_life(fx->st);
+	enqueue(fx, "S1", 2);
+	push_routes(fx, &hop, 1);
+	batch(fx, T0);
+	assert_int_equal(data_to(fx, 7, msgs, 4), 2);
+	d1 = msgs[0]->digest;
+	assert_true(d1 != 0 && d1 != 0xbad);
+
+	/* S1 repeats its verdict on the lost timeline's seq 1 (digest
+	 * 0xbad): seq 1 here is another message. */
+	memset(&vs, 0, sizeof vs);
+	vs.origin = "R1";
+	vs.dest = "S1";
+	vs.seq = 1;
+	vs.life = life;
+	vs.digest = 0xbad;
+	vs.result = SEMQ__RESULT__RESULT_PROCESSED;
+	push_verdict(fx, 7, "S1", &vs);
+	batch(fx, T0 + 10);
+	assert_int_equal(out_of(fx, "R1", "S1", 1).status, SS_SEND);
+	/* the same through a QueryReply */
+	vs.seq = 2;
+	push_answer(fx, 7, "S1", &vs, 1);
+	batch(fx, T0 + 20);
+	assert_int_equal(out_of(fx, "R1", "S1", 2).status, SS_SEND);
+}
+
+/*
+ * A tombstone refused UNDECIDED (the receiver's record of that seq was
+ * purged) is held for the operator like any undecided row, not sent again
+ * every query_after forever.
+ */
+static void test_origin_tombstone_undecided_settles(void **state)
+{
+	struct fx *fx = *state;
+	const struct route_hop hop = {"S1", 7, 0, "", 2, 0x5e1};
+	const int64_t qa = fx->c.query_after_ms;
+	const Semq__Message *msgs[4];
+	struct msgid id;
+	struct vspec vs;
+	uint64_t life;
+
+	sender(fx, 1000);
+	life = store_life(fx->st);
+	enqueue(fx, "S1", 1);
+	push_routes(fx, &hop, 1);
+	batch(fx, T0);
+	/* The operator cancels it while it is in doubt. */
+	memset(&id, 0, sizeof id);
+	snprintf(id.origin, sizeof id.origin, "R1");
+	snprintf(id.dest, sizeof id.dest, "S1");
+	id.seq = 1;
+	id.life = life;
+	assert_int_equal(store_cancel(fx->st, &id, T0 + 10), SEMQ_OK);
+	push_wake(fx);
+	batch(fx, T0 + 10);
+	assert_int_equal(data_to(fx, 7, msgs, 4), 1);
+	assert_true(msgs[0]->tombstone);
+	assert_true(msgs[0]->digest != 0);
+
+	memset(&vs, 0, sizeof vs);
+	vs.origin = "R1";
+	vs.dest = "S1";
+	vs.seq = 1;
+	vs.life = life;
+	vs.digest = msgs[0]->digest;
+	vs.result = SEMQ__RESULT__RESULT_DUPLICATE;
+	vs.refusal = SEMQ__REFUSAL__REFUSAL_UNDECIDED;
+	vs.high = 1;
+	push_verdict(fx, 7, "S1", &vs);
+	batch(fx, T0 + 20);
+	/* Settled one way or another: not a tombstone due again. */
+	batch(fx, T0 + 20 + 2 * qa);
+	assert_int_equal(count_frames(fx, 0, SEMQ__FRAME__BODY_DATA), 0);
+	batch(fx, T0 + 20 + 4 * qa);
+	assert_int_equal(count_frames(fx, 0, SEMQ__FRAME__BODY_DATA), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -2102,6 +3050,30 @@ int main(void)
 			test_instances_sender_one_stream, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_instances_one_leaves,
 						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_receiver_refuses_conflict,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_origin_renumbers_on_conflict, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_stream_state_moves_counter,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_relay_conflict_and_take_back, setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_origin_life_zero_and_earlier, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_peer_up_stream_query,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_stream_query_answered,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_relay_stream_state, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_relay_query_conflict,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_origin_foreign_verdict_not_confirmed, setup,
+			teardown),
+		cmocka_unit_test_setup_teardown(
+			test_origin_tombstone_undecided_settles, setup,
+			teardown),
 	};
 
 	log_set_level(LOG_ERROR);

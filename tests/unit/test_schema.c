@@ -712,9 +712,11 @@ static void test_upgrade_from_version_1(void **state)
 				 0);
 	}
 	/* the constraints refuse what they refused, and take what version 3
-	 * added: status 8 (held), results 5 (dead) and 7 (undecided) */
+	 * added: status 8 (held), results 5 (dead), 7 (undecided) and 8
+	 * (undeliverable) */
 	expect_refused(db, "UPDATE tb_0031 SET status = 5", NULL, "status");
-	expect_refused(db, "UPDATE tb_0031 SET result = 8", NULL, "result");
+	expect_refused(db, "UPDATE tb_0031 SET result = 9", NULL, "result");
+	exec_ok(db, "UPDATE tb_0031 SET status = 8, result = 8");
 	exec_ok(db, "UPDATE tb_0031 SET status = 8, result = 7");
 	exec_ok(db, "UPDATE tb_0031 SET status = 4, result = 5");
 	exec_ok(db, "UPDATE tb_0031 SET status = 100, result = 2");

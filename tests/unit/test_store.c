@@ -21,6 +21,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -2526,6 +2527,1178 @@ static void test_stats_and_streams(void **state)
 	assert_int_equal(store_stats(st, NULL, &c), SEMQ_ERR_INVALID);
 }
 
+/* ---- lives, digests, refusals (docs/PROTOCOL.md, "Lives of a node") ----- */
+
+/* Two lives of R1 (not this node's): numbered so that the one that began
+ * here later has the smaller number. */
+#define LIFE_A UINT64_C(0x1a2b3c4d5e6f7)
+#define LIFE_B UINT64_C(0x0badcafe)
+
+static uint8_t other_body[] = "another document";
+
+/* m with another payload: another message (another digest). */
+static void other_content(struct msg *m)
+{
+	m->payload = other_body;
+	m->payload_len = sizeof other_body - 1;
+}
+
+/* Rows of `table` of one life. */
+static int64_t n_of_life(struct store *st, const char *table, uint64_t life)
+{
+	char sql[128];
+
+	snprintf(sql, sizeof sql,
+		 "SELECT count(*) FROM %s WHERE life = %" PRId64, table,
+		 (int64_t)life);
+	return q1(st, sql);
+}
+
+static void lookup_expect(struct store *st, const struct msgid *id,
+			  int want_received, int want_res)
+{
+	int rec = -1, res = -7;
+
+	assert_int_equal(store_lookup_received(st, id, &rec, &res), SEMQ_OK);
+	assert_int_equal(rec, want_received);
+	if (want_received)
+		assert_int_equal(res, want_res);
+}
+
+/*
+ * The digest decides what a second copy of a seq is: the same digest (or
+ * either unknown) is a duplicate with the verdict recorded the first time;
+ * another digest is refused as a conflict, nothing written and no plugin
+ * call; a seq at or below the watermark whose row was purged is refused
+ * undecided when the copy has a digest, a duplicate when it has none; a
+ * message whose prev_digest is not what was recorded for its prev_seq is a
+ * conflict. store_lookup_received answers alike.
+ */
+static void test_receive_digest_checks(void **state)
+{
+	struct fx *fx = *state;
+	struct store *st = open_ok(fx, "S1", NULL);
+	struct applier a = {.why = "down"};
+	struct msg m, m1;
+	char buf[32];
+	uint64_t d1, d2;
+	unsigned n = 99;
+	int ok = 0;
+
+	mkmsg(&m1, "R1", "S1", 1, "K", 0);
+	d1 = semq_msg_digest(&m1);
+	m1.id.digest = d1;
+	recv_expect(st, &m1, &a, NOW, SEMQ_OK, RES_PROCESSED);
+	assert_int_equal(q1(st, "SELECT digest FROM tb_0030 WHERE seq = 1"),
+			 (int64_t)d1);
+
+	/* The same message: its recorded verdict; an unknown digest on
+	 * either side is taken for the same message. */
+	recv_expect(st, &m1, &a, NOW + 1, SEMQ_DUPLICATE, RES_PROCESSED);
+	m = m1;
+	m.id.digest = 0;
+	recv_expect(st, &m, &a, NOW + 1, SEMQ_DUPLICATE, RES_PROCESSED);
+	assert_int_equal(a.calls, 1);
+
+	/* Another message under seq 1: a conflict, nothing written. */
+	m = m1;
+	other_content(&m);
+	d2 = semq_msg_digest(&m);
+	assert_true(d2 != d1 && d2 != 0);
+	m.id.digest = d2;
+	recv_expect(st, &m, &a, NOW + 2, SEMQ_DECLINED, RES_CONFLICT);
+	assert_non_null(strstr(store_errmsg(st), "another message"));
+	assert_int_equal(a.calls, 1);
+	assert_int_equal(q1(st, "SELECT count(*) FROM effect"), 1);
+	assert_int_equal(q1(st, "SELECT count(*) FROM tb_0030"), 1);
+	assert_int_equal(q1(st, "SELECT count(*) FROM tb_0033"), 0);
+	assert_int_equal(q1(st, "SELECT digest FROM tb_0030 WHERE seq = 1"),
+			 (int64_t)d1);
+	assert_int_equal(q1(st, "SELECT received_at FROM tb_0030"), NOW);
+	lookup_expect(st, &m1.id, 1, RES_PROCESSED);
+	lookup_expect(st, &m.id, 1, RES_CONFLICT);
+	m.id.digest = 0;
+	lookup_expect(st, &m.id, 1, RES_PROCESSED);
+
+	/* The recorded verdict, whatever it is: redo. */
+	verdicts(&a, 1, SEMQ_PLUGIN_RETRY);
+	mkmsg(&m, "R1", "S1", 2, "L", 0);
+	m.id.digest = semq_msg_digest(&m);
+	recv_expect(st, &m, &a, NOW + 3, SEMQ_OK, RES_REDO);
+	recv_expect(st, &m, &a, NOW + 4, SEMQ_DUPLICATE, RES_REDO);
+	lookup_expect(st, &m.id, 1, RES_REDO);
+	assert_int_equal(a.calls, 2);
+
+	/* A row recorded without a digest (a revision-1 sender): a copy
+	 * with one is the same message. */
+	mkmsg(&m, "R1", "S1", 3, NULL, 0);
+	recv_expect(st, &m, &a, NOW + 5, SEMQ_OK, RES_PROCESSED);
+	assert_int_equal(q1(st, "SELECT count(*) FROM tb_0030 WHERE seq = 3"
+				" AND digest IS NULL"),
+			 1);
+	m.id.digest = d2;
+	recv_expect(st, &m, &a, NOW + 6, SEMQ_DUPLICATE, RES_PROCESSED);
+	lookup_expect(st, &m.id, 1, RES_PROCESSED);
+	assert_int_equal(a.calls, 3);
+
+	/* prev_digest: seq 4 follows seq 1 of key K, naming another message
+	 * as its predecessor: a conflict, nothing written. */
+	mkmsg(&m, "R1", "S1", 4, "K", 1);
+	m.id.digest = semq_msg_digest(&m);
+	m.prev_digest = d2;
+	recv_expect(st, &m, &a, NOW + 7, SEMQ_DECLINED, RES_CONFLICT);
+	assert_non_null(strstr(store_errmsg(st), "predecessor seq 1"));
+	assert_int_equal(a.calls, 3);
+	assert_int_equal(q1(st, "SELECT count(*) FROM tb_0030 WHERE seq = 4"),
+			 0);
+	/* ... naming the recorded one, or none: applied. */
+	m.prev_digest = d1;
+	recv_expect(st, &m, &a, NOW + 8, SEMQ_OK, RES_PROCESSED);
+	mkmsg(&m, "R1", "S1", 5, "K", 4);
+	m.id.digest = semq_msg_digest(&m);
+	m.prev_digest = 0;
+	recv_expect(st, &m, &a, NOW + 9, SEMQ_OK, RES_PROCESSED);
+	assert_int_equal(a.calls, 5);
+
+	/* The watermark passes seq 1 and its row is purged. */
+	assert_int_equal(store_ack_response(st, &m1.id, CONFIRM_ORIGIN, &ok),
+			 SEMQ_OK);
+	assert_int_equal(ok, 1);
+	assert_int_equal(store_advance_watermarks(st, &n), SEMQ_OK);
+	assert_int_equal(n, 1);
+	assert_int_equal(store_receipt_purge(st, NOW + 100, 0, 100, &n),
+			 SEMQ_OK);
+	assert_int_equal(n, 1);
+	assert_string_equal(q1s(st, SEQS("tb_0030", ""), buf, sizeof buf),
+			    "2,3,4,5");
+	/* With a digest, it cannot tell: undecided, whichever digest. */
+	recv_expect(st, &m1, &a, NOW + 10, SEMQ_DECLINED, RES_UNDECIDED);
+	assert_non_null(strstr(store_errmsg(st), "cannot tell"));
+	lookup_expect(st, &m1.id, 1, RES_UNDECIDED);
+	m = m1;
+	other_content(&m);
+	m.id.digest = d2;
+	recv_expect(st, &m, &a, NOW + 10, SEMQ_DECLINED, RES_UNDECIDED);
+	lookup_expect(st, &m.id, 1, RES_UNDECIDED);
+	/* Without one (a revision-1 sender): a duplicate, as in 0.1. */
+	m.id.digest = 0;
+	recv_expect(st, &m, &a, NOW + 10, SEMQ_DUPLICATE, RES_DUPLICATE);
+	lookup_expect(st, &m.id, 1, RES_DUPLICATE);
+	assert_int_equal(a.calls, 5);
+	/* (seq 2 went to redo: its effect was rolled back) */
+	assert_int_equal(q1(st, "SELECT count(*) FROM effect"), 4);
+	assert_int_equal(q1(st, "SELECT count(*) FROM tb_0030"), 4);
+	/* Not seen at all: not received, with or without a digest. */
+	mkmsg(&m, "R1", "S1", 9, NULL, 0);
+	lookup_expect(st, &m.id, 0, 0);
+	m.id.digest = d1;
+	lookup_expect(st, &m.id, 0, 0);
+}
+
+struct lives_seen {
+	int n;
+	char line[8][160];
+};
+
+static int lives_collect(void *ctx, const struct life_row *r)
+{
+	struct lives_seen *c = ctx;
+
+	assert_true(c->n < 8);
+	snprintf(c->line[c->n], sizeof c->line[c->n],
+		 "%s>%s %llx %s mark=%llu rows=%lld at=%lld", r->origin,
+		 r->dest, (unsigned long long)r->life,
+		 r->relay ? "relay" : "in", (unsigned long long)r->mark,
+		 (long long)r->rows, (long long)(r->started_at - NOW));
+	c->n++;
+	return 0;
+}
+
+static int streams_in_collect(void *ctx, const char *origin, const char *dest,
+			      uint64_t life, uint64_t w)
+{
+	struct lives_seen *c = ctx;
+
+	assert_true(c->n < 8);
+	snprintf(c->line[c->n], sizeof c->line[c->n], "%s>%s %llx @%llu",
+		 origin, dest, (unsigned long long)life, (unsigned long long)w);
+	c->n++;
+	return 0;
+}
+
+static void recv_life(struct store *st, struct applier *a, uint64_t life,
+		      uint64_t seq, int64_t now, int want_r, int want_res)
+{
+	struct msg m;
+
+	mkmsg(&m, "R1", "S1", seq, NULL, 0);
+	m.id.life = life;
+	m.id.digest = semq_msg_digest(&m);
+	recv_expect(st, &m, a, now, want_r, want_res);
+}
+
+/*
+ * A stream is (origin, dest, life): the same seq of two lives of R1 is two
+ * messages, each applied once, each stream with its own watermark; the
+ * current life is the one that began here last. store_life_drop refuses
+ * the current life without force and a life with unfinished work, drops a
+ * retired one with its records, and knows no unknown one.
+ */
+static void test_lives_separate_streams(void **state)
+{
+	struct fx *fx = *state;
+	struct store *st = open_ok(fx, "S1", NULL);
+	struct applier a = {.why = "down"};
+	struct lives_seen c;
+	struct msgid id;
+	struct msg m;
+	uint64_t w = 99, life = 0, high = 0;
+	unsigned n;
+	int ok, known = -1;
+
+	recv_life(st, &a, LIFE_A, 1, NOW, SEMQ_OK, RES_PROCESSED);
+	recv_life(st, &a, LIFE_B, 1, NOW + 10, SEMQ_OK, RES_PROCESSED);
+	recv_life(st, &a, LIFE_A, 2, NOW + 20, SEMQ_OK, RES_PROCESSED);
+	recv_life(st, &a, LIFE_A, 1, NOW + 30, SEMQ_DUPLICATE, RES_PROCESSED);
+	recv_life(st, &a, LIFE_B, 1, NOW + 30, SEMQ_DUPLICATE, RES_PROCESSED);
+	assert_int_equal(a.calls, 3);
+	assert_int_equal(q1(st, "SELECT count(*) FROM effect WHERE seq = 1"),
+			 2);
+	assert_int_equal(q1(st, "SELECT count(*) FROM tb_0030"), 3);
+
+	/* A watermark per life. */
+	mkid(&id, "R1", "S1", 1);
+	id.life = LIFE_A;
+	assert_int_equal(store_ack_response(st, &id, CONFIRM_ORIGIN, &ok),
+			 SEMQ_OK);
+	id.seq = 2;
+	assert_int_equal(store_ack_response(st, &id, CONFIRM_ORIGIN, &ok),
+			 SEMQ_OK);
+	assert_int_equal(store_advance_watermarks(st, &n), SEMQ_OK);
+	assert_int_equal(n, 1);
+	assert_int_equal(store_watermark(st, "R1", "S1", LIFE_A, &w), SEMQ_OK);
+	assert_int_equal(w, 2);
+	assert_int_equal(store_watermark(st, "R1", "S1", LIFE_B, &w), SEMQ_OK);
+	assert_int_equal(w, 0);
+	assert_int_equal(store_watermark(st, "R1", "S1", SEMQ_LIFE_LEGACY, &w),
+			 SEMQ_OK);
+	assert_int_equal(w, 0);
+	assert_int_equal(store_stream_high(st, "R1", "S1", LIFE_A, &high),
+			 SEMQ_OK);
+	assert_int_equal(high, 2);
+	assert_int_equal(store_stream_high(st, "R1", "S1", LIFE_B, &high),
+			 SEMQ_OK);
+	assert_int_equal(high, 1);
+	/* The row of seq 1 of life B is not the one acked. */
+	assert_int_equal(n_of_life(st, "tb_0030", LIFE_B), 1);
+	assert_int_equal(q1(st, "SELECT count(*) FROM tb_0030 WHERE"
+				" ack_status = 1"),
+			 2);
+
+	/* The current life: the newest started here. */
+	assert_int_equal(store_current_life(st, "R1", "S1", &life), SEMQ_OK);
+	assert_true(life == LIFE_B);
+	assert_int_equal(store_current_life(st, "R9", "S1", &life), SEMQ_OK);
+	assert_true(life == SEMQ_LIFE_LEGACY);
+	assert_int_equal(store_current_life(st, "S1", "R1", &life), SEMQ_OK);
+	assert_true(life == own_life);
+	assert_int_equal(store_origin_life(st, "R1", &life, &known), SEMQ_OK);
+	assert_int_equal(known, 1);
+	assert_true(life == LIFE_B);
+	assert_int_equal(store_origin_life(st, "R9", &life, &known), SEMQ_OK);
+	assert_int_equal(known, 0);
+
+	/* Both listed, in the order they began here. */
+	memset(&c, 0, sizeof c);
+	assert_int_equal(store_lives(st, lives_collect, &c), SEMQ_OK);
+	assert_int_equal(c.n, 2);
+	assert_string_equal(c.line[0],
+			    "R1>S1 1a2b3c4d5e6f7 in mark=2 rows=2 at=0");
+	assert_string_equal(c.line[1], "R1>S1 badcafe in mark=0 rows=1 at=10");
+	memset(&c, 0, sizeof c);
+	assert_int_equal(store_streams_in(st, streams_in_collect, &c), SEMQ_OK);
+	assert_int_equal(c.n, 2);
+	assert_string_equal(c.line[0], "R1>S1 1a2b3c4d5e6f7 @2");
+	assert_string_equal(c.line[1], "R1>S1 badcafe @0");
+
+	/* The current life is not dropped without force. */
+	assert_int_equal(store_life_drop(st, "R1", LIFE_B, 0), SEMQ_DECLINED);
+	assert_non_null(strstr(store_errmsg(st), "current life"));
+	assert_int_equal(q1(st, "SELECT count(*) FROM semq_stream_in"), 2);
+
+	/* An unfinished redo entry of the life keeps it, even forced. */
+	verdicts(&a, 1, SEMQ_PLUGIN_RETRY);
+	recv_life(st, &a, LIFE_A, 3, NOW + 40, SEMQ_OK, RES_REDO);
+	assert_int_equal(store_life_drop(st, "R1", LIFE_A, 0), SEMQ_DECLINED);
+	assert_non_null(strstr(store_errmsg(st), "1 redo entries"));
+	assert_int_equal(store_life_drop(st, "R1", LIFE_A, 1), SEMQ_DECLINED);
+	assert_int_equal(n_of_life(st, "tb_0030", LIFE_A), 3);
+	assert_int_equal(
+		store_redo_discard(st, redo_id_of(st, 3), "retired", NOW + 50),
+		SEMQ_OK);
+
+	/* Retired and finished: dropped, its watermark and rows with it;
+	 * the other life keeps its own. */
+	assert_int_equal(store_life_drop(st, "R1", LIFE_A, 0), SEMQ_OK);
+	assert_int_equal(n_of_life(st, "semq_stream_in", LIFE_A), 0);
+	assert_int_equal(n_of_life(st, "tb_0030", LIFE_A), 0);
+	assert_int_equal(n_of_life(st, "tb_0030", LIFE_B), 1);
+	assert_int_equal(q1(st, "SELECT count(*) FROM tb_0030"), 1);
+	assert_int_equal(q1(st, "SELECT count(*) FROM semq_stream_in"), 1);
+	assert_int_equal(store_watermark(st, "R1", "S1", LIFE_A, &w), SEMQ_OK);
+	assert_int_equal(w, 0);
+	memset(&c, 0, sizeof c);
+	assert_int_equal(store_lives(st, lives_collect, &c), SEMQ_OK);
+	assert_int_equal(c.n, 1);
+	assert_string_equal(c.line[0], "R1>S1 badcafe in mark=0 rows=1 at=10");
+
+	/* Unknown lives and origins. */
+	assert_int_equal(store_life_drop(st, "R1", LIFE_A, 0),
+			 SEMQ_ERR_NOT_FOUND);
+	assert_int_equal(store_life_drop(st, "R1", 0x999, 1),
+			 SEMQ_ERR_NOT_FOUND);
+	assert_int_equal(store_life_drop(st, "R9", LIFE_B, 1),
+			 SEMQ_ERR_NOT_FOUND);
+	assert_int_equal(store_life_drop(st, "bad id", LIFE_B, 1),
+			 SEMQ_ERR_INVALID);
+
+	/* A relay's record of a life: kept while a copy of it is held. */
+	assert_int_equal(store_relay_note(st, "R2", "S9", LIFE_A, 5, NOW + 60),
+			 SEMQ_OK);
+	mkmsg(&m, "R2", "S9", 5, NULL, 0);
+	m.id.life = LIFE_A;
+	assert_int_equal(store_enqueue_copy(st, &m, NOW + 60), SEMQ_OK);
+	memset(&c, 0, sizeof c);
+	assert_int_equal(store_lives(st, lives_collect, &c), SEMQ_OK);
+	assert_int_equal(c.n, 2);
+	assert_string_equal(c.line[1],
+			    "R2>S9 1a2b3c4d5e6f7 relay mark=5 rows=0 at=60");
+	assert_int_equal(store_life_drop(st, "R2", LIFE_A, 1), SEMQ_DECLINED);
+	assert_non_null(strstr(store_errmsg(st), "1 relay copies"));
+	assert_int_equal(store_drop_copy(st, &m.id), SEMQ_OK);
+	assert_int_equal(store_life_drop(st, "R2", LIFE_A, 1), SEMQ_OK);
+	assert_int_equal(q1(st, "SELECT count(*) FROM semq_stream_relay"), 0);
+
+	/* The current life goes with force. */
+	assert_int_equal(store_life_drop(st, "R1", LIFE_B, 1), SEMQ_OK);
+	memset(&c, 0, sizeof c);
+	assert_int_equal(store_lives(st, lives_collect, &c), SEMQ_OK);
+	assert_int_equal(c.n, 0);
+	assert_int_equal(q1(st, "SELECT count(*) FROM tb_0030"), 0);
+}
+
+/* Enqueues one message of this node of `type` (to tell rows apart). */
+static uint64_t enqueue_t(struct store *st, const char *dest, const char *key,
+			  uint32_t type)
+{
+	struct msg m;
+	char err[SEMQ_ERRLEN] = "";
+	uint64_t seq = 0;
+
+	mkmsg(&m, "", dest, 0, key, 0);
+	m.type = type;
+	if (store_enqueue(st, &m, &seq, err, sizeof err) != SEMQ_OK)
+		fail_msg("enqueue: %s", err);
+	return seq;
+}
+
+/* The id of this node's row dest/seq, with a digest. */
+static struct msgid own_id(const char *dest, uint64_t seq, uint64_t digest)
+{
+	struct msgid id;
+
+	mkid(&id, own_node, dest, seq);
+	id.digest = digest;
+	return id;
+}
+
+/* One outbound row: its status, type, prev_seq, result, last_error. */
+struct out_line {
+	int status, result;
+	uint32_t type;
+	uint64_t prev_seq, digest;
+	int64_t next_at;
+	char last_error[SEMQ_ERRLEN];
+};
+
+static int out_line(struct store *st, const char *origin, const char *dest,
+		    uint64_t seq, struct out_line *l)
+{
+	struct msgid id;
+	struct msg m;
+	struct out_row row;
+	int r;
+
+	mkid(&id, origin, dest, seq);
+	memset(l, 0, sizeof *l);
+	r = store_outbound_get(st, &id, &m, &row);
+	if (r != SEMQ_OK)
+		return r;
+	l->status = row.status;
+	l->result = row.result;
+	l->type = m.type;
+	l->prev_seq = m.prev_seq;
+	l->digest = m.id.digest;
+	l->next_at = row.next_attempt_at;
+	snprintf(l->last_error, sizeof l->last_error, "%s",
+		 row.last_error ? row.last_error : "");
+	msg_clear(&m);
+	return SEMQ_OK;
+}
+
+/*
+ * store_renumber: the refused row and the unconfirmed later rows of its
+ * key — not the rows of other keys or streams, not the confirmed ones —
+ * get the next seqs of the stream after its counter, in order, each
+ * chained to the one before; they go back to unsent (a cancelled row whose
+ * tombstone is unanswered stays cancelled) and the old ids come back with
+ * their digests. A confirmed row and a relay's copy are declined.
+ */
+static void test_renumber(void **state)
+{
+	struct fx *fx = *state;
+	struct store *st = open_ok(fx, "R1", NULL);
+	const char *why = "S1 holds another message under seq 2";
+	struct msgid id, *olds = NULL;
+	struct out_line l;
+	struct msg m;
+	unsigned n = 99;
+	uint64_t first = 0, last = 0, i;
+	const uint64_t d2 = UINT64_C(0xd2d2d2d2d2d2d2d2), d4 = 44;
+
+	assert_int_equal(enqueue_t(st, "S1", "K", 101), 1);
+	assert_int_equal(enqueue_t(st, "S1", "K", 102), 2);
+	assert_int_equal(enqueue_t(st, "S1", "L", 103), 3);
+	assert_int_equal(enqueue_t(st, "S1", "K", 104), 4);
+	assert_int_equal(enqueue_t(st, "S1", "K", 105), 5);
+	assert_int_equal(enqueue_t(st, "S1", NULL, 106), 6);
+	assert_int_equal(enqueue_t(st, "S1", "K", 107), 7);
+	assert_int_equal(enqueue_t(st, "S1", "K", 108), 8);
+	assert_int_equal(enqueue_t(st, "S2", "K", 201), 1);
+	/* 1 confirmed, 2 sent (digest d2), 4 relay-acked (digest d4), 5
+	 * confirmed, 7 cancelled (tombstone unanswered), 3, 6, 8 unsent */
+	id = own_id("S1", 1, 0);
+	assert_int_equal(store_mark_confirmed(st, &id, RES_PROCESSED, NOW),
+			 SEMQ_OK);
+	id = own_id("S1", 2, d2);
+	assert_int_equal(store_mark_sent(st, &id, NOW, NOW + 30000), SEMQ_OK);
+	id = own_id("S1", 4, d4);
+	assert_int_equal(store_mark_sent(st, &id, NOW, NOW + 30000), SEMQ_OK);
+	assert_int_equal(store_mark_relay_acked(st, &id, NOW, NOW + 30000),
+			 SEMQ_OK);
+	id = own_id("S1", 5, 55);
+	assert_int_equal(store_mark_sent(st, &id, NOW, NOW + 30000), SEMQ_OK);
+	assert_int_equal(store_mark_confirmed(st, &id, RES_PROCESSED, NOW),
+			 SEMQ_OK);
+	id = own_id("S1", 7, 0);
+	assert_int_equal(store_cancel(st, &id, NOW), SEMQ_OK);
+
+	id = own_id("S1", 2, d2);
+	assert_int_equal(
+		store_renumber(st, &id, NOW + 5, why, &olds, &n, &first),
+		SEMQ_OK);
+	assert_int_equal(n, 4);
+	assert_int_equal(first, 9);
+	assert_non_null(olds);
+	assert_int_equal(olds[0].seq, 2);
+	assert_true(olds[0].digest == d2);
+	assert_int_equal(olds[1].seq, 4);
+	assert_true(olds[1].digest == d4);
+	assert_int_equal(olds[2].seq, 7);
+	assert_true(olds[2].digest == 0); /* never sent */
+	assert_int_equal(olds[3].seq, 8);
+	assert_true(olds[3].digest == 0);
+	for (i = 0; i < n; i++) {
+		assert_string_equal(olds[i].origin, "R1");
+		assert_string_equal(olds[i].dest, "S1");
+		assert_true(olds[i].life == own_life);
+	}
+	free(olds);
+	olds = NULL;
+
+	/* The old seqs are gone; the rows are at 9..12, in their order,
+	 * chained from the first one's predecessor. */
+	for (i = 0; i < n; i++) {
+		static const uint64_t gone[4] = {2, 4, 7, 8};
+
+		assert_int_equal(out_line(st, "R1", "S1", gone[i], &l),
+				 SEMQ_ERR_NOT_FOUND);
+	}
+	assert_int_equal(out_line(st, "R1", "S1", 9, &l), SEMQ_OK);
+	assert_int_equal(l.type, 102);
+	assert_int_equal(l.prev_seq, 1);
+	assert_int_equal(l.status, SS_UNSEND);
+	assert_true(l.digest == d2); /* the same message, the same digest */
+	assert_int_equal(l.next_at, NOW + 5);
+	assert_string_equal(l.last_error, why);
+	assert_int_equal(out_line(st, "R1", "S1", 10, &l), SEMQ_OK);
+	assert_int_equal(l.type, 104);
+	assert_int_equal(l.prev_seq, 9);
+	assert_int_equal(l.status, SS_UNSEND);
+	assert_true(l.digest == d4);
+	assert_string_equal(l.last_error, why);
+	assert_int_equal(out_line(st, "R1", "S1", 11, &l), SEMQ_OK);
+	assert_int_equal(l.type, 107);
+	assert_int_equal(l.prev_seq, 10);
+	assert_int_equal(l.status, SS_CANCELLED);
+	assert_int_equal(l.result, -1);
+	assert_int_equal(out_line(st, "R1", "S1", 12, &l), SEMQ_OK);
+	assert_int_equal(l.type, 108);
+	assert_int_equal(l.prev_seq, 11);
+	assert_int_equal(l.status, SS_UNSEND);
+
+	/* The rest stays where it was. */
+	assert_int_equal(out_line(st, "R1", "S1", 1, &l), SEMQ_OK);
+	assert_int_equal(l.type, 101);
+	assert_int_equal(l.status, SS_ACK2);
+	assert_int_equal(out_line(st, "R1", "S1", 3, &l), SEMQ_OK);
+	assert_int_equal(l.type, 103);
+	assert_int_equal(l.status, SS_UNSEND);
+	assert_int_equal(out_line(st, "R1", "S1", 5, &l), SEMQ_OK);
+	assert_int_equal(l.type, 105);
+	assert_int_equal(l.status, SS_ACK2);
+	assert_int_equal(l.prev_seq, 4); /* as it was: it took effect */
+	assert_int_equal(out_line(st, "R1", "S1", 6, &l), SEMQ_OK);
+	assert_int_equal(l.type, 106);
+	assert_int_equal(out_line(st, "R1", "S2", 1, &l), SEMQ_OK);
+	assert_int_equal(l.type, 201);
+	assert_int_equal(l.status, SS_UNSEND);
+	assert_int_equal(q1(st, "SELECT count(*) FROM tb_0031"), 9);
+
+	/* The counter moved past them; the next message follows. */
+	assert_int_equal(store_last_seq(st, "S1", &last), SEMQ_OK);
+	assert_int_equal(last, 12);
+	assert_int_equal(store_last_seq(st, "S2", &last), SEMQ_OK);
+	assert_int_equal(last, 1);
+	assert_int_equal(enqueue_t(st, "S1", "K", 109), 13);
+	assert_int_equal(out_line(st, "R1", "S1", 13, &l), SEMQ_OK);
+	assert_int_equal(l.prev_seq, 12);
+
+	/* A row without a key moves alone. */
+	id = own_id("S1", 6, 0);
+	assert_int_equal(
+		store_renumber(st, &id, NOW + 6, why, &olds, &n, &first),
+		SEMQ_OK);
+	assert_int_equal(n, 1);
+	assert_int_equal(first, 14);
+	free(olds);
+	olds = NULL;
+	assert_int_equal(out_line(st, "R1", "S1", 14, &l), SEMQ_OK);
+	assert_int_equal(l.type, 106);
+	assert_int_equal(l.prev_seq, 0);
+
+	/* Declined: a confirmed row, a recorded tombstone, a relay's copy;
+	 * none: not found. Nothing moves. */
+	id = own_id("S1", 5, 0);
+	assert_int_equal(
+		store_renumber(st, &id, NOW + 7, why, &olds, &n, &first),
+		SEMQ_DECLINED);
+	assert_null(olds);
+	assert_int_equal(n, 0);
+	id = own_id("S1", 11, 0);
+	assert_int_equal(store_mark_confirmed(st, &id, RES_CANCELLED, NOW),
+			 SEMQ_OK);
+	assert_int_equal(
+		store_renumber(st, &id, NOW + 7, why, &olds, &n, &first),
+		SEMQ_DECLINED);
+	mkmsg(&m, "R9", "S1", 3, "K", 0);
+	assert_int_equal(store_enqueue_copy(st, &m, NOW), SEMQ_OK);
+	assert_int_equal(
+		store_renumber(st, &m.id, NOW + 7, why, &olds, &n, &first),
+		SEMQ_DECLINED);
+	assert_null(olds);
+	assert_non_null(strstr(store_errmsg(st), "not a message of this"));
+	id = own_id("S1", 99, 0);
+	assert_int_equal(
+		store_renumber(st, &id, NOW + 7, why, &olds, &n, &first),
+		SEMQ_ERR_NOT_FOUND);
+	assert_int_equal(store_last_seq(st, "S1", &last), SEMQ_OK);
+	assert_int_equal(last, 14);
+	assert_int_equal(out_line(st, "R9", "S1", 3, &l), SEMQ_OK);
+}
+
+struct streams_out_seen {
+	int n;
+	char line[4][SEMQ_ERRLEN + 96];
+};
+
+static int streams_out_collect(void *ctx, const struct out_stream *s)
+{
+	struct streams_out_seen *c = ctx;
+
+	assert_true(c->n < 4);
+	snprintf(c->line[c->n], sizeof c->line[c->n],
+		 "%s last=%llu resyncs=%lld at=%lld note=%s", s->dest,
+		 (unsigned long long)s->last_seq, (long long)s->resyncs,
+		 (long long)(s->resync_at ? s->resync_at - NOW : -1),
+		 s->note ? s->note : "(null)");
+	c->n++;
+	return 0;
+}
+
+static void streams_out_expect(struct store *st, int n, const char *first)
+{
+	struct streams_out_seen c;
+
+	memset(&c, 0, sizeof c);
+	assert_int_equal(store_streams_out(st, streams_out_collect, &c),
+			 SEMQ_OK);
+	assert_int_equal(c.n, n);
+	if (first)
+		assert_string_equal(c.line[0], first);
+}
+
+/*
+ * store_stream_resync moves a stream's counter up to what a peer has seen,
+ * never down; each resync is counted and its note kept for semqctl status;
+ * `record` writes one without moving; nothing to do is declined. The next
+ * message gets the seq after the counter.
+ */
+static void test_stream_resync(void **state)
+{
+	struct fx *fx = *state;
+	struct store *st = open_ok(fx, "R1", NULL);
+	uint64_t from = 99, last = 0;
+	int moved = -1;
+
+	enqueue(st, "S1", NULL);
+	enqueue(st, "S1", NULL);
+	enqueue(st, "S1", NULL);
+	streams_out_expect(st, 1, "S1 last=3 resyncs=0 at=-1 note=(null)");
+
+	/* At or below the counter: nothing to do. */
+	assert_int_equal(
+		store_stream_resync(st, "S1", 2, NOW, "two", 0, &from, &moved),
+		SEMQ_DECLINED);
+	assert_int_equal(moved, 0);
+	assert_int_equal(store_stream_resync(st, "S1", 3, NOW, "three", 0,
+					     &from, &moved),
+			 SEMQ_DECLINED);
+	streams_out_expect(st, 1, "S1 last=3 resyncs=0 at=-1 note=(null)");
+
+	/* Above: the counter moves, counted, noted. */
+	assert_int_equal(store_stream_resync(st, "S1", 10, NOW + 1,
+					     "P1 had seen up to seq 10", 0,
+					     &from, &moved),
+			 SEMQ_OK);
+	assert_int_equal(from, 3);
+	assert_int_equal(moved, 1);
+	assert_int_equal(store_last_seq(st, "S1", &last), SEMQ_OK);
+	assert_int_equal(last, 10);
+	streams_out_expect(st, 1,
+			   "S1 last=10 resyncs=1 at=1 note=P1 had seen up to "
+			   "seq 10");
+
+	/* Recorded without moving, never down. */
+	assert_int_equal(store_stream_resync(st, "S1", 5, NOW + 2,
+					     "S1 had seen up to seq 5", 1,
+					     &from, &moved),
+			 SEMQ_OK);
+	assert_int_equal(from, 10);
+	assert_int_equal(moved, 0);
+	assert_int_equal(store_last_seq(st, "S1", &last), SEMQ_OK);
+	assert_int_equal(last, 10);
+	streams_out_expect(st, 1,
+			   "S1 last=10 resyncs=2 at=2 note=S1 had seen up to "
+			   "seq 5");
+	assert_int_equal(store_stream_resync(st, "S1", 5, NOW + 3, "again", 0,
+					     &from, &moved),
+			 SEMQ_DECLINED);
+	streams_out_expect(st, 1,
+			   "S1 last=10 resyncs=2 at=2 note=S1 had seen up to "
+			   "seq 5");
+
+	/* The next message gets counter + 1, and so on. */
+	assert_int_equal(enqueue(st, "S1", NULL), 11);
+	assert_int_equal(enqueue(st, "S1", NULL), 12);
+
+	/* A stream this database never used: it starts after high. */
+	assert_int_equal(store_stream_resync(st, "S2", 7, NOW + 4, "new", 0,
+					     &from, &moved),
+			 SEMQ_OK);
+	assert_int_equal(from, 0);
+	assert_int_equal(moved, 1);
+	assert_int_equal(enqueue(st, "S2", NULL), 8);
+	streams_out_expect(st, 2, NULL);
+	assert_int_equal(store_stream_resync(st, "S1", (uint64_t)INT64_MAX + 1,
+					     NOW, "x", 1, &from, &moved),
+			 SEMQ_ERR_INVALID);
+}
+
+/*
+ * store_hold: an unconfirmed row (0, 4, 6) is held for the operator (8)
+ * with the result and the reason, and is neither sent nor queried; a
+ * cancel of a held row ends it cancelled at once (no tombstone to send);
+ * a confirmation ends it too. store_mark_confirmed takes RES_DEAD.
+ */
+static void test_hold_and_cancel(void **state)
+{
+	struct fx *fx = *state;
+	struct store *st = open_ok(fx, "R1", NULL);
+	const char *why = "S1 cannot tell whether it has this message";
+	struct out_seen c;
+	struct out_line l;
+	struct msgid id;
+	int i;
+
+	for (i = 0; i < 6; i++)
+		enqueue(st, "S1", NULL);
+	/* 1 unsent, 2 sent, 3 relay-acked: all may be held */
+	id = own_id("S1", 1, 0);
+	assert_int_equal(store_hold(st, &id, RES_UNDECIDED, why, NOW + 1),
+			 SEMQ_OK);
+	assert_int_equal(out_line(st, "R1", "S1", 1, &l), SEMQ_OK);
+	assert_int_equal(l.status, SS_HELD);
+	assert_int_equal(l.result, RES_UNDECIDED);
+	assert_string_equal(l.last_error, why);
+	assert_int_equal(l.next_at, NOW + 1);
+	assert_int_equal(store_hold(st, &id, RES_UNDECIDED, why, NOW),
+			 SEMQ_DECLINED);
+	id = own_id("S1", 2, 0);
+	assert_int_equal(store_mark_sent(st, &id, NOW, NOW + 10), SEMQ_OK);
+	assert_int_equal(store_hold(st, &id, RES_UNDECIDED, why, NOW), SEMQ_OK);
+	id = own_id("S1", 3, 0);
+	assert_int_equal(store_mark_sent(st, &id, NOW, NOW + 10), SEMQ_OK);
+	assert_int_equal(store_mark_relay_acked(st, &id, NOW, NOW + 10),
+			 SEMQ_OK);
+	assert_int_equal(store_hold(st, &id, RES_CONFLICT, why, NOW), SEMQ_OK);
+	/* not 4: confirmed, nor a row that is not there */
+	id = own_id("S1", 4, 0);
+	assert_int_equal(store_mark_confirmed(st, &id, RES_PROCESSED, NOW),
+			 SEMQ_OK);
+	assert_int_equal(store_hold(st, &id, RES_UNDECIDED, why, NOW),
+			 SEMQ_DECLINED);
+	/* an unanswered cancel is held too: its destination cannot tell
+	 * what it would cancel (it is not sent again and again) */
+	id = own_id("S1", 5, 0);
+	assert_int_equal(store_cancel(st, &id, NOW), SEMQ_OK);
+	assert_int_equal(store_hold(st, &id, RES_UNDECIDED, why, NOW), SEMQ_OK);
+	assert_int_equal(store_hold(st, &id, RES_UNDECIDED, why, NOW),
+			 SEMQ_DECLINED);
+	id = own_id("S1", 9, 0);
+	assert_int_equal(store_hold(st, &id, RES_UNDECIDED, why, NOW),
+			 SEMQ_DECLINED);
+
+	/* Held rows are not sent, not queried, not tombstones. */
+	memset(&c, 0, sizeof c);
+	assert_int_equal(store_fetch_sendable(st, "S1", NOW + 100, 100, 100,
+					      out_collect, &c),
+			 SEMQ_OK);
+	assert_int_equal(c.n, 1);
+	assert_int_equal(c.seq[0], 6);
+	memset(&c, 0, sizeof c);
+	assert_int_equal(
+		store_fetch_in_doubt(st, INT64_MAX, 100, out_collect, &c),
+		SEMQ_OK);
+	assert_int_equal(c.n, 0);
+	memset(&c, 0, sizeof c);
+	assert_int_equal(
+		store_fetch_tombstones(st, INT64_MAX, 100, out_collect, &c),
+		SEMQ_OK);
+	assert_int_equal(c.n, 0); /* the held cancel (5) goes no more */
+
+	/* The operator cancels a held row: cancelled and answered at once. */
+	id = own_id("S1", 1, 0);
+	assert_int_equal(store_cancel(st, &id, NOW + 200), SEMQ_OK);
+	assert_int_equal(out_line(st, "R1", "S1", 1, &l), SEMQ_OK);
+	assert_int_equal(l.status, SS_CANCELLED);
+	assert_int_equal(l.result, RES_CANCELLED);
+	assert_int_equal(q1(st, "SELECT acked_at FROM tb_0031 WHERE seq = 1"),
+			 NOW + 200);
+	memset(&c, 0, sizeof c);
+	assert_int_equal(
+		store_fetch_tombstones(st, INT64_MAX, 100, out_collect, &c),
+		SEMQ_OK);
+	assert_int_equal(c.n, 0); /* no cancel of it to send */
+	assert_int_equal(store_cancel(st, &id, NOW + 300), SEMQ_OK);
+	assert_int_equal(out_line(st, "R1", "S1", 1, &l), SEMQ_OK);
+	assert_int_equal(l.result, RES_CANCELLED);
+
+	/* A held row confirmed after all (it took effect) is confirmed. */
+	id = own_id("S1", 2, 0);
+	assert_int_equal(store_mark_confirmed(st, &id, RES_PROCESSED, NOW),
+			 SEMQ_OK);
+	assert_int_equal(out_line(st, "R1", "S1", 2, &l), SEMQ_OK);
+	assert_int_equal(l.status, SS_ACK2);
+	assert_int_equal(l.result, RES_PROCESSED);
+
+	/* Dead at the destination: a verdict like the others. */
+	id = own_id("S1", 6, 0);
+	assert_int_equal(store_mark_sent(st, &id, NOW, NOW + 10), SEMQ_OK);
+	assert_int_equal(store_mark_confirmed(st, &id, RES_DEAD, NOW + 400),
+			 SEMQ_OK);
+	assert_int_equal(out_line(st, "R1", "S1", 6, &l), SEMQ_OK);
+	assert_int_equal(l.status, SS_ACK2);
+	assert_int_equal(l.result, RES_DEAD);
+	id = own_id("S1", 3, 0);
+	assert_int_equal(store_mark_confirmed(st, &id, RES_DEAD, NOW + 400),
+			 SEMQ_OK);
+	assert_int_equal(out_line(st, "R1", "S1", 3, &l), SEMQ_OK);
+	assert_int_equal(l.status, SS_ACK2);
+	assert_int_equal(l.result, RES_DEAD);
+	/* A refusal is no verdict to confirm with. */
+	id = own_id("S1", 5, 0);
+	assert_int_equal(store_mark_confirmed(st, &id, RES_CONFLICT, NOW),
+			 SEMQ_ERR_INVALID);
+	assert_int_equal(store_mark_confirmed(st, &id, RES_UNDECIDED, NOW),
+			 SEMQ_ERR_INVALID);
+}
+
+struct highs_seen {
+	int n;
+	char line[4][96];
+};
+
+static int highs_collect(void *ctx, const char *dest, uint64_t high)
+{
+	struct highs_seen *c = ctx;
+
+	assert_true(c->n < 4);
+	snprintf(c->line[c->n], sizeof c->line[c->n], "%s:%llu", dest,
+		 (unsigned long long)high);
+	c->n++;
+	return 0;
+}
+
+/*
+ * A relay's copies: unique on their id; a second copy of the same message
+ * (or an unknown digest) is a duplicate, one of another message is
+ * declined and changes nothing. store_outbound_state / _digest read the
+ * status and digest; store_drop_copy with a digest drops only the copy of
+ * that message. The relay's record keeps the highest seq per stream and
+ * life.
+ */
+static void test_relay_copies_and_record(void **state)
+{
+	struct fx *fx = *state;
+	struct store *st = open_ok(fx, "P1", NULL);
+	struct msg m, m2, got;
+	struct out_row row;
+	struct highs_seen c;
+	struct msgid id;
+	uint64_t d1, d2, dig = 7, high = 99;
+	int status = -1;
+
+	mkmsg(&m, "R1", "S1", 7, "K", 5);
+	m.id.life = LIFE_A;
+	d1 = semq_msg_digest(&m);
+	m.id.digest = d1;
+	m.prev_digest = 4242;
+	assert_int_equal(store_enqueue_copy(st, &m, NOW), SEMQ_OK);
+	m2 = m;
+	other_content(&m2);
+	d2 = semq_msg_digest(&m2);
+	m2.id.digest = d2;
+	assert_int_equal(store_enqueue_copy(st, &m2, NOW + 1), SEMQ_DECLINED);
+	assert_non_null(strstr(store_errmsg(st), "another message"));
+	assert_int_equal(store_enqueue_copy(st, &m, NOW + 1), SEMQ_DUPLICATE);
+	m2.id.digest = 0;
+	assert_int_equal(store_enqueue_copy(st, &m2, NOW + 1), SEMQ_DUPLICATE);
+	assert_int_equal(q1(st, "SELECT count(*) FROM tb_0031"), 1);
+	assert_int_equal(store_outbound_get(st, &m.id, &got, &row), SEMQ_OK);
+	assert_memory_equal(got.payload, "document", 8);
+	assert_true(got.id.digest == d1);
+	assert_true(got.id.life == LIFE_A);
+	assert_int_equal(got.prev_digest, 4242);
+	assert_int_equal(row.next_attempt_at, NOW);
+	msg_clear(&got);
+
+	/* Its status and digest, without the payload. */
+	assert_int_equal(store_outbound_state(st, &m.id, &status, &dig),
+			 SEMQ_OK);
+	assert_int_equal(status, SS_UNSEND);
+	assert_true(dig == d1);
+	dig = 0;
+	assert_int_equal(store_outbound_digest(st, &m.id, &dig), SEMQ_OK);
+	assert_true(dig == d1);
+	mkid(&id, "R1", "S1", 8);
+	id.life = LIFE_A;
+	assert_int_equal(store_outbound_state(st, &id, &status, &dig),
+			 SEMQ_ERR_NOT_FOUND);
+	assert_int_equal(store_outbound_digest(st, &id, &dig),
+			 SEMQ_ERR_NOT_FOUND);
+	/* Another life is another id. */
+	mkid(&id, "R1", "S1", 7);
+	assert_int_equal(store_outbound_state(st, &id, &status, &dig),
+			 SEMQ_ERR_NOT_FOUND);
+
+	/* A row of this node's own: no digest until sent; the digest of its
+	 * content meanwhile; the one it was sent with after. */
+	assert_int_equal(enqueue(st, "S1", NULL), 1);
+	id = own_id("S1", 1, 0);
+	assert_int_equal(store_outbound_state(st, &id, &status, &dig), SEMQ_OK);
+	assert_true(dig == 0);
+	assert_int_equal(store_outbound_digest(st, &id, &dig), SEMQ_OK);
+	mkmsg(&m2, "P1", "S1", 1, NULL, 0);
+	assert_true(dig == semq_msg_digest(&m2));
+	id.digest = 0xabc;
+	assert_int_equal(store_mark_sent(st, &id, NOW, NOW + 10), SEMQ_OK);
+	assert_int_equal(store_outbound_state(st, &id, &status, &dig), SEMQ_OK);
+	assert_int_equal(status, SS_SEND);
+	assert_int_equal(dig, 0xabc);
+	assert_int_equal(store_outbound_digest(st, &id, &dig), SEMQ_OK);
+	assert_int_equal(dig, 0xabc);
+	/* ... and a copy is never this node's row to drop */
+	assert_int_equal(store_drop_copy(st, &id), SEMQ_DECLINED);
+
+	/* Dropped only as the copy of that message. */
+	id = m.id;
+	id.digest = d2;
+	assert_int_equal(store_drop_copy(st, &id), SEMQ_DECLINED);
+	assert_int_equal(store_outbound_state(st, &m.id, &status, &dig),
+			 SEMQ_OK);
+	id.digest = d1;
+	assert_int_equal(store_drop_copy(st, &id), SEMQ_OK);
+	assert_int_equal(store_outbound_state(st, &m.id, &status, &dig),
+			 SEMQ_ERR_NOT_FOUND);
+	assert_int_equal(store_drop_copy(st, &id), SEMQ_DECLINED);
+	/* A copy whose digest is unknown goes with any; no digest given
+	 * drops any copy. */
+	m.id.digest = 0;
+	assert_int_equal(store_enqueue_copy(st, &m, NOW), SEMQ_OK);
+	id.digest = d2;
+	assert_int_equal(store_drop_copy(st, &id), SEMQ_OK);
+	m.id.digest = d1;
+	assert_int_equal(store_enqueue_copy(st, &m, NOW), SEMQ_OK);
+	id.digest = 0;
+	assert_int_equal(store_drop_copy(st, &id), SEMQ_OK);
+	assert_int_equal(q1(st, "SELECT count(*) FROM tb_0031"), 1);
+
+	/* The relay's record: the max per (origin, dest, life). */
+	assert_int_equal(store_relay_note(st, "R1", "S1", LIFE_A, 5, NOW),
+			 SEMQ_OK);
+	assert_int_equal(store_relay_note(st, "R1", "S1", LIFE_A, 3, NOW + 1),
+			 SEMQ_OK);
+	assert_int_equal(store_relay_high(st, "R1", "S1", LIFE_A, &high),
+			 SEMQ_OK);
+	assert_int_equal(high, 5);
+	assert_int_equal(store_relay_note(st, "R1", "S1", LIFE_A, 9, NOW + 2),
+			 SEMQ_OK);
+	assert_int_equal(store_relay_note(st, "R1", "S2", LIFE_A, 4, NOW + 2),
+			 SEMQ_OK);
+	assert_int_equal(store_relay_note(st, "R1", "S1", LIFE_B, 2, NOW + 3),
+			 SEMQ_OK);
+	assert_int_equal(store_relay_high(st, "R1", "S1", LIFE_A, &high),
+			 SEMQ_OK);
+	assert_int_equal(high, 9);
+	assert_int_equal(store_relay_high(st, "R1", "S1", LIFE_B, &high),
+			 SEMQ_OK);
+	assert_int_equal(high, 2);
+	assert_int_equal(store_relay_high(st, "R1", "S3", LIFE_A, &high),
+			 SEMQ_OK);
+	assert_int_equal(high, 0);
+	assert_int_equal(store_relay_high(st, "R2", "S1", LIFE_A, &high),
+			 SEMQ_OK);
+	assert_int_equal(high, 0);
+	memset(&c, 0, sizeof c);
+	assert_int_equal(
+		store_relay_streams(st, "R1", LIFE_A, highs_collect, &c),
+		SEMQ_OK);
+	assert_int_equal(c.n, 2);
+	assert_string_equal(c.line[0], "S1:9");
+	assert_string_equal(c.line[1], "S2:4");
+	memset(&c, 0, sizeof c);
+	assert_int_equal(
+		store_relay_streams(st, "R1", LIFE_B, highs_collect, &c),
+		SEMQ_OK);
+	assert_int_equal(c.n, 1);
+	assert_string_equal(c.line[0], "S1:2");
+	/* It began when first noted. */
+	assert_int_equal(q1(st, "SELECT min(started_at) FROM"
+				" semq_stream_relay WHERE dest = 'S1'"),
+			 NOW);
+	assert_int_equal(q1(st, "SELECT max(started_at) FROM"
+				" semq_stream_relay WHERE dest = 'S1'"),
+			 NOW + 3);
+	assert_int_equal(store_relay_note(st, "R1", "S1", LIFE_A, 0, NOW),
+			 SEMQ_ERR_INVALID);
+	assert_int_equal(
+		store_relay_note(st, "R1", "S1", SEMQ_LIFE_NONE, 3, NOW),
+		SEMQ_ERR_INVALID);
+}
+
+struct life_out_seen {
+	int n;
+	uint64_t seq[16], life[16];
+};
+
+static int life_out_collect(void *ctx, const struct msg *m,
+			    const struct out_row *row)
+{
+	struct life_out_seen *c = ctx;
+
+	(void)row;
+	assert_true(c->n < 16);
+	c->seq[c->n] = m->id.seq;
+	c->life[c->n] = m->id.life;
+	c->n++;
+	return 0;
+}
+
+/*
+ * A relay holding copies of two lives of R1 for S1 sends first those of
+ * the life that began at the relay first (its record's started_at, not the
+ * life's number), and those of the other life only once none of the first
+ * is left to send.
+ */
+static void test_relay_sends_older_life_first(void **state)
+{
+	struct fx *fx = *state;
+	struct store *st = open_ok(fx, "P1", NULL);
+	struct life_out_seen c;
+	struct msg m;
+	struct msgid id;
+	uint64_t i;
+	int k;
+
+	/* LIFE_B (the smaller number) began here later than LIFE_A. */
+	assert_int_equal(store_relay_note(st, "R1", "S1", LIFE_A, 2, NOW),
+			 SEMQ_OK);
+	assert_int_equal(store_relay_note(st, "R1", "S1", LIFE_B, 3, NOW + 50),
+			 SEMQ_OK);
+	for (i = 1; i <= 3; i++) {
+		mkmsg(&m, "R1", "S1", i, NULL, 0);
+		m.id.life = LIFE_B;
+		assert_int_equal(store_enqueue_copy(st, &m, NOW), SEMQ_OK);
+	}
+	for (i = 1; i <= 2; i++) {
+		mkmsg(&m, "R1", "S1", i, NULL, 0);
+		m.id.life = LIFE_A;
+		assert_int_equal(store_enqueue_copy(st, &m, NOW), SEMQ_OK);
+	}
+
+	memset(&c, 0, sizeof c);
+	assert_int_equal(store_fetch_sendable(st, "S1", NOW, 100, 100,
+					      life_out_collect, &c),
+			 SEMQ_OK);
+	assert_int_equal(c.n, 2);
+	for (k = 0; k < c.n; k++) {
+		assert_true(c.life[k] == LIFE_A);
+		assert_int_equal(c.seq[k], k + 1);
+	}
+	/* The same with every destination. */
+	memset(&c, 0, sizeof c);
+	assert_int_equal(store_fetch_sendable(st, NULL, NOW, 100, 100,
+					      life_out_collect, &c),
+			 SEMQ_OK);
+	assert_int_equal(c.n, 2);
+	assert_true(c.life[0] == LIFE_A && c.life[1] == LIFE_A);
+
+	/* One of LIFE_A sent, one back to unsent: LIFE_A still goes first. */
+	mkid(&id, "R1", "S1", 1);
+	id.life = LIFE_A;
+	assert_int_equal(store_mark_sent(st, &id, NOW, NOW + 10), SEMQ_OK);
+	memset(&c, 0, sizeof c);
+	assert_int_equal(store_fetch_sendable(st, "S1", NOW, 100, 100,
+					      life_out_collect, &c),
+			 SEMQ_OK);
+	assert_int_equal(c.n, 1);
+	assert_true(c.life[0] == LIFE_A);
+	assert_int_equal(c.seq[0], 2);
+
+	/* Only when LIFE_A has nothing left to send does LIFE_B go. */
+	id.seq = 2;
+	assert_int_equal(store_mark_sent(st, &id, NOW, NOW + 10), SEMQ_OK);
+	memset(&c, 0, sizeof c);
+	assert_int_equal(store_fetch_sendable(st, "S1", NOW, 100, 100,
+					      life_out_collect, &c),
+			 SEMQ_OK);
+	assert_int_equal(c.n, 3);
+	for (k = 0; k < c.n; k++) {
+		assert_true(c.life[k] == LIFE_B);
+		assert_int_equal(c.seq[k], k + 1);
+	}
+	/* The window counts the stream's copies in flight of every life. */
+	memset(&c, 0, sizeof c);
+	assert_int_equal(store_fetch_sendable(st, "S1", NOW, 3, 100,
+					      life_out_collect, &c),
+			 SEMQ_OK);
+	assert_int_equal(c.n, 1);
+}
+
+/*
+ * What became of a message in the redo queue is what a second copy of it
+ * is answered: done -> processed, discarded -> cancelled, dead -> dead (a
+ * receipt that died at once, or a redo entry that died later); a
+ * scheduled message that ran -> processed.
+ */
+static void test_redo_write_back(void **state)
+{
+	struct fx *fx = *state;
+	struct store *st = open_ok(fx, "S1", NULL);
+	struct applier a = {.why = "down"};
+	struct msg m1, m2, m3, m4, m5;
+	int status = -9;
+
+	verdicts(&a, 4, SEMQ_PLUGIN_RETRY, SEMQ_PLUGIN_RETRY,
+		 SEMQ_PLUGIN_PERMANENT, SEMQ_PLUGIN_RETRY);
+	mkmsg(&m1, "R1", "S1", 1, "K1", 0);
+	m1.id.digest = semq_msg_digest(&m1);
+	recv_expect(st, &m1, &a, NOW, SEMQ_OK, RES_REDO);
+	mkmsg(&m2, "R1", "S1", 2, "K2", 0);
+	m2.id.digest = semq_msg_digest(&m2);
+	recv_expect(st, &m2, &a, NOW, SEMQ_OK, RES_REDO);
+	mkmsg(&m3, "R1", "S1", 3, "K3", 0);
+	m3.id.digest = semq_msg_digest(&m3);
+	recv_expect(st, &m3, &a, NOW, SEMQ_OK, RES_DEAD);
+	mkmsg(&m4, "R1", "S1", 4, "K4", 0);
+	recv_expect(st, &m4, &a, NOW, SEMQ_OK, RES_REDO);
+	mkmsg(&m5, "R1", "S1", 5, "K5", 0);
+	m5.deliver_at = NOW + 60000;
+	recv_expect(st, &m5, &a, NOW, SEMQ_OK, RES_SCHEDULED);
+	recv_expect(st, &m5, &a, NOW, SEMQ_DUPLICATE, RES_SCHEDULED);
+
+	/* done */
+	assert_int_equal(store_redo_run(st, redo_id_of(st, 1), NOW + 5000,
+					apply_cb, &a, &status),
+			 SEMQ_OK);
+	assert_int_equal(status, RS_DONE);
+	recv_expect(st, &m1, &a, NOW + 6000, SEMQ_DUPLICATE, RES_PROCESSED);
+	lookup_expect(st, &m1.id, 1, RES_PROCESSED);
+	assert_int_equal(q1(st, "SELECT result FROM tb_0030 WHERE seq = 1"),
+			 RES_PROCESSED);
+	/* discarded */
+	assert_int_equal(
+		store_redo_discard(st, redo_id_of(st, 2), "operator", NOW + 1),
+		SEMQ_OK);
+	recv_expect(st, &m2, &a, NOW + 6000, SEMQ_DUPLICATE, RES_CANCELLED);
+	lookup_expect(st, &m2.id, 1, RES_CANCELLED);
+	/* dead at once: recorded as redo, answered dead */
+	recv_expect(st, &m3, &a, NOW + 6000, SEMQ_DUPLICATE, RES_DEAD);
+	lookup_expect(st, &m3.id, 1, RES_DEAD);
+	assert_int_equal(q1(st, "SELECT result FROM tb_0030 WHERE seq = 3"),
+			 RES_REDO);
+	/* dead later (PERMANENT on its run) */
+	verdicts(&a, 1, SEMQ_PLUGIN_PERMANENT);
+	assert_int_equal(store_redo_run(st, redo_id_of(st, 4), NOW + 5000,
+					apply_cb, &a, &status),
+			 SEMQ_OK);
+	assert_int_equal(status, RS_DEAD);
+	recv_expect(st, &m4, &a, NOW + 6000, SEMQ_DUPLICATE, RES_DEAD);
+	lookup_expect(st, &m4.id, 1, RES_DEAD);
+	/* ... and retried by the operator: redo again until it runs */
+	assert_int_equal(store_redo_retry(st, redo_id_of(st, 4), NOW + 7000),
+			 SEMQ_OK);
+	lookup_expect(st, &m4.id, 1, RES_REDO);
+	assert_int_equal(store_redo_run(st, redo_id_of(st, 4), NOW + 7000,
+					apply_cb, &a, &status),
+			 SEMQ_OK);
+	assert_int_equal(status, RS_DONE);
+	lookup_expect(st, &m4.id, 1, RES_PROCESSED);
+	/* scheduled, then run at its time */
+	assert_int_equal(store_redo_run(st, redo_id_of(st, 5), NOW + 60000,
+					apply_cb, &a, &status),
+			 SEMQ_OK);
+	assert_int_equal(status, RS_DONE);
+	recv_expect(st, &m5, &a, NOW + 60001, SEMQ_DUPLICATE, RES_PROCESSED);
+	{
+		char buf[32];
+
+		assert_string_equal(
+			q1s(st, SEQS("effect", ""), buf, sizeof buf), "1,4,5");
+	}
+}
+
 /* ---- PostgreSQL: several instances on one database ----------------------- */
 
 /* A second instance of node S1 on the fixture's database (fx->st2). */
@@ -2975,6 +4148,14 @@ int main(int argc, char **argv)
 		T(test_fetch_unacked),
 		T(test_received_list),
 		T(test_stats_and_streams),
+		T(test_receive_digest_checks),
+		T(test_lives_separate_streams),
+		T(test_renumber),
+		T(test_stream_resync),
+		T(test_hold_and_cancel),
+		T(test_relay_copies_and_record),
+		T(test_relay_sends_older_life_first),
+		T(test_redo_write_back),
 	};
 	const struct CMUnitTest pg_tests[] = {
 		T(test_pg_two_instances_receive),
