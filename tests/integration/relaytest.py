@@ -24,16 +24,24 @@ READY_TIMEOUT = 30.0  # a node (re)started and listening
 
 def make_relay(t, origins, servers, *, saf=True, p_options=None,
                origin_options=None, server_options=None, server_trusts=True,
-               proxy_kw=None, extra_certs=()):
+               proxy_kw=None, extra_certs=(), p_pg=None):
     """P (relay, listening, no plugin), the origins (no plugin, dial P, trust
     it, route default = P) and the servers (journal plugin, dial P, trust it
     unless server_trusts is False, route default = P); nothing started.
-    With proxy_kw the origins dial P through one started faultproxy.
-    Returns (p, [origin nodes], [server nodes], proxy or None)."""
+    With proxy_kw the origins dial P through one started faultproxy. With
+    p_pg (a pgharness.Pg database) P stores in that PostgreSQL database (a
+    pgharness.PgNode: its sql() runs through psql); the others stay on
+    SQLite. Returns (p, [origin nodes], [server nodes], proxy or None)."""
     certs = t.certs(["P"] + list(origins) + list(servers) +
                     list(extra_certs))
-    p = t.node("P", certs, relay=True, store_and_forward=saf, journal=False,
-               node_options=dict(FAST, **(p_options or {})))
+    p_kw = dict(relay=True, store_and_forward=saf, journal=False,
+                node_options=dict(FAST, **(p_options or {})))
+    if p_pg is None:
+        p = t.node("P", certs, **p_kw)
+    else:
+        from pgharness import PgNode
+        p = PgNode("P", None, t.dir, certs, p_pg, **p_kw)
+        t.nodes.append(p)
     proxy = t.proxy(p.listen_port, **proxy_kw) if proxy_kw else None
     rs = []
     for o in origins:

@@ -36,9 +36,20 @@ journal plugin. The tests read every node's database:
      S, P killed -9 mid-run; query_after is an hour, so only the
      resynchronisation at reconnect can confirm the rest: every document is
      confirmed, the time from P's restart is printed.
+  7. custody_of_a_day_postgresql, quota_refuses_then_flows_postgresql,
+     cancel_through_relay_offline_postgresql,
+     unknown_destination_postgresql: tests 1 (3 origins x 3,000), 2, 3
+     (offline) and 4 with P on PostgreSQL (a fresh database of the cluster
+     $SEMQ_TEST_PG_URL; origins and servers stay on SQLite): the same
+     bodies, the same assertions, P's tables read through psql (PgNode.sql)
+     and P's custody also through its own `semqctl --json status`. Without
+     SEMQ_TEST_PG_URL the first of them exits 77 with a loud message, as
+     test_restore.py's PostgreSQL scenarios do; they run last.
 
 Environment: SEMQ_CUSTODY_ORIGINS (default 100, 20 in a sanitizer build)
-for test 6; SEMQ_CUSTODY_PER_ORIGIN (default 20000) for test 1.
+for test 6; SEMQ_CUSTODY_PER_ORIGIN (default 20000) for test 1 and
+SEMQ_CUSTODY_PG_PER_ORIGIN (default 3000) for its PostgreSQL variant;
+SEMQ_TEST_PG_URL for 7.
 
 Run by ctest as integration_custody, or by hand (NAME selects tests):
   SEMQ_BUILD_DIR=build python3 tests/integration/test_custody.py [NAME]
@@ -57,18 +68,62 @@ from relaytest import (FAST, PAYLOAD, READY_TIMEOUT,  # noqa: E402
                        wait_row, with_admin)
 from semqtest import (HarnessError, Pending, admin_metric,  # noqa: E402
                       check_exactly_once, connect, run, test, wait_until)
+from pgharness import Pg, db_name_for  # noqa: E402
 
 SANITIZED = os.environ.get("SEMQ_SANITIZED") == "1"
 PER_ORIGIN = int(os.environ.get("SEMQ_CUSTODY_PER_ORIGIN") or "20000")
+PG_PER_ORIGIN = int(os.environ.get("SEMQ_CUSTODY_PG_PER_ORIGIN") or "3000")
 N_ORIGINS = int(os.environ.get("SEMQ_CUSTODY_ORIGINS") or
                 ("20" if SANITIZED else "100"))
 DAY_TIMEOUT = 600.0  # the 60,000-document run, stored or drained
 
 
 def custody(p):
-    """P's semq_custody: (messages, bytes) of every origin together."""
+    """P's semq_custody: (messages, bytes) of every origin together (the
+    same SQL on SQLite and, through psql, on PostgreSQL)."""
     return tuple(p.sql("SELECT coalesce(sum(messages), 0), "
                        "coalesce(sum(bytes), 0) FROM semq_custody")[0])
+
+
+def custody_ctl(p):
+    """P's custody as its own `semqctl --json status` reports it (either
+    back end): (messages, bytes) of custody.held together."""
+    held = p.semqctl_json("status")["custody"]["held"]
+    return (sum(h["messages"] for h in held), sum(h["bytes"] for h in held))
+
+
+# ---- P's store -------------------------------------------------------------------
+
+def pg_database(t, tag):
+    """A fresh PostgreSQL database for this scenario (dropped when the
+    scenario passed); exits 77 with a loud message without a cluster (the
+    convention of test_restore.py)."""
+    url = os.environ.get("SEMQ_TEST_PG_URL", "").strip()
+    if not url:
+        bar = "!" * 72
+        print(f"{bar}\n!! SKIPPED: {t.name}: SEMQ_TEST_PG_URL is not set "
+              f"(tools/test.sh starts a cluster)\n{bar}", flush=True)
+        sys.exit(77)
+    base = Pg(url)
+    return base.create_database(db_name_for(tag))
+
+
+def p_store(t, store):
+    """P's database for `store`: None (SQLite, P's own file) or a fresh
+    PostgreSQL database (make_relay's p_pg)."""
+    if store == "sqlite":
+        return None
+    if store != "postgresql":
+        raise HarnessError(f"store {store!r}: sqlite or postgresql")
+    return pg_database(t, t.name[:40])
+
+
+def done_with(p, pg):
+    """The scenario passed: P stops cleanly (exit 0 after SIGTERM) and its
+    PostgreSQL database, if any, is dropped."""
+    p.stop()
+    if pg is not None:
+        Pg(os.environ["SEMQ_TEST_PG_URL"]).drop_database(pg.name)
 
 
 def peak_rss_kib(node):
@@ -101,11 +156,13 @@ def all_in_custody(t, p, origins, dest, n, timeout):
 
 # ---- 1. a day's backlog in custody -------------------------------------------
 
-@test(timeout=900)
-def custody_of_a_day(t):
-    n, nkeys = PER_ORIGIN, 200
+def custody_run(t, n, store):
+    """Test 1 with n documents per origin, P on `store`."""
+    nkeys = 200
     names = ["R1", "R2", "R3"]
-    p, rs, (s,), _ = make_relay(t, names, ["S"])
+    pg = p_store(t, store)
+    p, rs, (s,), _ = make_relay(t, names, ["S"], p_pg=pg)
+    with_admin(rs[0])
     p.start(timeout=READY_TIMEOUT)
     for r in rs:
         r.start(timeout=READY_TIMEOUT)
@@ -117,7 +174,16 @@ def custody_of_a_day(t):
     store_s = time.monotonic() - t0
     held = custody(p)
     assert held == (3 * n, 3 * n * 2 * len(PAYLOAD)), held
+    assert custody_ctl(p) == held, (custody_ctl(p), held)
     assert copies(p) == 3 * n
+    # Each origin sees where its messages wait: semqctl status, /metrics.
+    for r in rs:
+        waiting = r.semqctl_json("status")["custody"]["waiting"]
+        assert [(w["dest"], w["relay"], w["messages"]) for w in waiting] \
+            == [("S", "P", n)], waiting
+    metric = admin_metric(rs[0], "semq_outbound_in_custody",
+                          {"dest": "S", "relay": "P"})
+    assert metric == n, metric
     for r in rs:
         r.stop()
 
@@ -131,29 +197,37 @@ def custody_of_a_day(t):
     assert dups == 0
     wait_relay_empty(t, p, timeout=120)
     assert custody(p) == (0, 0), custody(p)
+    assert custody_ctl(p) == (0, 0), custody_ctl(p)
     rss = peak_rss_kib(p)
     # The origins learn the outcome when they come back.
     for r in rs:
         r.start(timeout=READY_TIMEOUT)
     for r in rs:
         wait_confirmed(t, r, "S", n, timeout=DAY_TIMEOUT)
-    print(f"FIGURES: custody origins=3 per_origin={n} stored={3 * n} "
-          f"window=1000 payload={2 * len(PAYLOAD)}B store_seconds="
-          f"{store_s:.1f} drain_seconds={drain_s:.1f} "
+    print(f"FIGURES: custody store={store} origins=3 per_origin={n} "
+          f"stored={3 * n} window=1000 payload={2 * len(PAYLOAD)}B "
+          f"store_seconds={store_s:.1f} drain_seconds={drain_s:.1f} "
           f"drain_msgs_per_s={3 * n / max(drain_s, 1e-3):.0f} "
           f"duplicates={dups} p_peak_rss_mib={rss / 1024:.1f}",
           flush=True)
-    for x in rs + [s, p]:
+    for x in rs + [s]:
         x.stop()
+    done_with(p, pg)
+
+
+@test(timeout=900)
+def custody_of_a_day(t):
+    custody_run(t, PER_ORIGIN, "sqlite")
 
 
 # ---- 2. quotas ------------------------------------------------------------------
 
-@test(timeout=300)
-def quota_refuses_then_flows(t):
+def quota_run(t, store):
     n = 1000
+    pg = p_store(t, store)
     p, (r1, r2), (s,), _ = make_relay(
-        t, ["R1", "R2"], ["S"], origin_options={"reconnect_max": "500ms"})
+        t, ["R1", "R2"], ["S"], origin_options={"reconnect_max": "500ms"},
+        p_pg=pg)
     relay_section(with_admin(p), quota_messages_per_origin=300,
                   quota_messages=500)
     p.start(timeout=READY_TIMEOUT)
@@ -191,11 +265,17 @@ def quota_refuses_then_flows(t):
     got = check_exactly_once(s, ["R1", "R2"], n, keys=keys)
     assert got["total"] == 2 * n, got
     wait_relay_empty(t, p)
-    print(f"FIGURES: quota per_origin=300 total=500 sent={2 * n} "
-          f"refused_at_relay={refused:.0f} held_at_peak={sum(per.values())}",
-          flush=True)
-    for x in (r1, r2, s, p):
+    print(f"FIGURES: quota store={store} per_origin=300 total=500 "
+          f"sent={2 * n} refused_at_relay={refused:.0f} "
+          f"held_at_peak={sum(per.values())}", flush=True)
+    for x in (r1, r2, s):
         x.stop()
+    done_with(p, pg)
+
+
+@test(timeout=300)
+def quota_refuses_then_flows(t):
+    quota_run(t, "sqlite")
 
 
 # ---- 3. cancel through the relay ------------------------------------------------
@@ -211,9 +291,9 @@ def copy_row(p, origin, dest, seq):
     return rows[0] if rows else None
 
 
-@test(timeout=180)
-def cancel_through_relay_offline(t):
-    p, (r,), (s,), _ = make_relay(t, ["R"], ["S"])
+def cancel_offline_run(t, store):
+    pg = p_store(t, store)
+    p, (r,), (s,), _ = make_relay(t, ["R"], ["S"], p_pg=pg)
     p.start(timeout=READY_TIMEOUT)
     r.start(timeout=READY_TIMEOUT)
     for i in range(5):
@@ -235,6 +315,12 @@ def cancel_through_relay_offline(t):
     got = s.sql("SELECT result FROM tb_0030 WHERE origin = 'R' AND seq = 3")
     assert got == [(4,)], f"S's record of R/S/3: {got}"
     wait_relay_empty(t, p)
+    done_with(p, pg)
+
+
+@test(timeout=180)
+def cancel_through_relay_offline(t):
+    cancel_offline_run(t, "sqlite")
 
 
 @test(timeout=180)
@@ -307,9 +393,9 @@ def cancel_racing_delivery(t):
 
 # ---- 4. a destination nobody has ---------------------------------------------
 
-@test(timeout=180)
-def unknown_destination(t):
-    p, (r,), _, _ = make_relay(t, ["R"], [], extra_certs=["S9"])
+def unknown_destination_run(t, store):
+    pg = p_store(t, store)
+    p, (r,), _, _ = make_relay(t, ["R"], [], extra_certs=["S9"], p_pg=pg)
     with_admin(r)
     relay_section(p, unknown_dest_after="2s")
     p.start(timeout=READY_TIMEOUT)
@@ -363,6 +449,12 @@ def unknown_destination(t):
     assert rc == 0, err
     wait_row(t, r, "S9", 3, "delivered", lambda row: row[0] == 100)
     assert [x["seq"] for x in s9.journal_rows()] == [3]
+    done_with(p, pg)
+
+
+@test(timeout=180)
+def unknown_destination(t):
+    unknown_destination_run(t, "sqlite")
 
 
 # ---- 5. cancels for a dead destination hold nothing up ---------------------
@@ -447,6 +539,28 @@ def hundred_origins_relay_killed(t):
           f"unconfirmed_in_flight_at_kill={in_flight} "
           f"confirmed_all_seconds_after_restart={secs:.1f} "
           f"query_after=1h", flush=True)
+
+
+# ---- 7. P on PostgreSQL (last: without a cluster they exit 77) ---------------
+
+@test(timeout=900)
+def custody_of_a_day_postgresql(t):
+    custody_run(t, PG_PER_ORIGIN, "postgresql")
+
+
+@test(timeout=300)
+def quota_refuses_then_flows_postgresql(t):
+    quota_run(t, "postgresql")
+
+
+@test(timeout=180)
+def cancel_through_relay_offline_postgresql(t):
+    cancel_offline_run(t, "postgresql")
+
+
+@test(timeout=180)
+def unknown_destination_postgresql(t):
+    unknown_destination_run(t, "postgresql")
 
 
 if __name__ == "__main__":
