@@ -27,7 +27,28 @@ release the test gives it, with that release's journal plugin.
      nobody warns about a peer of this tree.
   2. new_origin_old_relay_old_server: R (this tree) -> P 0.1.0 -> S 0.1.0,
      the same run; R logs the WARNING that names P.
-  3. migration_from_0_1_0_keeps_every_state: real 0.1.0 nodes make a
+  3. new_origin_old_relay_new_server: R (this tree) -> P 0.1.0 -> S (this
+     tree), the order in which a 0.1 relay's copies (without the origin's
+     life) and its forwarded frames (with it) could land at S under two
+     lives. 228 messages over 8 keys, every step waiting on an event:
+     S has never run while P stores R's first batch (R's rows at 6, P the
+     custodian), so S meets R's stream through P's copies; with S up P
+     forwards the second; S away, P stores the third, is frozen (SIGSTOP)
+     while R sends 12 more into it (sent, 4) and is killed -9 holding the
+     copies; P (0.1.0) and then S come back. S away again, P stores a
+     fourth batch, stops and is upgraded in place (this tree's semqd
+     migrates its database: the WARN line), stores a fifth (R's ids still
+     without the life: P's copies are all under the legacy life), S comes
+     back, and the new P forwards a sixth. Each batch arrived at S as
+     planned (tb_0030.confirm_need 3 from a store, 1 forwarded); every
+     document exactly once at S and in key order, R's rows all at 100, and
+     only the 12 P never read sent twice, each once more after S's "not
+     received"; S (and P) know R under one life, the legacy one (R's
+     stream went without its life from its first message); R logged once
+     that its stream to S goes through P ("goes through P, which runs SEMQ
+     0.1 ... upgrade P", semq_stream_out.life_hidden) and named P as a 0.1
+     peer no more after the upgrade; P's store is empty.
+  4. migration_from_0_1_0_keeps_every_state: real 0.1.0 nodes make a
      database with a message in every state —
        R's tb_0031: confirmed (100), sent and unanswered (4: P frozen with
          SIGSTOP while they were sent, then killed -9, S away so nobody
@@ -56,7 +77,7 @@ release the test gives it, with that release's journal plugin.
      in key order, the cancelled and the discarded ones never, under the
      old stream (S knows R under the legacy life only).
 
-Each of 1-3 prints a FIGURES line (messages, kills, duplicates 0, ...).
+Each of 1-4 prints a FIGURES line (messages, kills, duplicates 0, ...).
 Nothing waits a fixed time to see that something did not happen: every wait
 is for an event (semqtest.wait_until).
 
@@ -427,7 +448,211 @@ def new_origin_old_relay_old_server(t):
         x.stop()
 
 
-# ---- 3. migration -----------------------------------------------------------
+# ---- 3. a 0.1.0 relay between two nodes of this tree ------------------------
+
+N_SPLIT_KEYS = 8
+
+
+def hidden_life_warnings(node, dest, via):
+    """node's WARN lines saying that its stream to dest goes through `via`,
+    a 0.1 node, and so goes without its life from then on (proto.c
+    hide_life)."""
+    want = f"stream {node.id}->{dest} goes through {via}, which runs SEMQ 0.1"
+    return [ln for ln in node.log_text().splitlines()
+            if " WARN " in ln and want in ln]
+
+
+def confirm_need(s, seqs):
+    """{confirm_need: rows} of S's tb_0030 rows of R's stream with these
+    seqs: 3 (origin and relay) for a copy a relay delivered from its store
+    (Message.stored_by), 1 for a message a relay forwarded."""
+    out = {}
+    for seq, need in s.sql("SELECT seq, confirm_need FROM tb_0030 WHERE "
+                           "origin = 'R' AND dest = 'S'"):
+        if seq in seqs:
+            out[need] = out.get(need, 0) + 1
+    return out
+
+
+def wait_migrated(t, node):
+    """Waits for the WARN line of this tree's semqd that migrated node's
+    0.1.0 database; returns the line."""
+    def logged():
+        for line in node.log_text().splitlines():
+            if MIGRATED.search(line):
+                return line
+        return Pending("no migration line yet")
+    return wait_until(logged, SHORT, f"{node.id}: the migration's WARN line",
+                      on_timeout=t.logs)
+
+
+@test(timeout=300)
+def new_origin_old_relay_new_server(t):
+    r, p, s = make_fleet(t, NEW, OLD, NEW)
+    t0 = time.monotonic()
+    sent, batch, need = [], {}, {}
+
+    def send(name, count, how):
+        """Batch `name` of count documents; how: "stored" (S gets it from
+        P's store) or "forwarded" (P passes it on to S)."""
+        rows = enqueue(r, "S", docs("doc", len(sent), count, N_SPLIT_KEYS))
+        sent.extend(rows)
+        batch[name] = {q for q, _ in rows}
+        need[name] = 3 if how == "stored" else 1
+        return batch[name]
+
+    def custody_at_r(seqs):
+        return {c for q, c in r.sql("SELECT seq, custodian FROM tb_0031 "
+                                    "WHERE status = 6") if q in seqs}
+
+    # 1. S has never run. R's first batch is stored by P (0.1.0: its copies
+    # lose the life); then S starts and meets R's stream through them.
+    p.start(timeout=READY)
+    r.start(timeout=READY)
+    wait_link(t, p, "R")
+    b1 = send("1", 48, "stored")
+    wait_out(t, r, {6: len(b1)}, "batch 1 in P's custody", seqs=b1,
+             timeout=SHORT)
+    assert custody_at_r(b1) == {"P"}, custody_at_r(b1)
+    assert copies(p) == len(b1), copies(p)
+    assert not os.path.exists(s.db), "S has run before its first contact"
+    s.start(timeout=READY)
+    wait_out(t, r, {100: len(sent)}, "batch 1 delivered from P's store")
+    wait_relay_empty(t, p)
+
+    # 2. S up: P forwards the second batch. (A 0.1 relay passes on the
+    # fields it does not know, R's life among them; R has sent every id of
+    # the stream without it since its first message through P.)
+    wait_link(t, p, "S")
+    b2 = send("2", 48, "forwarded")
+    wait_out(t, r, {100: len(sent)}, "batch 2 forwarded and confirmed")
+    assert confirm_need(s, b1) == {3: len(b1)}, \
+        f"batch 1 did not all come from P's store: {confirm_need(s, b1)}"
+    assert confirm_need(s, b2) == {1: len(b2)}, \
+        f"batch 2 was not all forwarded by P: {confirm_need(s, b2)}"
+
+    # 3. S away again: P stores the third batch, is frozen (SIGSTOP) while
+    # R sends batch 3' into it (in flight: sent, never read), and is killed
+    # -9 holding the stored copies; it comes back, then S. S answers "not
+    # received" about 3' (P holds no copy of it): R sends it again, and P
+    # forwards it.
+    s.stop()
+    wait_link(t, p, "S", up=False)
+    b3 = send("3", 48, "stored")
+    wait_out(t, r, {6: len(b3)}, "batch 3 in P's custody", seqs=b3,
+             timeout=SHORT)
+    os.kill(p.pid, signal.SIGSTOP)
+    b3f = send("3'", 12, "forwarded")
+    wait_out(t, r, {4: len(b3f)}, "batch 3' sent into the frozen P",
+             seqs=b3f, timeout=SHORT)
+    held = copies(p)
+    rc = p.kill()
+    assert rc == -9, f"P had exited ({rc}) before the kill"
+    print(f"     killed -9 P (frozen) holding {held} copies, "
+          f"{len(b3f)} messages in flight to it", flush=True)
+    p.start(timeout=READY)
+    wait_link(t, r, "P")
+    assert copies(p) == held, f"P lost copies in the kill: {copies(p)}"
+    s.start(timeout=READY)
+    wait_out(t, r, {100: len(sent)}, "batches 3 and 3' confirmed")
+    wait_relay_empty(t, p)
+
+    # 4. P upgraded in place while it holds copies: S away, P (0.1.0)
+    # stores batch 4a, stops; this tree's semqd migrates its database; it
+    # stores batch 4b (R's ids still without the life: P files them under
+    # the legacy life, as the migrated ones), S comes back, and batch 4c is
+    # forwarded by the new P.
+    warned_rev1 = len(old_peer_warnings(r, "P"))
+    s.stop()
+    wait_link(t, p, "S", up=False)
+    b4a = send("4a", 24, "stored")
+    wait_out(t, r, {6: len(b4a)}, "batch 4a in P's custody", seqs=b4a,
+             timeout=SHORT)
+    p.stop()
+    use_release(p, NEW)
+    p.start(timeout=READY)
+    print(f"     P: {wait_migrated(t, p).split(' WARN ', 1)[-1].strip()}",
+          flush=True)
+    wait_link(t, r, "P")
+    b4b = send("4b", 24, "stored")
+    wait_out(t, r, {6: len(b4b)}, "batch 4b in P's custody", seqs=b4b,
+             timeout=SHORT)
+    assert custody_at_r(b4a | b4b) == {"P"}, custody_at_r(b4a | b4b)
+    p_lives = {f"{lf:016x}" for (lf,) in p.sql(
+        "SELECT DISTINCT life FROM tb_0031 WHERE origin = 'R'")}
+    assert copies(p) == len(b4a) + len(b4b) and p_lives == {LEGACY_LIFE}, \
+        f"P holds {copies(p)} copies under lives {p_lives}, R's life is " \
+        f"{life(r)}"
+    s.start(timeout=READY)
+    wait_out(t, r, {100: len(sent)}, "batches 4a and 4b confirmed")
+    wait_relay_empty(t, p)
+    wait_link(t, p, "S")
+    send("4c", 24, "forwarded")
+    n = len(sent)
+    wait_out(t, r, {100: n}, f"all {n} rows confirmed")
+    seconds = time.monotonic() - t0
+
+    # 5. Every document once, in key order, under one stream at S.
+    assert [q for q, _ in sent] == list(range(1, n + 1)), sent[:3]
+    keys = {("R", q): k for q, k in sent}
+    got = check_exactly_once(s, ["R"], n, keys=keys)
+    dups = duplicates(s)
+    assert got["total"] == n and got["keys"] == N_SPLIT_KEYS and \
+        dups == 0, (got, dups)
+    for name, seqs in batch.items():
+        c = confirm_need(s, seqs)
+        assert c == {need[name]: len(seqs)}, \
+            f"batch {name}: S's confirm_need {c}, want all {need[name]}"
+    wait_relay_empty(t, p)
+    wait_settled(t, s, "R", n)
+    lives = [x for x in s.semqctl_json("lives")["lives"]
+             if x["origin"] == "R"]
+    assert [x["life"] for x in lives] == [LEGACY_LIFE], \
+        f"S knows R under {lives}, want the legacy life only"
+    in_lives = s.sql("SELECT DISTINCT life FROM tb_0030 WHERE origin = 'R' "
+                     "UNION SELECT life FROM semq_stream_in WHERE origin = "
+                     "'R'")
+    assert in_lives == [(1,)], f"S's rows of R under lives {in_lives}"
+    p_lives = [x for x in p.semqctl_json("lives")["lives"]
+               if x["origin"] == "R"]
+    assert {x["life"] for x in p_lives} == {LEGACY_LIFE}, \
+        f"P knows R under {p_lives}, want the legacy life only"
+
+    # R: only the messages P never read were resent, once, after S's "not
+    # received"; every other row was sent once.
+    again = {q: (a, e) for q, a, e in r.sql(
+        "SELECT seq, attempts, last_error FROM tb_0031 WHERE attempts <> 1 "
+        "OR last_error LIKE '%not received%'")}
+    assert set(again) == b3f, \
+        f"rows sent more than once or told not received: {again}"
+    for q, (a, e) in again.items():
+        assert a == 2 and e == "S: not received; resent (answer via P)", \
+            f"R/S/{q}: attempts {a}, last_error {e!r}"
+    (hidden,), = r.sql("SELECT life_hidden FROM semq_stream_out WHERE "
+                       "origin = 'R' AND dest = 'S'")
+    assert hidden == 1, f"R's stream to S has life_hidden {hidden}"
+    warned = hidden_life_warnings(r, "S", "P")
+    assert len(warned) == 1 and "upgrade P" in warned[0], \
+        f"R's WARNINGs that its stream goes through P: {warned}"
+    assert len(old_peer_warnings(r, "P")) == warned_rev1, \
+        "R warned about P as a 0.1 node after P's upgrade:\n" + \
+        "\n".join(old_peer_warnings(r, "P"))
+    print(f"     R: {warned[0].split(' WARN ', 1)[-1].strip()}", flush=True)
+    results = dict(r.sql("SELECT coalesce(result, -1), count(*) FROM tb_0031"
+                         " GROUP BY 1"))
+    print(f"FIGURES: mixed R=new P=0.1.0->new S=new messages={n} "
+          f"keys={got['keys']} batches="
+          f"{'/'.join(str(len(v)) for v in batch.values())} kills=1 "
+          f"(P -9 holding {held}, {len(b3f)} in flight) p_upgrades=1 "
+          f"s_restarts=2 resent={len(again)} duplicates={dups} "
+          f"lives_at_S={len(lives)} ({lives[0]['life']}) "
+          f"r_hidden_life_warnings={len(warned)} results={results} "
+          f"seconds={seconds:.1f}", flush=True)
+    for x in (r, s, p):
+        x.stop()
+
+
+# ---- 4. migration -----------------------------------------------------------
 
 STATUS_COLS = {"tb_0031": "status", "tb_0033": "status",
                "tb_0030": "ack_status, result"}
