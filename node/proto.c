@@ -1759,7 +1759,7 @@ static int relay_query(struct proto *p, const struct job *j,
 	struct out_row row;
 	struct msg m;
 	uint64_t have = 0;
-	int r, status = SS_UNSEND - 99, refused = 0;
+	int r, status = SS_UNSEND - 99;
 
 	*done = 1;
 	if (!p->c->relay)
@@ -1793,12 +1793,19 @@ static int relay_query(struct proto *p, const struct job *j,
 	}
 	if (status == SS_SEND || status == SS_ACK)
 		return idlist_add(&ra[0], id, 0); /* custody, in doubt here */
-	if (p->c->store_and_forward && status != SS_HELD &&
-	    !peer_up(p->routes, id->dest)) {
-		r = dest_refused(p, rf, id->dest, now, &refused);
+	/* Nothing here, and no way on: a destination refused as unknown
+	 * (read only: a question notes nothing about it), else ask again
+	 * later. */
+	(void)rf;
+	if (p->c->store_and_forward && !configured_dest(p, id->dest)) {
+		int64_t first = 0;
+		int seen = 0, found = 0;
+
+		r = store_dest_get(p->st, id->dest, &first, &seen, &found);
 		if (r != SEMQ_OK)
 			return r;
-		if (refused)
+		if (found && !seen && first &&
+		    now - first >= p->c->unknown_dest_after_ms)
 			return idlist_add(
 				&ra[SEMQ__RELAY_REFUSAL__UNKNOWN_DEST], id, 0);
 	}
@@ -2070,7 +2077,7 @@ static int undeliverable(struct proto *p, const struct msgid *id,
 		p->cnt.undeliverable++;
 		(*newly)++;
 	}
-	if (r == SEMQ_DECLINED)
+	if (r == SEMQ_DECLINED || r == SEMQ_ERR_NOT_FOUND)
 		r = SEMQ_OK;
 	if (r == SEMQ_OK && settled)
 		r = idlist_add(retract_l, id, 0);
@@ -2125,11 +2132,19 @@ static int on_relay_ack(struct proto *p, const struct job *j, int64_t now,
 				r = l ? idlist_add(l, &id, 0) : SEMQ_ERR_NOMEM;
 		} else if (ra->about_query) {
 			/* The relay cannot pass our question on now (its
-			 * link onwards is down): ask again soon. */
-			int64_t again = p->c->reconnect_min_ms * 2;
+			 * link onwards is down): ask again soon after a
+			 * relay's restart, less and less often the longer the
+			 * row has been in doubt, at most every query_after. */
+			int64_t sent = 0, again;
+
+			r = store_outbound_sent_at(p->st, &id, &sent);
+			again = sent && now > sent ? (now - sent) / 2 : 0;
+			if (again < p->c->reconnect_min_ms * 2)
+				again = p->c->reconnect_min_ms * 2;
 			if (again > p->c->query_after_ms)
 				again = p->c->query_after_ms;
-			r = store_defer(p->st, &id, now + again);
+			if (r == SEMQ_OK)
+				r = store_defer(p->st, &id, now + again);
 		} else {
 			/* Not delivered anywhere: try again later, backing
 			 * off with the attempts already made. */
@@ -2480,6 +2495,22 @@ static int unknown_copy_cb(void *ctx, const struct copy_ref *c)
 	return 0;
 }
 
+/* The nodes whose streams could be told something now: every connected
+ * peer, and each [route] destination whose next hop is connected. */
+static int names_connected(const struct proto *p, struct names *l)
+{
+	size_t i;
+	int r = SEMQ_OK;
+
+	for (i = 0; p->routes && i < p->routes->n_hops && r == SEMQ_OK; i++)
+		r = names_add(l, p->routes->hops[i].peer);
+	for (i = 0; i < p->c->n_routes && r == SEMQ_OK; i++)
+		if (strcmp(p->c->routes[i].dest, "default") &&
+		    peer_up(p->routes, p->c->routes[i].via))
+			r = names_add(l, p->c->routes[i].dest);
+	return r;
+}
+
 /*
  * Copies held for a destination that has never been connected here for
  * longer than unknown_dest_after: each origin connected now hears that
@@ -2492,23 +2523,30 @@ static int unknown_copy_cb(void *ctx, const struct copy_ref *c)
 static int notify_unknown(struct proto *p, int64_t now, struct outbox *ob)
 {
 	struct unknown_ctx x = {p, {0}, NULL, 0, 0, SEMQ_OK};
-	size_t i, k;
+	struct names origins = {0};
+	size_t i, k, o, budget = INDOUBT_LIMIT;
 	int r;
 
 	r = store_dests_unknown(p->st, now - p->c->unknown_dest_after_ms,
 				unknown_dest_cb, &x);
 	if (r == SEMQ_OK)
 		r = x.r;
+	r = r == SEMQ_OK ? names_connected(p, &origins) : r;
 	for (i = 0; i < x.dests.n && r == SEMQ_OK; i++) {
 		struct connlists cl = {0};
 		char why[SEMQ_ERRLEN];
 		unsigned newly = 0;
 
+		/* Only copies whose origin can be told now, origin by origin:
+		 * a backlog of one that is away holds up no other. */
 		x.n = 0;
-		r = store_copies_for(p->st, x.dests.v[i], INDOUBT_LIMIT,
-				     unknown_copy_cb, &x);
+		for (o = 0; o < origins.n && r == SEMQ_OK && x.n < budget; o++)
+			r = store_copies_for(p->st, x.dests.v[i], origins.v[o],
+					     (unsigned)(budget - x.n),
+					     unknown_copy_cb, &x);
 		if (r == SEMQ_OK)
 			r = x.r;
+		budget -= x.n;
 		snprintf(why, sizeof why,
 			 "undeliverable: %s has never been connected to this "
 			 "relay within [relay] unknown_dest_after; held until "
@@ -2559,6 +2597,7 @@ static int notify_unknown(struct proto *p, int64_t now, struct outbox *ob)
 	}
 	free(x.dests.v);
 	free(x.v);
+	free(origins.v);
 	return r;
 }
 

@@ -224,6 +224,10 @@ int store__tx_open(struct store *st, int *own)
 				      st->name);
 		return SEMQ_OK;
 	}
+	/* Inside a transaction an outer call of the store opened for itself
+	 * (a call made of others): that one commits or rolls back. */
+	if (db_in_tx(st->db))
+		return SEMQ_OK;
 	if (tx_begin(st) != SEMQ_OK)
 		return SEMQ_ERR_DB;
 	*own = 1;

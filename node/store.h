@@ -436,7 +436,9 @@ int store_fetch_tombstones_to(struct store *st, const char *dest, int64_t now,
  * entry in tb_0033 for the operator (redo retry sends it again, discard
  * cancels it); an unanswered cancel ends cancelled (it never reached a
  * destination). *settled = 1 when the row has nothing more to send (it is
- * held, cancelled, finished, or gone): the relay may drop its copy. */
+ * held, cancelled, finished, or gone): the relay may drop its copy.
+ * SEMQ_DECLINED when nothing was made undeliverable now (held or finished
+ * already, another message), SEMQ_ERR_NOT_FOUND when the row is gone. */
 int store_undeliverable(struct store *st, const struct msgid *id,
 			const char *why, int64_t now, int *settled);
 /* Origin: this node's rows in a relay's custody, per destination and
@@ -472,21 +474,29 @@ int store_dest_seen(struct store *st, const char *dest, int64_t now);
  * *seen whether it was ever connected. */
 int store_dest_note(struct store *st, const char *dest, int64_t now,
 		    int64_t *first_at, int *seen);
+/* Relay: what it knows of dest without noting anything: *found = 0 when
+ * nothing; else *first_at (0: none) and *seen. */
+int store_dest_get(struct store *st, const char *dest, int64_t *first_at,
+		   int *seen, int *found);
 /* Relay: destinations never connected whose first copy is from before
  * `before`. */
 typedef int (*store_dest_cb)(void *ctx, const char *dest, int64_t first_at);
 int store_dests_unknown(struct store *st, int64_t before, store_dest_cb cb,
 			void *ctx);
-/* Relay: its copies for `dest` that wait (unsent, unanswered cancels, held
- * as undeliverable), ids with digests, at most `limit`. */
+/* Relay: its copies for `dest` (of `origin`; NULL: of any) that wait
+ * (unsent, unanswered cancels, held as undeliverable), ids with digests, at
+ * most `limit`. */
 struct copy_ref {
 	struct msgid id; /* with its digest */
 	int status;      /* enum out_status */
 	int tombstone;   /* an unanswered cancel */
 };
 typedef int (*store_copy_cb)(void *ctx, const struct copy_ref *c);
-int store_copies_for(struct store *st, const char *dest, unsigned limit,
-		     store_copy_cb cb, void *ctx);
+int store_copies_for(struct store *st, const char *dest, const char *origin,
+		     unsigned limit, store_copy_cb cb, void *ctx);
+/* When an outbound row was last sent (0: never); SEMQ_ERR_NOT_FOUND. */
+int store_outbound_sent_at(struct store *st, const struct msgid *id,
+			   int64_t *sent_at);
 
 /* ---- lives ---------------------------------------------------------------- */
 

@@ -63,7 +63,7 @@ int store_undeliverable(struct store *st, const struct msgid *id,
 	r = store_outbound_get(st, id, &m, &row);
 	if (r == SEMQ_ERR_NOT_FOUND) {
 		*settled = 1; /* purged, or renumbered away */
-		return tx_close(st, own, SEMQ_OK);
+		return tx_close(st, own, r);
 	}
 	if (r)
 		return tx_close(st, own, r);
@@ -89,10 +89,11 @@ int store_undeliverable(struct store *st, const struct msgid *id,
 						 idb);
 		*settled = r == SEMQ_OK;
 	} else {
-		/* held already, or finished */
+		/* held already, or finished: nothing made undeliverable now */
 		*settled = row.status != SS_HELD ||
 			   row.result == RES_UNDELIVERABLE;
-		r = SEMQ_OK;
+		r = seterr(st, SEMQ_DECLINED, "%s: %s already", idb,
+			   semq_status_name("tb_0031", row.status));
 	}
 	msg_clear(&m);
 	return tx_close(st, own, r);
@@ -249,6 +250,34 @@ int store_dest_note(struct store *st, const char *dest, int64_t now,
 	return tx_close(st, own, r);
 }
 
+int store_dest_get(struct store *st, const char *dest, int64_t *first_at,
+		   int *seen, int *found)
+{
+	struct db_stmt *s;
+	int r, rc;
+
+	*first_at = 0;
+	*seen = *found = 0;
+	if (!st)
+		return SEMQ_ERR_INVALID;
+	r = check_node(st, "dest get", dest, SEMQ_ID_MAX + 1);
+	if (r)
+		return r;
+	s = q_get(st, Q_DEST_GET);
+	if (!s)
+		return SEMQ_ERR_DB;
+	db_bind_text(s, 1, dest);
+	rc = db_step(s);
+	if (rc == DB_ROW) {
+		*found = 1;
+		*first_at = db_col_null(s, 0) ? 0 : db_col_int64(s, 0);
+		*seen = !db_col_null(s, 1);
+	}
+	r = rc < 0 ? dberr(st, "reading semq_dest") : SEMQ_OK;
+	q_put(st, Q_DEST_GET, s);
+	return r;
+}
+
 int store_dests_unknown(struct store *st, int64_t before, store_dest_cb cb,
 			void *ctx)
 {
@@ -274,8 +303,8 @@ int store_dests_unknown(struct store *st, int64_t before, store_dest_cb cb,
 	return r;
 }
 
-int store_copies_for(struct store *st, const char *dest, unsigned limit,
-		     store_copy_cb cb, void *ctx)
+int store_copies_for(struct store *st, const char *dest, const char *origin,
+		     unsigned limit, store_copy_cb cb, void *ctx)
 {
 	struct db_stmt *s;
 	int rc, r;
@@ -290,6 +319,7 @@ int store_copies_for(struct store *st, const char *dest, unsigned limit,
 		return SEMQ_ERR_DB;
 	db_bind_text(s, 1, dest);
 	db_bind_int64(s, 2, limit);
+	db_bind_text(s, 3, origin);
 	while ((rc = db_step(s)) == DB_ROW) {
 		struct copy_ref c;
 
@@ -307,5 +337,31 @@ int store_copies_for(struct store *st, const char *dest, unsigned limit,
 	}
 	r = rc < 0 ? dberr(st, "reading copies") : SEMQ_OK;
 	q_put(st, Q_COPIES_FOR, s);
+	return r;
+}
+
+int store_outbound_sent_at(struct store *st, const struct msgid *id,
+			   int64_t *sent_at)
+{
+	struct db_stmt *s;
+	int rc, r;
+
+	*sent_at = 0;
+	if (!st)
+		return SEMQ_ERR_INVALID;
+	r = check_msgid(st, id);
+	if (r)
+		return r;
+	s = q_get(st, Q_OUT_SENT_AT);
+	if (!s)
+		return SEMQ_ERR_DB;
+	bind_id(s, id);
+	rc = db_step(s);
+	if (rc == DB_ROW)
+		*sent_at = db_col_null(s, 0) ? 0 : db_col_int64(s, 0);
+	r = rc == DB_ROW    ? SEMQ_OK
+	    : rc == DB_DONE ? SEMQ_ERR_NOT_FOUND
+			    : dberr(st, "reading tb_0031");
+	q_put(st, Q_OUT_SENT_AT, s);
 	return r;
 }

@@ -496,19 +496,26 @@ const struct q_text store__q[Q__N] = {
 		{"SELECT origin, dest, seq, life, digest, status,"
 		 " length(payload) FROM (SELECT * FROM tb_0031"
 		 " INDEXED BY idx_0031_unsent WHERE status = 0"
-		 " AND dest = ?1" NOT_OWN " LIMIT ?2)"
+		 " AND dest = ?1 AND (?3 IS NULL OR origin = ?3)" NOT_OWN
+		 " LIMIT ?2)"
 		 " UNION ALL SELECT origin, dest, seq, life, digest,"
 		 " status, length(payload) FROM (SELECT * FROM tb_0031"
 		 " INDEXED BY idx_0031_tomb WHERE status = -2"
-		 " AND result IS NULL AND dest = ?1" NOT_OWN " LIMIT ?2)"
+		 " AND result IS NULL AND dest = ?1"
+		 " AND (?3 IS NULL OR origin = ?3)" NOT_OWN " LIMIT ?2)"
 		 " UNION ALL SELECT origin, dest, seq, life, digest,"
 		 " status, length(payload) FROM (SELECT * FROM tb_0031"
-		 " WHERE status = 8 AND result = 8 AND +dest = ?1" NOT_OWN
+		 " WHERE status = 8 AND result = 8 AND +dest = ?1"
+		 " AND (?3 IS NULL OR +origin = ?3)" NOT_OWN
 		 " LIMIT ?2) LIMIT ?2",
 		 "SELECT origin, dest, seq, life, digest, status,"
 		 " octet_length(payload) FROM tb_0031 WHERE dest = ?1"
+		 " AND (?3::text IS NULL OR origin = ?3)"
 		 " AND (status = 0 OR (status = -2 AND result IS NULL)"
 		 " OR (status = 8 AND result = 8))" NOT_OWN " LIMIT ?2"},
+	/* When row ?1..?4 was last sent. */
+	[Q_OUT_SENT_AT] = {"SELECT sent_at FROM tb_0031 WHERE origin = ?1"
+			   " AND dest = ?2 AND seq = ?3 AND life = ?4"},
 	/* Custody of origin ?1, and of all origins. */
 	[Q_CUSTODY_USE] =
 		{"SELECT (SELECT COALESCE(sum(messages), 0)"
@@ -546,6 +553,8 @@ const struct q_text store__q[Q__N] = {
 			 " ON CONFLICT (dest) DO UPDATE SET first_at ="
 			 " COALESCE(semq_dest.first_at, excluded.first_at)"
 			 " RETURNING first_at, seen_at"},
+	[Q_DEST_GET] = {"SELECT first_at, seen_at FROM semq_dest"
+			" WHERE dest = ?1"},
 	/* Destinations never seen, held for since before ?1. */
 	[Q_DEST_UNKNOWN] = {"SELECT dest, first_at FROM semq_dest"
 			    " WHERE seen_at IS NULL AND first_at <= ?1"

@@ -595,8 +595,9 @@ struct redo_view {
 	char last_error[SEMQ_ERRLEN];
 };
 
-/* The tb_0033 entry of origin/<this node>/seq. */
-static struct redo_view redo_of(struct fx *fx, const char *origin, uint64_t seq)
+/* The tb_0033 entry of origin/dest/seq. */
+static struct redo_view redo_at(struct fx *fx, const char *origin,
+				const char *dest, uint64_t seq)
 {
 	sqlite3_stmt *s = prep(fx, "SELECT id, status, tries, level, "
 				   "next_attempt_at, last_error FROM tb_0033 "
@@ -606,7 +607,7 @@ static struct redo_view redo_of(struct fx *fx, const char *origin, uint64_t seq)
 
 	memset(&v, 0, sizeof v);
 	sqlite3_bind_text(s, 1, origin, -1, SQLITE_STATIC);
-	sqlite3_bind_text(s, 2, fx->c.id, -1, SQLITE_STATIC);
+	sqlite3_bind_text(s, 2, dest, -1, SQLITE_STATIC);
 	sqlite3_bind_int64(s, 3, (sqlite3_int64)seq);
 	if (sqlite3_step(s) == SQLITE_ROW) {
 		v.found = 1;
@@ -621,6 +622,12 @@ static struct redo_view redo_of(struct fx *fx, const char *origin, uint64_t seq)
 	}
 	sqlite3_finalize(s);
 	return v;
+}
+
+/* The tb_0033 entry of origin/<this node>/seq. */
+static struct redo_view redo_of(struct fx *fx, const char *origin, uint64_t seq)
+{
+	return redo_at(fx, origin, fx->c.id, seq);
 }
 
 struct out_view {
@@ -3003,6 +3010,1119 @@ static void test_origin_tombstone_undecided_settles(void **state)
 	assert_int_equal(count_frames(fx, 0, SEMQ__FRAME__BODY_DATA), 0);
 }
 
+/* ---- custody (docs/PROTOCOL.md, "Custody") ------------------------------ */
+
+/* A RelayAck of revision 2 about one id: with its reason, about_query, the
+ * id's life and digest. */
+static void push_relay_ack2(struct fx *fx, uint64_t conn, const char *peer,
+			    int kind, int reason, int about_query,
+			    const char *origin, const char *dest, uint64_t seq,
+			    uint64_t life, uint64_t digest, const char *detail)
+{
+	Semq__MsgId id = SEMQ__MSG_ID__INIT, *pid = &id;
+	Semq__RelayAck ra = SEMQ__RELAY_ACK__INIT;
+	Semq__Frame f = SEMQ__FRAME__INIT;
+
+	id.origin = (char *)origin;
+	id.dest = (char *)dest;
+	id.seq = seq;
+	id.life = life;
+	id.digest = digest;
+	ra.n_ids = 1;
+	ra.ids = &pid;
+	ra.kind = kind;
+	ra.reason = reason;
+	ra.about_query = about_query;
+	ra.detail = (char *)detail;
+	f.body_case = SEMQ__FRAME__BODY_RELAY_ACK;
+	f.relay_ack = &ra;
+	push_frame(fx, conn, peer, &f);
+}
+
+/* A Data frame of the cancels (tombstones) of ms[0..n): no payload, the
+ * life and digest of the message each cancels. */
+static void push_cancels(struct fx *fx, uint64_t conn, const char *peer,
+			 const struct mspec2 *ms, size_t n)
+{
+	Semq__Message w[MAX_JOB_MSGS], *pw[MAX_JOB_MSGS];
+	Semq__Data d = SEMQ__DATA__INIT;
+	Semq__Frame f = SEMQ__FRAME__INIT;
+	size_t i;
+
+	assert_true(n > 0 && n <= MAX_JOB_MSGS);
+	for (i = 0; i < n; i++) {
+		semq__message__init(&w[i]);
+		w[i].origin = (char *)ms[i].origin;
+		w[i].dest = (char *)ms[i].dest;
+		w[i].seq = ms[i].seq;
+		w[i].type = 7;
+		w[i].key = (char *)(ms[i].key ? ms[i].key : "");
+		w[i].prev_seq = ms[i].prev;
+		w[i].created_at = T0;
+		w[i].life = ms[i].life;
+		w[i].digest = ms[i].digest;
+		w[i].tombstone = 1;
+		pw[i] = &w[i];
+	}
+	d.n_messages = n;
+	d.messages = pw;
+	f.body_case = SEMQ__FRAME__BODY_DATA;
+	f.data = &d;
+	push_frame(fx, conn, peer, &f);
+}
+
+/* RelayAck frames to conn of kind (and, for UNREACHABLE, reason). */
+static size_t n_relay_acks(const struct fx *fx, uint64_t conn, int kind,
+			   int reason)
+{
+	size_t i, n = 0;
+
+	for (i = 0; i < fx->n_got; i++) {
+		const Semq__Frame *f = fx->got[i].f;
+
+		if (fx->got[i].conn != conn ||
+		    f->body_case != SEMQ__FRAME__BODY_RELAY_ACK ||
+		    (int)f->relay_ack->kind != kind)
+			continue;
+		if (kind == SEMQ__RELAY_ACK__KIND__UNREACHABLE &&
+		    (int)f->relay_ack->reason != reason)
+			continue;
+		n++;
+	}
+	return n;
+}
+
+/* The one RelayAck to conn of kind (and reason), or fails. */
+static const Semq__RelayAck *relay_ack_of(const struct fx *fx, uint64_t conn,
+					  int kind, int reason)
+{
+	size_t i;
+
+	if (n_relay_acks(fx, conn, kind, reason) != 1)
+		fail_msg("%zu RelayAck kind %d reason %d to conn %" PRIu64
+			 ", wanted one",
+			 n_relay_acks(fx, conn, kind, reason), kind, reason,
+			 conn);
+	for (i = 0; i < fx->n_got; i++) {
+		const Semq__Frame *f = fx->got[i].f;
+
+		if (fx->got[i].conn == conn &&
+		    f->body_case == SEMQ__FRAME__BODY_RELAY_ACK &&
+		    (int)f->relay_ack->kind == kind &&
+		    (kind != SEMQ__RELAY_ACK__KIND__UNREACHABLE ||
+		     (int)f->relay_ack->reason == reason))
+			return f->relay_ack;
+	}
+	return NULL;
+}
+
+/* Does the RelayAck name origin/dest/seq? */
+static int ack_names(const Semq__RelayAck *ra, const char *origin,
+		     const char *dest, uint64_t seq)
+{
+	size_t i;
+
+	for (i = 0; i < ra->n_ids; i++)
+		if (!strcmp(ra->ids[i]->origin, origin) &&
+		    !strcmp(ra->ids[i]->dest, dest) && ra->ids[i]->seq == seq)
+			return 1;
+	return 0;
+}
+
+/* tb_0031.custodian of origin/dest/seq into buf ("" when NULL). */
+static const char *custodian_of(struct fx *fx, const char *origin,
+				const char *dest, uint64_t seq, char *buf,
+				size_t bufsz)
+{
+	sqlite3_stmt *s = prep(fx, "SELECT custodian FROM tb_0031 WHERE "
+				   "origin = ?1 AND dest = ?2 AND seq = ?3");
+
+	buf[0] = '\0';
+	sqlite3_bind_text(s, 1, origin, -1, SQLITE_STATIC);
+	sqlite3_bind_text(s, 2, dest, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(s, 3, (sqlite3_int64)seq);
+	if (sqlite3_step(s) == SQLITE_ROW && sqlite3_column_text(s, 0))
+		snprintf(buf, bufsz, "%s",
+			 (const char *)sqlite3_column_text(s, 0));
+	sqlite3_finalize(s);
+	return buf;
+}
+
+/* Length of the payload of origin/dest/seq in tb_0031 (-1: no row). */
+static int64_t payload_len_of(struct fx *fx, const char *origin,
+			      const char *dest, uint64_t seq)
+{
+	char sql[200];
+
+	snprintf(sql, sizeof sql,
+		 "SELECT length(payload) FROM tb_0031 WHERE origin = '%s'"
+		 " AND dest = '%s' AND seq = %" PRIu64,
+		 origin, dest, seq);
+	return count_rows(fx, sql);
+}
+
+/* Messages (and bytes) semq_custody counts for origin. */
+static int64_t custody_of(struct fx *fx, const char *origin, int bytes)
+{
+	char sql[200];
+
+	snprintf(sql, sizeof sql,
+		 "SELECT COALESCE(sum(%s), 0) FROM semq_custody"
+		 " WHERE origin = '%s'",
+		 bytes ? "bytes" : "messages", origin);
+	return count_rows(fx, sql);
+}
+
+/* The counters proto counted since the last call. */
+static struct proto_counts counts(struct fx *fx)
+{
+	struct proto_counts c;
+
+	memset(&c, 0, sizeof c);
+	proto_take_counts(fx->p, &c);
+	return c;
+}
+
+/* An origin R1 whose [route] default goes through relay P1, on conn 5 of
+ * the given wire revision. */
+static void sender_via_p1(struct fx *fx, unsigned window, unsigned revision)
+{
+	const struct route_hop hop = {"P1", 5,        1,
+				      "",   revision, revision >= 2 ? 0x71 : 0};
+
+	snprintf(fx->routes[0].dest, sizeof fx->routes[0].dest, "default");
+	snprintf(fx->routes[0].via, sizeof fx->routes[0].via, "P1");
+	fx->c.n_routes = 1;
+	sender(fx, window);
+	push_routes(fx, &hop, 1);
+}
+
+/*
+ * A relay's custody is bounded by its quotas: a copy for a destination
+ * that is not connected is stored (RelayAck STORED) until one more copy
+ * would go over quota_messages_per_origin, quota_bytes_per_origin (in one
+ * frame: the copies of that frame count) or quota_messages (every
+ * origin); then RelayAck UNREACHABLE, reason QUOTA, with a detail naming
+ * the quota, and nothing is stored. Another origin still has room. A
+ * cancel is never refused for a quota.
+ */
+static void test_relay_custody_quotas(void **state)
+{
+	struct fx *fx = *state;
+	const struct route_hop hops[2] = {{"R1", 3, 0, "", 2, LIFE_R1},
+					  {"R2", 4, 0, "", 2, 0x52}};
+	const struct mspec2 ms[3] = {
+		{"R1", "S9", 1, NULL, 0, LIFE_R1, 0x11, 0, NULL},
+		{"R1", "S9", 2, NULL, 0, LIFE_R1, 0x12, 0, NULL},
+		{"R1", "S9", 3, NULL, 0, LIFE_R1, 0x13, 0, NULL}};
+	const struct mspec2 more[2] = {
+		{"R1", "S9", 6, NULL, 0, LIFE_R1, 0x16, 0, NULL},
+		{"R1", "S9", 7, NULL, 0, LIFE_R1, 0x17, 0, NULL}};
+	const struct mspec2 cancels[2] = {
+		{"R1", "S9", 1, NULL, 0, LIFE_R1, 0x11, 0, NULL},
+		{"R1", "S9", 5, NULL, 0, LIFE_R1, 0x15, 0, NULL}};
+	const struct mspec2 r2[3] = {
+		{"R2", "S9", 1, NULL, 0, 0x52, 0x21, 0, NULL},
+		{"R2", "S9", 2, NULL, 0, 0x52, 0x22, 0, NULL},
+		{"R2", "S9", 3, NULL, 0, 0x52, 0x23, 0, NULL}};
+	const struct mspec2 r2_cancel = {"R2", "S9", 9, NULL, 0,
+					 0x52, 0x29, 0, NULL};
+	const Semq__RelayAck *ra;
+
+	fx->c.quota_messages_per_origin = 2;
+	relay(fx);
+	push_routes(fx, hops, 2);
+	push_msgs(fx, 3, "R1", ms, 3);
+	assert_int_equal(batch(fx, T0), 2);
+	ra = relay_ack_of(fx, 3, SEMQ__RELAY_ACK__KIND__STORED, 0);
+	assert_int_equal(ra->n_ids, 2);
+	assert_true(ack_names(ra, "R1", "S9", 1) &&
+		    ack_names(ra, "R1", "S9", 2));
+	ra = relay_ack_of(fx, 3, SEMQ__RELAY_ACK__KIND__UNREACHABLE,
+			  SEMQ__RELAY_REFUSAL__QUOTA);
+	assert_int_equal(ra->n_ids, 1);
+	assert_int_equal(ra->ids[0]->seq, 3);
+	assert_false(ra->about_query);
+	assert_non_null(strstr(ra->detail, "quota_messages_per_origin 2"));
+	assert_non_null(strstr(ra->detail, "R1"));
+	assert_int_equal(out_of(fx, "R1", "S9", 1).status, SS_UNSEND);
+	assert_false(out_of(fx, "R1", "S9", 3).found);
+	assert_int_equal(count_rows(fx, "SELECT count(*) FROM tb_0031"), 2);
+	assert_int_equal(custody_of(fx, "R1", 0), 2);
+	assert_int_equal(custody_of(fx, "R1", 1), 22);
+	assert_int_equal(counts(fx).relay_refused[SEMQ__RELAY_REFUSAL__QUOTA],
+			 1);
+
+	/* Another origin has a quota of its own. */
+	push_msgs(fx, 4, "R2", r2, 1);
+	batch(fx, T0 + 10);
+	assert_int_equal(
+		relay_ack_of(fx, 4, SEMQ__RELAY_ACK__KIND__STORED, 0)->n_ids,
+		1);
+
+	/* Cancels of R1, at its quota: a held copy replaced, and one of a
+	 * message never held here stored; never refused. */
+	push_cancels(fx, 3, "R1", cancels, 2);
+	batch(fx, T0 + 20);
+	ra = relay_ack_of(fx, 3, SEMQ__RELAY_ACK__KIND__STORED, 0);
+	assert_int_equal(ra->n_ids, 2);
+	assert_int_equal(n_relay_acks(fx, 3, SEMQ__RELAY_ACK__KIND__UNREACHABLE,
+				      SEMQ__RELAY_REFUSAL__QUOTA),
+			 0);
+	assert_int_equal(out_of(fx, "R1", "S9", 1).status, SS_CANCELLED);
+	assert_int_equal(out_of(fx, "R1", "S9", 5).status, SS_CANCELLED);
+	assert_int_equal(custody_of(fx, "R1", 0), 3);
+	assert_int_equal(custody_of(fx, "R1", 1), 11);
+
+	/* quota_bytes_per_origin: 11 + 11 fit in 30, 11 more do not (the
+	 * first copy of the frame counts for the second). */
+	fx->c.quota_messages_per_origin = 100;
+	fx->c.quota_bytes_per_origin = 30;
+	push_msgs(fx, 3, "R1", more, 2);
+	batch(fx, T0 + 30);
+	ra = relay_ack_of(fx, 3, SEMQ__RELAY_ACK__KIND__STORED, 0);
+	assert_int_equal(ra->n_ids, 1);
+	assert_int_equal(ra->ids[0]->seq, 6);
+	ra = relay_ack_of(fx, 3, SEMQ__RELAY_ACK__KIND__UNREACHABLE,
+			  SEMQ__RELAY_REFUSAL__QUOTA);
+	assert_int_equal(ra->n_ids, 1);
+	assert_int_equal(ra->ids[0]->seq, 7);
+	assert_non_null(strstr(ra->detail, "quota_bytes_per_origin 30"));
+	assert_false(out_of(fx, "R1", "S9", 7).found);
+	assert_int_equal(custody_of(fx, "R1", 1), 22);
+
+	/* quota_messages, for all origins: 5 held, room for one more. */
+	fx->c.quota_bytes_per_origin = (size_t)1 << 30;
+	fx->c.quota_messages = 6;
+	push_msgs(fx, 4, "R2", &r2[1], 2);
+	batch(fx, T0 + 40);
+	ra = relay_ack_of(fx, 4, SEMQ__RELAY_ACK__KIND__STORED, 0);
+	assert_int_equal(ra->n_ids, 1);
+	assert_int_equal(ra->ids[0]->seq, 2);
+	ra = relay_ack_of(fx, 4, SEMQ__RELAY_ACK__KIND__UNREACHABLE,
+			  SEMQ__RELAY_REFUSAL__QUOTA);
+	assert_int_equal(ra->n_ids, 1);
+	assert_int_equal(ra->ids[0]->seq, 3);
+	assert_non_null(strstr(ra->detail, "quota_messages 6"));
+	assert_false(out_of(fx, "R2", "S9", 3).found);
+	assert_int_equal(counts(fx).relay_refused[SEMQ__RELAY_REFUSAL__QUOTA],
+			 2);
+	/* ... and a cancel over it is stored all the same */
+	push_cancels(fx, 4, "R2", &r2_cancel, 1);
+	batch(fx, T0 + 50);
+	assert_int_equal(relay_ack_of(fx, 4, SEMQ__RELAY_ACK__KIND__STORED, 0)
+				 ->ids[0]
+				 ->seq,
+			 9);
+	assert_int_equal(out_of(fx, "R2", "S9", 9).status, SS_CANCELLED);
+	assert_int_equal(count_rows(fx, "SELECT sum(messages) FROM"
+					" semq_custody"),
+			 7);
+}
+
+/*
+ * The cancel of a copy the relay holds replaces it: unsent (0), or sent
+ * and not answered yet (4), the copy becomes the cancel (-2, no payload)
+ * and the origin hears STORED; the next send to the destination carries
+ * the cancels in the messages' place.
+ */
+static void test_relay_cancel_replaces_copy(void **state)
+{
+	struct fx *fx = *state;
+	const struct route_hop r1 = {"R1", 3, 0, "", 2, LIFE_R1};
+	const struct route_hop both[2] = {{"R1", 3, 0, "", 2, LIFE_R1},
+					  {"S1", 9, 0, "", 2, 0x51}};
+	const struct mspec2 ms[2] = {
+		{"R1", "S1", 1, NULL, 0, LIFE_R1, 0x11, 0, NULL},
+		{"R1", "S1", 2, NULL, 0, LIFE_R1, 0x12, 0, NULL}};
+	const Semq__Message *msgs[8];
+	const Semq__RelayAck *ra;
+	size_t i;
+
+	relay(fx);
+	push_routes(fx, &r1, 1);
+	push_msgs(fx, 3, "R1", &ms[0], 1);
+	batch(fx, T0);
+	/* S1 comes: the copy goes (4); S1 leaves before answering */
+	push_routes(fx, both, 2);
+	batch(fx, T0 + 10);
+	assert_int_equal(data_to(fx, 9, msgs, 8), 1);
+	assert_int_equal(out_of(fx, "R1", "S1", 1).status, SS_SEND);
+	push_routes(fx, &r1, 1);
+	push_msgs(fx, 3, "R1", &ms[1], 1);
+	batch(fx, T0 + 20);
+	assert_int_equal(out_of(fx, "R1", "S1", 2).status, SS_UNSEND);
+	assert_int_equal(custody_of(fx, "R1", 1), 22);
+
+	push_cancels(fx, 3, "R1", ms, 2);
+	batch(fx, T0 + 30);
+	ra = relay_ack_of(fx, 3, SEMQ__RELAY_ACK__KIND__STORED, 0);
+	assert_int_equal(ra->n_ids, 2);
+	assert_true(ack_names(ra, "R1", "S1", 1) &&
+		    ack_names(ra, "R1", "S1", 2));
+	assert_int_equal(count_frames(fx, 0, SEMQ__FRAME__BODY_DATA), 0);
+	for (i = 1; i <= 2; i++) {
+		struct out_view v = out_of(fx, "R1", "S1", i);
+
+		assert_int_equal(v.status, SS_CANCELLED);
+		assert_int_equal(v.result, -1);
+		assert_int_equal(payload_len_of(fx, "R1", "S1", i), 0);
+	}
+	assert_int_equal(custody_of(fx, "R1", 0), 2);
+	assert_int_equal(custody_of(fx, "R1", 1), 0);
+	/* a second cancel: STORED again, nothing changes */
+	push_cancels(fx, 3, "R1", ms, 1);
+	batch(fx, T0 + 40);
+	assert_int_equal(
+		relay_ack_of(fx, 3, SEMQ__RELAY_ACK__KIND__STORED, 0)->n_ids,
+		1);
+
+	/* S1 is back: the cancels go in the messages' place. */
+	push_routes(fx, both, 2);
+	batch(fx, T0 + 50);
+	assert_int_equal(data_to(fx, 9, msgs, 8), 2);
+	for (i = 0; i < 2; i++) {
+		assert_int_equal(msgs[i]->seq, i + 1);
+		assert_true(msgs[i]->tombstone);
+		assert_int_equal(msgs[i]->payload.len, 0);
+		assert_true(msgs[i]->life == LIFE_R1);
+		assert_int_equal(msgs[i]->digest, 0x11 + i);
+		assert_string_equal(msgs[i]->stored_by, "P1");
+	}
+	assert_int_equal(count_frames(fx, 3, SEMQ__FRAME__BODY_DATA), 0);
+}
+
+/*
+ * A destination a relay has never seen: copies for it are held (STORED)
+ * for unknown_dest_after from the first; after that, the periodic pass
+ * holds them as undeliverable (8, result 8) and tells the origins that are
+ * connected (RelayAck UNREACHABLE UNKNOWN_DEST) — an origin not connected
+ * is told, and its copies held, right after it connects (PEER_UP); new
+ * messages for it are refused at once. A destination named by [peer] or
+ * [route], or seen connected once, is never unknown. The origin's
+ * 810-Response with the digest takes its copy back.
+ */
+static void test_relay_unknown_dest(void **state)
+{
+	struct fx *fx = *state;
+	struct cfg_peer peers[1];
+	const struct route_hop r1 = {"R1", 3, 0, "", 2, LIFE_R1};
+	const struct route_hop both[2] = {{"R1", 3, 0, "", 2, LIFE_R1},
+					  {"R2", 4, 0, "", 2, 0x52}};
+	const struct route_hop with_s6[3] = {{"R1", 3, 0, "", 2, LIFE_R1},
+					     {"R2", 4, 0, "", 2, 0x52},
+					     {"S6", 6, 0, "", 2, 0x56}};
+	const struct mspec2 m1[2] = {
+		{"R1", "S9", 1, NULL, 0, LIFE_R1, 0x11, 0, NULL},
+		{"R2", "S9", 1, NULL, 0, 0x52, 0x21, 0, NULL}};
+	const struct mspec2 m2 = {"R1",    "S9", 2, NULL, 0,
+				  LIFE_R1, 0x12, 0, NULL};
+	const struct mspec2 m3 = {"R1",    "S9", 3, NULL, 0,
+				  LIFE_R1, 0x13, 0, NULL};
+	const struct mspec2 named[3] = {
+		{"R1", "S7", 1, NULL, 0, LIFE_R1, 0x71, 0, NULL},
+		{"R1", "S8", 1, NULL, 0, LIFE_R1, 0x81, 0, NULL},
+		{"R1", "S6", 1, NULL, 0, LIFE_R1, 0x61, 0, NULL}};
+	const Semq__RelayAck *ra;
+	struct out_view v;
+	size_t i;
+
+	memset(peers, 0, sizeof peers);
+	snprintf(peers[0].name, sizeof peers[0].name, "S7");
+	fx->c.peers = peers;
+	fx->c.n_peers = 1;
+	snprintf(fx->routes[0].dest, sizeof fx->routes[0].dest, "S8");
+	snprintf(fx->routes[0].via, sizeof fx->routes[0].via, "P2");
+	fx->c.n_routes = 1;
+	fx->c.unknown_dest_after_ms = 1000; /* a pass every 250 ms */
+	relay(fx);
+	push_routes(fx, both, 2);
+	push_msgs(fx, 3, "R1", &m1[0], 1);
+	push_msgs(fx, 4, "R2", &m1[1], 1);
+	batch(fx, T0);
+	assert_int_equal(
+		relay_ack_of(fx, 3, SEMQ__RELAY_ACK__KIND__STORED, 0)->n_ids,
+		1);
+	assert_int_equal(
+		relay_ack_of(fx, 4, SEMQ__RELAY_ACK__KIND__STORED, 0)->n_ids,
+		1);
+	push_routes(fx, &r1, 1); /* R2 leaves */
+	batch(fx, T0 + 10);
+	/* within unknown_dest_after: held, stored */
+	push_msgs(fx, 3, "R1", &m2, 1);
+	batch(fx, T0 + 500);
+	assert_int_equal(
+		relay_ack_of(fx, 3, SEMQ__RELAY_ACK__KIND__STORED, 0)->n_ids,
+		1);
+	assert_int_equal(batch(fx, T0 + 760), 0); /* a pass: not yet */
+	assert_int_equal(out_of(fx, "R1", "S9", 1).status, SS_UNSEND);
+
+	/* The pass after unknown_dest_after: R1's copies held and R1 told;
+	 * R2 is not connected: its copy waits. */
+	batch(fx, T0 + 1010);
+	ra = relay_ack_of(fx, 3, SEMQ__RELAY_ACK__KIND__UNREACHABLE,
+			  SEMQ__RELAY_REFUSAL__UNKNOWN_DEST);
+	assert_int_equal(ra->n_ids, 2);
+	assert_true(ack_names(ra, "R1", "S9", 1) &&
+		    ack_names(ra, "R1", "S9", 2));
+	assert_false(ra->about_query);
+	for (i = 0; i < ra->n_ids; i++) {
+		assert_true(ra->ids[i]->life == LIFE_R1);
+		assert_int_equal(ra->ids[i]->digest, 0x10 + ra->ids[i]->seq);
+	}
+	assert_int_equal(fx->n_got, 1);
+	for (i = 1; i <= 2; i++) {
+		v = out_of(fx, "R1", "S9", i);
+		assert_int_equal(v.status, SS_HELD);
+		assert_int_equal(v.result, RES_UNDELIVERABLE);
+		assert_non_null(strstr(v.last_error, "unknown_dest_after"));
+	}
+	assert_int_equal(out_of(fx, "R2", "S9", 1).status, SS_UNSEND);
+	assert_int_equal(
+		counts(fx).relay_refused[SEMQ__RELAY_REFUSAL__UNKNOWN_DEST], 2);
+	/* the next pass is not due yet */
+	assert_int_equal(batch(fx, T0 + 1015), 0);
+
+	/* R2 connects: told at once, its copy held. */
+	push_routes(fx, both, 2);
+	push_peer_up(fx, 4, "R2");
+	batch(fx, T0 + 1020);
+	ra = relay_ack_of(fx, 4, SEMQ__RELAY_ACK__KIND__UNREACHABLE,
+			  SEMQ__RELAY_REFUSAL__UNKNOWN_DEST);
+	assert_int_equal(ra->n_ids, 1);
+	assert_true(ack_names(ra, "R2", "S9", 1));
+	assert_int_equal(ra->ids[0]->digest, 0x21);
+	v = out_of(fx, "R2", "S9", 1);
+	assert_int_equal(v.status, SS_HELD);
+	assert_int_equal(v.result, RES_UNDELIVERABLE);
+
+	/* A new message for S9: refused at once, nothing stored. */
+	push_msgs(fx, 3, "R1", &m3, 1);
+	batch(fx, T0 + 1030);
+	ra = relay_ack_of(fx, 3, SEMQ__RELAY_ACK__KIND__UNREACHABLE,
+			  SEMQ__RELAY_REFUSAL__UNKNOWN_DEST);
+	assert_int_equal(ra->n_ids, 1);
+	assert_int_equal(ra->ids[0]->seq, 3);
+	assert_non_null(strstr(ra->detail, "unknown_dest_after"));
+	assert_int_equal(n_relay_acks(fx, 3, SEMQ__RELAY_ACK__KIND__STORED, 0),
+			 0);
+	assert_false(out_of(fx, "R1", "S9", 3).found);
+
+	/* S6 connects once, then leaves. */
+	push_routes(fx, with_s6, 3);
+	push_peer_up(fx, 6, "S6");
+	batch(fx, T0 + 1040);
+	push_routes(fx, both, 2);
+	batch(fx, T0 + 1050);
+	/* S7 ([peer]), S8 ([route]) and S6 (seen): stored long after
+	 * unknown_dest_after, and never held by a pass. */
+	push_msgs(fx, 3, "R1", named, 3);
+	batch(fx, T0 + 5000);
+	ra = relay_ack_of(fx, 3, SEMQ__RELAY_ACK__KIND__STORED, 0);
+	assert_int_equal(ra->n_ids, 3);
+	batch(fx, T0 + 5000 + 2000);
+	batch(fx, T0 + 5000 + 4000);
+	assert_int_equal(out_of(fx, "R1", "S7", 1).status, SS_UNSEND);
+	assert_int_equal(out_of(fx, "R1", "S8", 1).status, SS_UNSEND);
+	assert_int_equal(out_of(fx, "R1", "S6", 1).status, SS_UNSEND);
+	/* ... while S9's copies are told again on every pass */
+	assert_true(ack_names(relay_ack_of(fx, 3,
+					   SEMQ__RELAY_ACK__KIND__UNREACHABLE,
+					   SEMQ__RELAY_REFUSAL__UNKNOWN_DEST),
+			      "R1", "S9", 1));
+
+	/* R1 takes its copy back (810-Response with its digest). */
+	push_response2(fx, 3, "R1", "R1", "R1", "S9", 1, LIFE_R1, 0x11);
+	batch(fx, T0 + 9100);
+	assert_false(out_of(fx, "R1", "S9", 1).found);
+	assert_int_equal(out_of(fx, "R1", "S9", 2).status, SS_HELD);
+	assert_int_equal(custody_of(fx, "R1", 0), 4); /* S9/2, S6, S7, S8 */
+}
+
+/*
+ * The pass over a destination nobody knows tells every connected origin,
+ * however many copies origins that are not connected hold for it: a
+ * backlog of 4,096 copies of an origin that is away (A2) does not keep
+ * R1, connected, from hearing UNKNOWN_DEST about its copy.
+ * (notify_unknown reads the copies origin by origin, only of those it can
+ * tell now.)
+ */
+static void test_relay_unknown_dest_backlog(void **state)
+{
+	struct fx *fx = *state;
+	const struct route_hop r1 = {"R1", 3, 0, "", 2, LIFE_R1};
+	const struct mspec2 m = {"R1",    "S9", 1, NULL, 0,
+				 LIFE_R1, 0x11, 0, NULL};
+	int64_t first = 0;
+	int seen = 0;
+	uint64_t seq;
+
+	fx->c.unknown_dest_after_ms = 1000;
+	relay(fx);
+	/* A2 (away now) left 4,096 copies for S9 here. */
+	assert_int_equal(store_begin(fx->st), SEMQ_OK);
+	assert_int_equal(store_dest_note(fx->st, "S9", T0, &first, &seen),
+			 SEMQ_OK);
+	for (seq = 1; seq <= 4096; seq++) {
+		struct msg c;
+
+		memset(&c, 0, sizeof c);
+		snprintf(c.id.origin, sizeof c.id.origin, "A2");
+		snprintf(c.id.dest, sizeof c.id.dest, "S9");
+		c.id.seq = seq;
+		c.id.life = 0xa2;
+		c.type = 7;
+		c.created_at = T0;
+		c.payload = (uint8_t *)"x";
+		c.payload_len = 1;
+		assert_int_equal(store_enqueue_copy(fx->st, &c, T0), SEMQ_OK);
+	}
+	assert_int_equal(store_commit(fx->st), SEMQ_OK);
+	push_routes(fx, &r1, 1);
+	push_msgs(fx, 3, "R1", &m, 1);
+	batch(fx, T0 + 10);
+	assert_int_equal(
+		relay_ack_of(fx, 3, SEMQ__RELAY_ACK__KIND__STORED, 0)->n_ids,
+		1);
+
+	batch(fx, T0 + 1010);
+	batch(fx, T0 + 2010);
+	assert_int_equal(out_of(fx, "A2", "S9", 1).status, SS_UNSEND);
+	assert_int_equal(n_relay_acks(fx, 3, SEMQ__RELAY_ACK__KIND__UNREACHABLE,
+				      SEMQ__RELAY_REFUSAL__UNKNOWN_DEST),
+			 1);
+	assert_int_equal(out_of(fx, "R1", "S9", 1).status, SS_HELD);
+}
+
+/*
+ * A relay answers a Query about its custody itself: a copy held unsent,
+ * RelayAck STORED (about_query); a copy sent and unanswered, with the
+ * destination connected, the Query goes on to it, and with the
+ * destination gone, STORED; a copy held as undeliverable, or a message of
+ * a destination it refuses, UNKNOWN_DEST (about_query); no copy and no
+ * link onwards, UNREACHABLE NOT_CONNECTED (about_query).
+ */
+static void test_relay_query_custody(void **state)
+{
+	struct fx *fx = *state;
+	const struct route_hop r1 = {"R1", 3, 0, "", 2, LIFE_R1};
+	const struct route_hop both[2] = {{"R1", 3, 0, "", 2, LIFE_R1},
+					  {"S1", 9, 0, "", 2, 0x51}};
+	const struct mspec2 ms[2] = {
+		{"R1", "S1", 1, NULL, 0, LIFE_R1, 0x11, 0, NULL},
+		{"R1", "S9", 1, NULL, 0, LIFE_R1, 0x91, 0, NULL}};
+	const Semq__RelayAck *ra;
+	const Semq__Frame *f;
+
+	fx->c.unknown_dest_after_ms = 1000;
+	relay(fx);
+	/* S1 has been connected here before */
+	push_routes(fx, both, 2);
+	push_peer_up(fx, 9, "S1");
+	batch(fx, T0 - 100);
+	push_routes(fx, &r1, 1);
+	batch(fx, T0 - 90);
+	push_msgs(fx, 3, "R1", ms, 2);
+	batch(fx, T0);
+	assert_int_equal(
+		relay_ack_of(fx, 3, SEMQ__RELAY_ACK__KIND__STORED, 0)->n_ids,
+		2);
+
+	/* held unsent: STORED, about the query */
+	push_query2(fx, 3, "R1", "R1", "S1", 1, LIFE_R1, 0x11);
+	assert_int_equal(batch(fx, T0 + 10), 1);
+	ra = relay_ack_of(fx, 3, SEMQ__RELAY_ACK__KIND__STORED, 0);
+	assert_true(ra->about_query);
+	assert_int_equal(ra->n_ids, 1);
+	assert_int_equal(ra->ids[0]->seq, 1);
+	assert_int_equal(ra->ids[0]->digest, 0x11);
+	/* nothing held, nowhere to ask: NOT_CONNECTED, about the query */
+	push_query2(fx, 3, "R1", "R1", "S1", 7, LIFE_R1, 0x17);
+	assert_int_equal(batch(fx, T0 + 20), 1);
+	ra = relay_ack_of(fx, 3, SEMQ__RELAY_ACK__KIND__UNREACHABLE,
+			  SEMQ__RELAY_REFUSAL__NOT_CONNECTED);
+	assert_true(ra->about_query);
+	assert_int_equal(ra->ids[0]->seq, 7);
+
+	/* S9's copy held as undeliverable: UNKNOWN_DEST, about the query;
+	 * so is a message of S9 it does not hold. */
+	batch(fx, T0 + 1100);
+	assert_int_equal(out_of(fx, "R1", "S9", 1).status, SS_HELD);
+	push_query2(fx, 3, "R1", "R1", "S9", 1, LIFE_R1, 0x91);
+	assert_int_equal(batch(fx, T0 + 1110), 1);
+	ra = relay_ack_of(fx, 3, SEMQ__RELAY_ACK__KIND__UNREACHABLE,
+			  SEMQ__RELAY_REFUSAL__UNKNOWN_DEST);
+	assert_true(ra->about_query);
+	assert_int_equal(ra->ids[0]->seq, 1);
+	push_query2(fx, 3, "R1", "R1", "S9", 5, LIFE_R1, 0x95);
+	assert_int_equal(batch(fx, T0 + 1120), 1);
+	ra = relay_ack_of(fx, 3, SEMQ__RELAY_ACK__KIND__UNREACHABLE,
+			  SEMQ__RELAY_REFUSAL__UNKNOWN_DEST);
+	assert_true(ra->about_query);
+	assert_int_equal(ra->ids[0]->seq, 5);
+
+	/* S1 connected, the copy sent and unanswered: the Query goes on. */
+	push_routes(fx, both, 2);
+	batch(fx, T0 + 1200);
+	assert_int_equal(out_of(fx, "R1", "S1", 1).status, SS_SEND);
+	push_query2(fx, 3, "R1", "R1", "S1", 1, LIFE_R1, 0x11);
+	batch(fx, T0 + 1210);
+	assert_int_equal(count_frames(fx, 3, SEMQ__FRAME__BODY_RELAY_ACK), 0);
+	f = frame_at(fx, 9, SEMQ__FRAME__BODY_QUERY, 0);
+	assert_int_equal(f->query->n_ids, 1);
+	assert_int_equal(f->query->ids[0]->seq, 1);
+	assert_int_equal(f->query->ids[0]->digest, 0x11);
+	/* S1 gone again: the relay answers for its copy in doubt */
+	push_routes(fx, &r1, 1);
+	push_query2(fx, 3, "R1", "R1", "S1", 1, LIFE_R1, 0x11);
+	batch(fx, T0 + 1220);
+	ra = relay_ack_of(fx, 3, SEMQ__RELAY_ACK__KIND__STORED, 0);
+	assert_true(ra->about_query);
+	assert_int_equal(count_frames(fx, 0, SEMQ__FRAME__BODY_QUERY), 0);
+}
+
+/*
+ * At the origin, RelayAck STORED puts a row in the relay's custody (6,
+ * custodian P1), asked about only after custody_query_after; custody is
+ * outside the window (window = 2: four rows stored, all four sent, and a
+ * fifth). The relay's answers about a query: STORED again, asked again
+ * after custody_query_after; UNREACHABLE about_query (it cannot pass the
+ * question on), asked again about 2 x reconnect_min later, the row as it
+ * was.
+ */
+static void test_origin_custody_outside_window(void **state)
+{
+	struct fx *fx = *state;
+	const uint64_t one_two[2] = {1, 2}, three_four[2] = {3, 4};
+	const int64_t cq = fx->c.custody_query_after_ms;
+	const int64_t qa = fx->c.query_after_ms;
+	uint64_t life, asked[8];
+	char buf[SEMQ_ID_MAX + 1];
+	struct out_view v;
+	size_t i, k, n = 0;
+
+	sender_via_p1(fx, 2, 2);
+	life = store_life(fx->st);
+	enqueue(fx, "S9", 4);
+	batch(fx, T0);
+	expect_data(fx, 5, "S9", 1, 2);
+
+	push_relay_ack(fx, 5, "P1", SEMQ__RELAY_ACK__KIND__STORED, "R1", "S9",
+		       one_two, 2, "");
+	batch(fx, T0 + 10);
+	for (i = 1; i <= 2; i++) {
+		v = out_of(fx, "R1", "S9", i);
+		assert_int_equal(v.status, SS_ACK);
+		assert_int_equal(v.next_at, T0 + 10 + cq);
+		assert_string_equal(
+			custodian_of(fx, "R1", "S9", i, buf, sizeof buf), "P1");
+	}
+	/* the window is free again: 3 and 4 go in the same batch */
+	expect_data(fx, 5, "S9", 3, 4);
+	push_relay_ack(fx, 5, "P1", SEMQ__RELAY_ACK__KIND__STORED, "R1", "S9",
+		       three_four, 2, "");
+	batch(fx, T0 + 20);
+	for (i = 1; i <= 4; i++)
+		assert_string_equal(
+			custodian_of(fx, "R1", "S9", i, buf, sizeof buf), "P1");
+	enqueue_key(fx, "S9", NULL, "5");
+	batch(fx, T0 + 30);
+	expect_data(fx, 5, "S9", 5, 5);
+
+	/* Not asked about before custody_query_after. */
+	assert_int_equal(batch(fx, T0 + 30 + qa - 1), 0);
+	batch(fx, T0 + 10 + cq);
+	for (k = 0; k < count_frames(fx, 5, SEMQ__FRAME__BODY_QUERY); k++) {
+		const Semq__Frame *f =
+			frame_at(fx, 5, SEMQ__FRAME__BODY_QUERY, k);
+		for (i = 0; i < f->query->n_ids; i++) {
+			assert_true(n < 8);
+			asked[n++] = f->query->ids[i]->seq;
+		}
+	}
+	assert_int_equal(n, 3); /* 5 (in flight), 1, 2 (in custody) */
+	assert_int_equal(asked[0], 5);
+	assert_int_equal(asked[1], 1);
+	assert_int_equal(asked[2], 2);
+
+	/* about the query: STORED (still held) / UNREACHABLE (cannot ask) */
+	push_relay_ack2(fx, 5, "P1", SEMQ__RELAY_ACK__KIND__STORED, 0, 1, "R1",
+			"S9", 1, life, 0, "held here for delivery");
+	push_relay_ack2(fx, 5, "P1", SEMQ__RELAY_ACK__KIND__UNREACHABLE,
+			SEMQ__RELAY_REFUSAL__NOT_CONNECTED, 1, "R1", "S9", 2,
+			life, 0, "destination not connected");
+	batch(fx, T0 + 20 + cq);
+	v = out_of(fx, "R1", "S9", 1);
+	assert_int_equal(v.status, SS_ACK);
+	assert_int_equal(v.next_at, T0 + 20 + 2 * cq);
+	/* asked again after half the time it has been in doubt, at most
+	 * query_after (a row sent a moment ago: 2 x reconnect_min) */
+	v = out_of(fx, "R1", "S9", 2);
+	assert_int_equal(v.status, SS_ACK);
+	assert_int_equal(v.next_at, T0 + 20 + cq + fx->c.query_after_ms);
+	assert_int_equal(v.attempts, 1);
+	assert_string_equal(custodian_of(fx, "R1", "S9", 2, buf, sizeof buf),
+			    "P1");
+	assert_int_equal(count_frames(fx, 0, SEMQ__FRAME__BODY_DATA), 0);
+}
+
+/*
+ * RelayAck FORWARDED: 6 without a custodian, in flight — it counts in the
+ * window; STORED for such a row later takes it into custody and frees its
+ * place.
+ */
+static void test_origin_forwarded_in_window(void **state)
+{
+	struct fx *fx = *state;
+	const uint64_t one_two[2] = {1, 2}, one = 1;
+	char buf[SEMQ_ID_MAX + 1];
+	struct out_view v;
+
+	sender_via_p1(fx, 2, 2);
+	enqueue(fx, "S8", 3);
+	batch(fx, T0);
+	expect_data(fx, 5, "S8", 1, 2);
+	push_relay_ack(fx, 5, "P1", SEMQ__RELAY_ACK__KIND__FORWARDED, "R1",
+		       "S8", one_two, 2, "");
+	assert_int_equal(batch(fx, T0 + 10), 0);
+	v = out_of(fx, "R1", "S8", 1);
+	assert_int_equal(v.status, SS_ACK);
+	assert_int_equal(v.next_at, T0 + 10 + fx->c.query_after_ms);
+	assert_string_equal(custodian_of(fx, "R1", "S8", 1, buf, sizeof buf),
+			    "");
+	assert_int_equal(out_of(fx, "R1", "S8", 3).status, SS_UNSEND);
+	push_relay_ack(fx, 5, "P1", SEMQ__RELAY_ACK__KIND__STORED, "R1", "S8",
+		       &one, 1, "");
+	batch(fx, T0 + 20);
+	assert_string_equal(custodian_of(fx, "R1", "S8", 1, buf, sizeof buf),
+			    "P1");
+	expect_data(fx, 5, "S8", 3, 3);
+}
+
+/* The wire digest of R1/dest/seq as last sent in a Data frame to conn. */
+static uint64_t sent_digest(const struct fx *fx, uint64_t conn, uint64_t seq)
+{
+	const Semq__Message *msgs[16];
+	size_t n = data_to(fx, conn, msgs, 16), i;
+
+	for (i = 0; i < n; i++)
+		if (msgs[i]->seq == seq)
+			return msgs[i]->digest;
+	fail_msg("seq %" PRIu64 " not sent to conn %" PRIu64, seq, conn);
+	return 0;
+}
+
+/*
+ * The relay refuses custody: QUOTA puts the row back to unsent with the
+ * reason in last_error, sent again after a back-off; UNKNOWN_DEST makes
+ * this node's message undeliverable (8, result 8, a dead tb_0033 entry of
+ * its own, counted), and the relay's copy is taken back (an 810-Response
+ * with the digest towards the relay). redo retry sends it again.
+ */
+static void test_origin_relay_refusals(void **state)
+{
+	struct fx *fx = *state;
+	const char *qwhy =
+		"the custody quota of origin R1 is full (5 messages)";
+	uint64_t life, d[4];
+	struct redo_view rv;
+	struct out_view v;
+	struct proto_counts pc;
+	const Semq__Frame *f;
+	sqlite3_stmt *s;
+	int64_t rid = 0;
+
+	sender_via_p1(fx, 1000, 2);
+	life = store_life(fx->st);
+	enqueue(fx, "S9", 3);
+	batch(fx, T0);
+	d[1] = sent_digest(fx, 5, 1);
+	d[2] = sent_digest(fx, 5, 2);
+	(void)counts(fx);
+
+	/* QUOTA */
+	push_relay_ack2(fx, 5, "P1", SEMQ__RELAY_ACK__KIND__UNREACHABLE,
+			SEMQ__RELAY_REFUSAL__QUOTA, 0, "R1", "S9", 1, life,
+			d[1], qwhy);
+	assert_int_equal(batch(fx, T0 + 10), 0);
+	v = out_of(fx, "R1", "S9", 1);
+	assert_int_equal(v.status, SS_UNSEND);
+	assert_true(v.next_at > T0 + 10);
+	assert_int_equal(v.next_at, T0 + 10 + fx->c.reconnect_min_ms);
+	assert_true(strncmp(v.last_error, "relay P1: custody quota full (",
+			    30) == 0);
+	assert_non_null(strstr(v.last_error, qwhy));
+	batch(fx, T0 + 10 + fx->c.reconnect_min_ms);
+	expect_data(fx, 5, "S9", 1, 1);
+
+	/* UNKNOWN_DEST */
+	push_relay_ack2(fx, 5, "P1", SEMQ__RELAY_ACK__KIND__UNREACHABLE,
+			SEMQ__RELAY_REFUSAL__UNKNOWN_DEST, 0, "R1", "S9", 2,
+			life, d[2], "destination unknown");
+	batch(fx, T0 + 1000);
+	v = out_of(fx, "R1", "S9", 2);
+	assert_int_equal(v.status, SS_HELD);
+	assert_int_equal(v.result, RES_UNDELIVERABLE);
+	assert_non_null(strstr(v.last_error, "relay P1 does not know S9"));
+	s = prep(fx, "SELECT id, status, last_error FROM tb_0033 WHERE"
+		     " origin = 'R1' AND dest = 'S9' AND seq = 2");
+	assert_int_equal(sqlite3_step(s), SQLITE_ROW);
+	rid = sqlite3_column_int64(s, 0);
+	assert_int_equal(sqlite3_column_int(s, 1), RS_DEAD);
+	assert_non_null(strstr((const char *)sqlite3_column_text(s, 2),
+			       "semqctl redo retry"));
+	sqlite3_finalize(s);
+	assert_int_equal(count_rows(fx, "SELECT count(*) FROM tb_0033"), 1);
+	f = frame_at(fx, 5, SEMQ__FRAME__BODY_ACK_RESPONSE, 0);
+	assert_string_equal(f->ack_response->from, "R1");
+	assert_int_equal(f->ack_response->n_ids, 1);
+	assert_int_equal(f->ack_response->ids[0]->seq, 2);
+	assert_true(f->ack_response->ids[0]->digest == d[2]);
+	assert_true(f->ack_response->ids[0]->life == life);
+	pc = counts(fx);
+	assert_int_equal(pc.undeliverable, 1);
+	/* held: not sent, not queried (1 and 3 are) */
+	batch(fx, T0 + 1000 + 3 * fx->c.query_after_ms);
+	assert_int_equal(count_frames(fx, 0, SEMQ__FRAME__BODY_DATA), 0);
+	f = frame_at(fx, 5, SEMQ__FRAME__BODY_QUERY, 0);
+	assert_int_equal(f->query->n_ids, 2);
+	assert_int_equal(f->query->ids[0]->seq + f->query->ids[1]->seq, 4);
+	assert_int_equal(out_of(fx, "R1", "S9", 2).status, SS_HELD);
+
+	/* redo retry: it goes out again */
+	assert_int_equal(store_begin(fx->st), SEMQ_OK);
+	assert_int_equal(store_redo_retry(fx->st, rid, T0 + 200000), SEMQ_OK);
+	assert_int_equal(store_commit(fx->st), SEMQ_OK);
+	rv = redo_at(fx, "R1", "S9", 2);
+	assert_int_equal(rv.status, RS_DONE);
+	push_wake(fx);
+	batch(fx, T0 + 200000);
+	expect_data(fx, 5, "S9", 2, 2);
+	v = out_of(fx, "R1", "S9", 2);
+	assert_int_equal(v.status, SS_SEND);
+	assert_true(sent_digest(fx, 5, 2) == d[2]);
+}
+
+/*
+ * A repeated UNKNOWN_DEST about a row already held, one confirmed since,
+ * or one that is gone only takes the relay's copy back: no second dead
+ * entry, and nothing counted as undeliverable again.
+ */
+static void test_origin_unknown_dest_again(void **state)
+{
+	struct fx *fx = *state;
+	const uint64_t two = 2;
+	const int processed = RES_PROCESSED;
+	uint64_t life, d1, d2;
+	struct proto_counts pc[3];
+	const Semq__Frame *f;
+	struct redo_view rv;
+	int k;
+
+	sender_via_p1(fx, 1000, 2);
+	life = store_life(fx->st);
+	enqueue(fx, "S9", 2);
+	batch(fx, T0);
+	d1 = sent_digest(fx, 5, 1);
+	d2 = sent_digest(fx, 5, 2);
+	push_indication(fx, 5, "P1", "R1", "S9", &two, &processed, 1);
+	batch(fx, T0 + 10);
+	assert_int_equal(out_of(fx, "R1", "S9", 2).status, SS_ACK2);
+	push_relay_ack2(fx, 5, "P1", SEMQ__RELAY_ACK__KIND__UNREACHABLE,
+			SEMQ__RELAY_REFUSAL__UNKNOWN_DEST, 0, "R1", "S9", 1,
+			life, d1, "destination unknown");
+	batch(fx, T0 + 20);
+	assert_int_equal(out_of(fx, "R1", "S9", 1).status, SS_HELD);
+	assert_int_equal(counts(fx).undeliverable, 1);
+
+	/* held already; finished; gone */
+	for (k = 0; k < 3; k++) {
+		const uint64_t seq = k == 0 ? 1 : k == 1 ? 2 : 9;
+
+		push_relay_ack2(fx, 5, "P1", SEMQ__RELAY_ACK__KIND__UNREACHABLE,
+				SEMQ__RELAY_REFUSAL__UNKNOWN_DEST, 0, "R1",
+				"S9", seq, life,
+				k == 0   ? d1
+				: k == 1 ? d2
+					 : 0x99,
+				"destination unknown");
+		batch(fx, T0 + 30 + k);
+		f = frame_at(fx, 5, SEMQ__FRAME__BODY_ACK_RESPONSE, 0);
+		assert_int_equal(f->ack_response->n_ids, 1);
+		assert_int_equal(f->ack_response->ids[0]->seq, seq);
+		assert_int_equal(count_frames(fx, 0, SEMQ__FRAME__BODY_DATA),
+				 0);
+		pc[k] = counts(fx);
+	}
+	rv = redo_at(fx, "R1", "S9", 1);
+	assert_int_equal(rv.status, RS_DEAD);
+	assert_int_equal(rv.tries, 0);
+	assert_int_equal(count_rows(fx, "SELECT count(*) FROM tb_0033"), 1);
+	assert_int_equal(out_of(fx, "R1", "S9", 2).status, SS_ACK2);
+	/* A repeat makes nothing undeliverable: not counted again. */
+	for (k = 0; k < 3; k++)
+		assert_int_equal(pc[k].undeliverable, 0);
+}
+
+/*
+ * 2,000 cancels for a destination that is not reachable (no route) hold
+ * nothing up: a reachable destination's messages go in the same batches
+ * (batch_max 1000). When the destination comes, its cancels go, a
+ * batch_max at a time.
+ */
+static void test_origin_cancels_dead_dest(void **state)
+{
+	struct fx *fx = *state;
+	const struct route_hop s1 = {"S1", 7, 0, "", 2, 0x51};
+	const struct route_hop both[2] = {{"S1", 7, 0, "", 2, 0x51},
+					  {"S9", 8, 0, "", 2, 0x59}};
+	char err[SEMQ_ERRLEN] = "";
+	uint64_t life;
+	size_t i, k, tombs;
+	int n;
+
+	sender(fx, 1000);
+	life = store_life(fx->st);
+	assert_int_equal(store_begin(fx->st), SEMQ_OK);
+	for (i = 0; i < 2000; i++) {
+		struct msg m;
+		struct msgid id;
+		uint64_t seq = 0;
+
+		memset(&m, 0, sizeof m);
+		snprintf(m.id.dest, sizeof m.id.dest, "S9");
+		m.type = 7;
+		m.payload = (uint8_t *)"x";
+		m.payload_len = 1;
+		m.created_at = T0;
+		if (store_enqueue(fx->st, &m, &seq, err, sizeof err) != SEMQ_OK)
+			fail_msg("store_enqueue: %s", err);
+		memset(&id, 0, sizeof id);
+		snprintf(id.origin, sizeof id.origin, "R1");
+		snprintf(id.dest, sizeof id.dest, "S9");
+		id.seq = seq;
+		id.life = life;
+		assert_int_equal(store_cancel(fx->st, &id, T0 - 1000), SEMQ_OK);
+	}
+	assert_int_equal(store_commit(fx->st), SEMQ_OK);
+	enqueue(fx, "S1", 5);
+
+	push_routes(fx, &s1, 1);
+	batch(fx, T0);
+	expect_data(fx, 7, "S1", 1, 5);
+	for (i = 6; i <= 8; i++)
+		enqueue_key(fx, "S1", NULL, "more");
+	batch(fx, T0 + 10);
+	assert_int_equal(count_frames(fx, 7, SEMQ__FRAME__BODY_DATA), 1);
+	assert_int_equal(
+		frame_at(fx, 7, SEMQ__FRAME__BODY_DATA, 0)->data->n_messages,
+		3);
+	/* the cancels were not even read: their deadline is as it was */
+	assert_int_equal(count_rows(fx, "SELECT count(*) FROM tb_0031 WHERE"
+					" dest = 'S9' AND status = -2 AND"
+					" next_attempt_at = 1699999999000"),
+			 2000);
+
+	/* S9 comes: its cancels go, 1000 a batch. */
+	for (k = 0; k < 2; k++) {
+		push_routes(fx, both, 2);
+		batch(fx, T0 + 20 + (int64_t)k);
+		tombs = 0;
+		n = 0;
+		for (i = 0; i < fx->n_got; i++) {
+			const Semq__Frame *f = fx->got[i].f;
+			size_t j;
+
+			if (fx->got[i].conn != 8 ||
+			    f->body_case != SEMQ__FRAME__BODY_DATA)
+				continue;
+			for (j = 0; j < f->data->n_messages; j++) {
+				tombs += f->data->messages[j]->tombstone;
+				n++;
+			}
+		}
+		assert_int_equal(n, 1000);
+		assert_int_equal(tombs, 1000);
+	}
+	assert_int_equal(count_rows(fx, "SELECT count(*) FROM tb_0031 WHERE"
+					" dest = 'S9' AND status = -2 AND"
+					" next_attempt_at = 1699999999000"),
+			 0);
+}
+
+/*
+ * A stream whose hop is of wire revision 1 (a SEMQ 0.1 relay, whose
+ * stored copies lose the life) goes without its life from then on: Data
+ * and Query frames carry life 0, also later through a revision-2 hop; an
+ * indication with another life (the 0.1 relay's copy filed under the
+ * legacy life) confirms this node's row.
+ */
+static void test_origin_life_hidden_after_rev1(void **state)
+{
+	struct fx *fx = *state;
+	const struct route_hop rev2 = {"P1", 6, 1, "", 2, 0x71};
+	const Semq__Message *msgs[8];
+	const Semq__Frame *f;
+	struct vspec vs;
+	uint64_t life;
+	size_t i, k;
+
+	sender_via_p1(fx, 1000, 1);
+	life = store_life(fx->st);
+	enqueue(fx, "S9", 1);
+	enqueue(fx, "S8", 1);
+	batch(fx, T0);
+	assert_int_equal(data_to(fx, 5, msgs, 8), 2);
+	for (i = 0; i < 2; i++)
+		assert_true(msgs[i]->life == SEMQ_LIFE_NONE);
+	assert_int_equal(count_rows(fx, "SELECT count(*) FROM semq_stream_out"
+					" WHERE life_hidden = 1"),
+			 2);
+
+	/* a revision-2 hop now: still without the life */
+	push_routes(fx, &rev2, 1);
+	enqueue_key(fx, "S9", NULL, "2");
+	batch(fx, T0 + 10);
+	assert_int_equal(data_to(fx, 6, msgs, 8), 1);
+	assert_int_equal(msgs[0]->seq, 2);
+	assert_true(msgs[0]->life == SEMQ_LIFE_NONE);
+	assert_true(msgs[0]->digest != 0);
+	batch(fx, T0 + 10 + fx->c.query_after_ms);
+	assert_true(count_frames(fx, 6, SEMQ__FRAME__BODY_QUERY) > 0);
+	for (k = 0; k < count_frames(fx, 6, SEMQ__FRAME__BODY_QUERY); k++) {
+		f = frame_at(fx, 6, SEMQ__FRAME__BODY_QUERY, k);
+		for (i = 0; i < f->query->n_ids; i++)
+			assert_true(f->query->ids[i]->life == SEMQ_LIFE_NONE);
+	}
+
+	/* verdicts under the legacy life, or this node's, are its own */
+	memset(&vs, 0, sizeof vs);
+	vs.origin = "R1";
+	vs.dest = "S9";
+	vs.seq = 1;
+	vs.life = SEMQ_LIFE_LEGACY;
+	vs.result = SEMQ__RESULT__RESULT_PROCESSED;
+	push_verdict(fx, 6, "P1", &vs);
+	batch(fx, T0 + 20 + fx->c.query_after_ms);
+	assert_int_equal(out_of(fx, "R1", "S9", 1).status, SS_ACK2);
+	assert_int_equal(out_of(fx, "R1", "S9", 1).result, RES_PROCESSED);
+	f = frame_at(fx, 6, SEMQ__FRAME__BODY_ACK_RESPONSE, 0);
+	assert_int_equal(f->ack_response->ids[0]->seq, 1);
+	assert_true(f->ack_response->ids[0]->life == SEMQ_LIFE_NONE);
+	vs.seq = 2;
+	vs.life = life;
+	push_verdict(fx, 6, "P1", &vs);
+	batch(fx, T0 + 30 + fx->c.query_after_ms);
+	assert_int_equal(out_of(fx, "R1", "S9", 2).status, SS_ACK2);
+	/* the stream to S8 likewise (it went through the 0.1 hop too) */
+	vs.dest = "S8";
+	vs.seq = 1;
+	vs.life = SEMQ_LIFE_LEGACY;
+	push_verdict(fx, 6, "P1", &vs);
+	batch(fx, T0 + 40 + fx->c.query_after_ms);
+	assert_int_equal(out_of(fx, "R1", "S8", 1).status, SS_ACK2);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -3074,6 +4194,28 @@ int main(void)
 		cmocka_unit_test_setup_teardown(
 			test_origin_tombstone_undecided_settles, setup,
 			teardown),
+		cmocka_unit_test_setup_teardown(test_relay_custody_quotas,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_relay_cancel_replaces_copy,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_relay_unknown_dest, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_relay_unknown_dest_backlog,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_relay_query_custody, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(
+			test_origin_custody_outside_window, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_origin_forwarded_in_window,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_origin_relay_refusals,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_origin_unknown_dest_again,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_origin_cancels_dead_dest,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_origin_life_hidden_after_rev1, setup, teardown),
 	};
 
 	log_set_level(LOG_ERROR);
