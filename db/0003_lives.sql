@@ -18,7 +18,10 @@
 --  * tb_0030 rows stay after the watermark passes them, for
 --    receipt_retention; idx_0030_received finds the old ones.
 --  * semq_stream_relay: how far a relay has relayed each stream.
---  * semq_stream_out: the resynchronisations of each stream.
+--  * semq_stream_out: the resynchronisations of each stream, and seen_high,
+--    the highest seq of the lost timeline any peer has reported seeing (a
+--    report above the counter; a seq above it that renumbering gives up
+--    gets a filler, docs/PROTOCOL.md).
 --  * tb_0031.status 8 (held for the operator), tb_0031.result 5 (dead at
 --    the destination), 6 (conflict), 7 (undecided) and 8 (undeliverable:
 --    a relay does not know the destination; schema 4 uses it).
@@ -32,6 +35,7 @@ ON CONFLICT (key) DO NOTHING;
 ALTER TABLE semq_stream_out ADD COLUMN resyncs INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE semq_stream_out ADD COLUMN resync_at INTEGER;
 ALTER TABLE semq_stream_out ADD COLUMN resync_note TEXT;
+ALTER TABLE semq_stream_out ADD COLUMN seen_high INTEGER NOT NULL DEFAULT 0;
 
 -- Inbound streams per life; started_at: when this node first recorded a
 -- message of it (the newest is an origin's current life here).

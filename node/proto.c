@@ -103,6 +103,9 @@ struct proto {
 	size_t n_noted;
 	int unknown_due;           /* a peer came up: notify_unknown() now */
 	int64_t last_unknown_pass; /* of notify_unknown() */
+	int refusals_due;          /* a peer came up: repeat_refusals() now */
+	int64_t last_refusal_pass; /* of repeat_refusals() */
+	int64_t stale_logged_at;   /* last ERROR about a stale copy refused */
 	/* Own streams whose ids go without their life (store_hide_life):
 	 * loaded on first use, again after a rollback. */
 	struct names hidden;
@@ -555,6 +558,7 @@ void proto_rolled_back(struct proto *p)
 	memset(&p->cnt, 0, sizeof p->cnt);
 	p->stored = 0;
 	p->unknown_due = 1;
+	p->refusals_due = 1;
 	p->hidden.n = 0;
 	p->hidden_loaded = 0;
 }
@@ -1532,32 +1536,70 @@ static int behind(struct proto *p, const char *dest, uint64_t high,
 }
 
 /*
+ * A refusal of an id this node has no row under, or a filler under: when a
+ * renumbering moved its message (a later seq holds its digest), the
+ * 810-Response that takes the old id's copy back was lost or not yet
+ * delivered: sent again. A relay repeats the refusal of each copy it
+ * holds, so the copy goes in the end. SEMQ_ERR_NOT_FOUND when no row has
+ * its digest (purged, or a message of a lost timeline).
+ */
+static int refused_moved(struct proto *p, const struct msgid *id,
+			 const char *peer, struct outbox *ob)
+{
+	char idb[MSGID_STRLEN];
+	uint64_t seq = 0;
+	int r = store_outbound_moved(p->st, id, &seq);
+
+	if (r != SEMQ_OK) /* NOT_FOUND: purged, or of a lost timeline */
+		return r;
+	log_msg(LOG_INFO, "proto", peer, id,
+		"%s refused %s, renumbered to seq %" PRIu64
+		": taking the old copy back",
+		peer, id_text(id, idb, sizeof idb), seq);
+	return retract(p, id, 1, ob);
+}
+
+/*
  * A refusal of one of this node's own messages (docs/PROTOCOL.md, "What
  * the origin does"): the counter moves past what the refuser has seen
  * (`high`); CONFLICT renumbers the message and the unconfirmed later rows
- * of its key, UNDECIDED holds it for the operator.
+ * of its key — once its key predecessor is confirmed, which is asked
+ * first (tests/model/README.md, "Endless renumbering") — and UNDECIDED
+ * holds it for the operator.
  */
 static int on_refusal(struct proto *p, const struct msgid *id, int res,
 		      uint64_t high, const char *peer, int64_t now,
 		      struct outbox *ob)
 {
 	char why[4 * SEMQ_ERRLEN], idb[MSGID_STRLEN];
-	struct msgid *olds = NULL;
+	struct msgid *olds = NULL, pred;
 	uint64_t have = 0, first = 0;
 	unsigned n = 0;
-	int r, status;
+	int r, status, open = 0;
 
 	r = store_outbound_state(p->st, id, &status, &have);
-	if (r == SEMQ_ERR_NOT_FOUND) /* renumbered already, or purged */
-		return SEMQ_OK;
+	if (r == SEMQ_ERR_NOT_FOUND) { /* renumbered already, or purged */
+		r = refused_moved(p, id, peer, ob);
+		return r == SEMQ_ERR_NOT_FOUND ? SEMQ_OK : r;
+	}
 	if (r != SEMQ_OK)
 		return r;
 	msgid_str(id, idb, sizeof idb);
 	if (have && id->digest && have != id->digest) {
-		/* A copy of this id from before this database went back in
-		 * time: the message it carries cannot be sent again from
-		 * here. The relay that holds it keeps it for the operator. */
-		log_msg(LOG_ERROR, "proto", peer, id,
+		/* Another message under this id here: a filler in the place
+		 * of this one, renumbered; or a copy of this id from before
+		 * this database went back in time, whose message cannot be
+		 * sent again from here. The relay that holds such a copy
+		 * keeps it for the operator, and repeats its refusal: heard
+		 * once per query_after. */
+		int loud = now - p->stale_logged_at >= p->c->query_after_ms;
+
+		r = refused_moved(p, id, peer, ob);
+		if (r != SEMQ_ERR_NOT_FOUND)
+			return r;
+		if (loud)
+			p->stale_logged_at = now;
+		log_msg(loud ? LOG_ERROR : LOG_DEBUG, "proto", peer, id,
 			"%s refused another message under %s than this "
 			"database's (a copy made before this database went "
 			"back in time); the copy is held where it is, see "
@@ -1565,7 +1607,21 @@ static int on_refusal(struct proto *p, const struct msgid *id, int res,
 			peer, idb);
 		return SEMQ_OK;
 	}
-	if (status == SS_ACK2 || status == SS_HELD)
+	if (status == SS_CANCELLED && have && have == semq_filler_digest(id)) {
+		/* A filler where the refuser holds a message already: that
+		 * seq is filled; a copy of the filler goes back. */
+		r = store_mark_confirmed(p->st, id, RES_CANCELLED, now);
+		if (r != SEMQ_OK && r != SEMQ_DECLINED)
+			return r;
+		log_msg(LOG_INFO, "proto", peer, id,
+			"%s holds a message under %s: its filler is not needed",
+			peer, idb);
+		return retract(p, id, 1, ob);
+	}
+	if (status == SS_ACK2) /* took effect: a copy still held is stale */
+		return id->digest && have == id->digest ? retract(p, id, 1, ob)
+							: SEMQ_OK;
+	if (status == SS_HELD)
 		return SEMQ_OK;
 	r = behind(p, id->dest, high > id->seq ? high : id->seq, peer,
 		   res == RES_CONFLICT ? "it holds another message under a seq "
@@ -1591,6 +1647,25 @@ static int on_refusal(struct proto *p, const struct msgid *id, int res,
 		}
 		return r == SEMQ_DECLINED ? SEMQ_OK : r;
 	}
+	r = store_outbound_pred(p->st, id, &pred, &open);
+	if (r == SEMQ_OK && open) {
+		/* The refusal may be about its prev_seq, which the refuser
+		 * holds for another message: renumbering this row alone
+		 * would keep that prev_seq and be refused again. Ask about
+		 * the predecessor first: refused, it is renumbered with its
+		 * chain (this row too); confirmed, this row's next refusal
+		 * renumbers it alone. */
+		r = store_defer(p->st, &pred, now);
+		if (r == SEMQ_DECLINED) /* unsent or held: it goes first */
+			r = SEMQ_OK;
+		log_msg(LOG_INFO, "proto", peer, id,
+			"%s refused %s; its key predecessor seq %" PRIu64
+			" is unconfirmed: asking about it before renumbering",
+			peer, idb, pred.seq);
+		return r;
+	}
+	if (r != SEMQ_OK && r != SEMQ_ERR_NOT_FOUND)
+		return r;
 	snprintf(why, sizeof why,
 		 "%s holds another message under seq %" PRIu64
 		 ": this database went back in time (restored from an older "
@@ -2451,6 +2526,7 @@ static int on_peer_up(struct proto *p, const struct job *j, int64_t now,
 	if (r == SEMQ_OK && p->c->relay) {
 		r = store_dest_seen(p->st, j->peer, now);
 		p->unknown_due = 1;
+		p->refusals_due = 1;
 	}
 	p->more_to_send = 1;
 	return r;
@@ -2597,6 +2673,60 @@ static int notify_unknown(struct proto *p, int64_t now, struct outbox *ob)
 	}
 	free(x.dests.v);
 	free(x.v);
+	free(origins.v);
+	return r;
+}
+
+struct refused_ctx {
+	struct proto *p;
+	struct connlists *cl;
+	unsigned n;
+	int r;
+};
+
+static int refused_copy_cb(void *ctx, const struct copy_ref *c)
+{
+	struct refused_ctx *x = ctx;
+	uint64_t conn =
+		stream_conn(x->p->routes, x->p->c, c->id.origin, &c->id);
+	struct idlist *l;
+
+	x->n++;
+	if (!conn || !speaks_2(x->p, conn)) /* refusals are revision 2 */
+		return 0;
+	l = connlists_get(x->cl, conn);
+	x->r = l ? idlist_add(l, &c->id, c->result) : SEMQ_ERR_NOMEM;
+	return x->r != SEMQ_OK;
+}
+
+/*
+ * Copies this relay holds because their destination refused them
+ * (hold_copy): their origins heard the refusal once, when it passed here;
+ * that answer, or the origin's 810-Response taking the copy back, may have
+ * been lost. Each origin connected now hears the refusal again (an
+ * 810-Indication with it, as the destination repeats its indications): it
+ * takes back a copy whose message it renumbered, and renumbers one it
+ * still has under that seq. At most INDOUBT_LIMIT copies per pass.
+ */
+static int repeat_refusals(struct proto *p, struct outbox *ob)
+{
+	struct connlists cl = {0};
+	struct names origins = {0};
+	struct refused_ctx x = {p, &cl, 0, SEMQ_OK};
+	size_t i;
+	int r = names_connected(p, &origins);
+
+	for (i = 0; i < origins.n && r == SEMQ_OK && x.n < INDOUBT_LIMIT; i++) {
+		r = store_copies_refused(p->st, origins.v[i],
+					 (unsigned)(INDOUBT_LIMIT - x.n),
+					 refused_copy_cb, &x);
+		if (r == SEMQ_OK)
+			r = x.r;
+	}
+	for (i = 0; i < cl.n && r == SEMQ_OK; i++)
+		r = emit_ids(p, ob, cl.v[i].conn, IDF_INDICATION, &cl.v[i].l,
+			     NULL);
+	connlists_free(&cl);
 	free(origins.v);
 	return r;
 }
@@ -3295,6 +3425,13 @@ int proto_tick(struct proto *p, int64_t now, struct outbox *ob)
 		p->unknown_due = 0;
 		p->last_unknown_pass = now;
 		r = notify_unknown(p, now, ob);
+	}
+	if (r == SEMQ_OK && p->c->relay && p->routes && p->routes->n_hops &&
+	    (p->refusals_due ||
+	     now - p->last_refusal_pass >= p->c->query_after_ms)) {
+		p->refusals_due = 0;
+		p->last_refusal_pass = now;
+		r = repeat_refusals(p, ob);
 	}
 	if (r == SEMQ_OK)
 		r = run_due_redo(p, now);

@@ -137,6 +137,17 @@ int store_outbound_state(struct store *st, const struct msgid *id, int *status,
  * else computed from the row. SEMQ_ERR_NOT_FOUND when there is none. */
 int store_outbound_digest(struct store *st, const struct msgid *id,
 			  uint64_t *digest);
+/* The key predecessor of this node's row `id` (the row at its prev_seq),
+ * with its digest: *open = 1 while it is unconfirmed (or a cancel not
+ * answered yet). SEMQ_ERR_NOT_FOUND when the row has none here (first of
+ * its key, or purged). */
+int store_outbound_pred(struct store *st, const struct msgid *id,
+			struct msgid *pred, int *open);
+/* Where a renumbering moved the message `id` (with its digest): *seq = the
+ * later seq of its stream whose row holds that digest. SEMQ_ERR_NOT_FOUND
+ * when no row does. */
+int store_outbound_moved(struct store *st, const struct msgid *id,
+			 uint64_t *seq);
 
 /* Callback for listings: `m` and `row` are borrowed until it returns. Return
  * non-zero to stop the iteration (the listing then returns SEMQ_OK). The
@@ -223,13 +234,21 @@ int store_hold(struct store *st, const struct msgid *id, int result,
  * one stays cancelled, its tombstone to be sent under the new seq) with
  * `why` as its last_error. *olds gets their ids before (with their digests,
  * 0 when never sent; caller frees), *n_out how many, *first_out the first
- * new seq. SEMQ_DECLINED when the row is confirmed or not this node's;
+ * new seq. The row's own seq is taken as the lost timeline's (its refuser
+ * holds another message there): seen_high rises to it. Each old seq above
+ * seen_high, how far the lost timeline reached, gets a filler (a cancel of
+ * nothing, semq_filler_digest()) so that the destination's watermark can
+ * pass it. SEMQ_DECLINED when the row is
+ * confirmed or not this node's;
  * SEMQ_ERR_NOT_FOUND when there is none.
  */
 int store_renumber(struct store *st, const struct msgid *id, int64_t now,
 		   const char *why, struct msgid **olds, unsigned *n_out,
 		   uint64_t *first_out);
 
+/* Is row `id` a filler of this node (put under a seq that a renumbering
+ * gave up)? *filler = 0 when there is no such row. */
+int store_is_filler(struct store *st, const struct msgid *id, int *filler);
 /* The counter of this node's stream to dest (0 when it has none). */
 int store_last_seq(struct store *st, const char *dest, uint64_t *last);
 /*
@@ -239,7 +258,10 @@ int store_last_seq(struct store *st, const char *dest, uint64_t *last);
  * and `note` is kept with `now` for semqctl status; with `record` the count
  * and note are written even when the counter does not move (the first
  * sign of it this run). *moved_from gets the counter before and *moved
- * whether it moved. SEMQ_DECLINED when nothing was written.
+ * whether it moved. SEMQ_DECLINED when the counter and the count stayed.
+ * A `high` above the counter is kept as seen_high (how far the lost timeline
+ * reached, for put_filler); one at or below it may count this database's
+ * own messages and is not.
  */
 int store_stream_resync(struct store *st, const char *dest, uint64_t high,
 			int64_t now, const char *note, int record,
@@ -490,10 +512,15 @@ struct copy_ref {
 	struct msgid id; /* with its digest */
 	int status;      /* enum out_status */
 	int tombstone;   /* an unanswered cancel */
+	int result;      /* store_copies_refused(): RES_CONFLICT|UNDECIDED */
 };
 typedef int (*store_copy_cb)(void *ctx, const struct copy_ref *c);
 int store_copies_for(struct store *st, const char *dest, const char *origin,
 		     unsigned limit, store_copy_cb cb, void *ctx);
+/* Relay: its copies of `origin` that their destination refused (held with
+ * result RES_CONFLICT or RES_UNDECIDED), at most `limit`. */
+int store_copies_refused(struct store *st, const char *origin, unsigned limit,
+			 store_copy_cb cb, void *ctx);
 /* When an outbound row was last sent (0: never); SEMQ_ERR_NOT_FOUND. */
 int store_outbound_sent_at(struct store *st, const struct msgid *id,
 			   int64_t *sent_at);

@@ -340,6 +340,42 @@ int store_copies_for(struct store *st, const char *dest, const char *origin,
 	return r;
 }
 
+int store_copies_refused(struct store *st, const char *origin, unsigned limit,
+			 store_copy_cb cb, void *ctx)
+{
+	struct db_stmt *s;
+	int rc, r;
+
+	if (!st || !cb)
+		return SEMQ_ERR_INVALID;
+	r = check_node(st, "refused copies of", origin, SEMQ_ID_MAX + 1);
+	if (r)
+		return r;
+	s = q_get(st, Q_COPIES_REFUSED);
+	if (!s)
+		return SEMQ_ERR_DB;
+	db_bind_text(s, 1, origin);
+	db_bind_int64(s, 2, limit);
+	while ((rc = db_step(s)) == DB_ROW) {
+		struct copy_ref c;
+
+		memset(&c, 0, sizeof c);
+		col_text(c.id.origin, sizeof c.id.origin, s, 0);
+		col_text(c.id.dest, sizeof c.id.dest, s, 1);
+		c.id.seq = (uint64_t)db_col_int64(s, 2);
+		c.id.life = (uint64_t)db_col_int64(s, 3);
+		c.id.digest =
+			db_col_null(s, 4) ? 0 : (uint64_t)db_col_int64(s, 4);
+		c.status = SS_HELD;
+		c.result = col_int(s, 5);
+		if (cb(ctx, &c))
+			break;
+	}
+	r = rc < 0 ? dberr(st, "reading refused copies") : SEMQ_OK;
+	q_put(st, Q_COPIES_REFUSED, s);
+	return r;
+}
+
 int store_outbound_sent_at(struct store *st, const struct msgid *id,
 			   int64_t *sent_at)
 {

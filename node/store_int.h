@@ -196,6 +196,8 @@ enum q {
 	Q_REDO_PURGE,
 	Q_OUT_GET,
 	Q_OUT_DIGEST,
+	Q_OUT_PRED,
+	Q_OUT_MOVED,
 	Q_OUT_LIST_ALL,
 	Q_OUT_LIST,
 	/* renumbering and the stream counters (semq_stream_out) */
@@ -204,6 +206,9 @@ enum q {
 	Q_OUT_RENUMBER,
 	Q_OUT_LAST_SEQ,
 	Q_OUT_RESYNC,
+	Q_OUT_SEEN,
+	Q_OUT_SEEN_GET,
+	Q_OUT_FILLER,
 	Q_OUT_STREAMS,
 	Q_OUT_HIDE_LIFE,
 	/* a relay's record of the streams it relayed */
@@ -218,6 +223,7 @@ enum q {
 	Q_COPY_CANCEL,
 	Q_COPY_UNHOLD,
 	Q_COPIES_FOR,
+	Q_COPIES_REFUSED,
 	Q_OUT_SENT_AT,
 	Q_CUSTODY_USE,
 	Q_CUSTODY_LIST,

@@ -223,6 +223,67 @@ int store_outbound_state(struct store *st, const struct msgid *id, int *status,
 	return r;
 }
 
+int store_outbound_pred(struct store *st, const struct msgid *id,
+			struct msgid *pred, int *open)
+{
+	struct db_stmt *s;
+	int rc, r;
+
+	if (!st || !pred || !open)
+		return SEMQ_ERR_INVALID;
+	r = check_msgid(st, id);
+	if (r)
+		return r;
+	s = q_get(st, Q_OUT_PRED);
+	if (!s)
+		return SEMQ_ERR_DB;
+	bind_id(s, id);
+	rc = db_step(s);
+	if (rc == DB_ROW) {
+		*pred = *id;
+		pred->seq = (uint64_t)db_col_int64(s, 0);
+		pred->digest =
+			db_col_null(s, 1) ? 0 : (uint64_t)db_col_int64(s, 1);
+		*open = col_int(s, 2);
+		r = SEMQ_OK;
+	} else {
+		r = rc == DB_DONE ? SEMQ_ERR_NOT_FOUND
+				  : dberr(st, "reading tb_0031");
+	}
+	q_put(st, Q_OUT_PRED, s);
+	return r;
+}
+
+int store_outbound_moved(struct store *st, const struct msgid *id,
+			 uint64_t *seq)
+{
+	struct db_stmt *s;
+	int rc, r;
+
+	if (!st || !seq)
+		return SEMQ_ERR_INVALID;
+	r = check_msgid(st, id);
+	if (r)
+		return r;
+	if (!id->digest)
+		return SEMQ_ERR_NOT_FOUND;
+	s = q_get(st, Q_OUT_MOVED);
+	if (!s)
+		return SEMQ_ERR_DB;
+	bind_id(s, id);
+	db_bind_int64(s, 5, (int64_t)id->digest);
+	rc = db_step(s);
+	if (rc == DB_ROW) {
+		*seq = (uint64_t)db_col_int64(s, 0);
+		r = SEMQ_OK;
+	} else {
+		r = rc == DB_DONE ? SEMQ_ERR_NOT_FOUND
+				  : dberr(st, "reading tb_0031");
+	}
+	q_put(st, Q_OUT_MOVED, s);
+	return r;
+}
+
 int store_outbound_digest(struct store *st, const struct msgid *id,
 			  uint64_t *digest)
 {
@@ -761,6 +822,82 @@ static int next_seq(struct store *st, const char *dest, uint64_t *seq)
 	return r;
 }
 
+int store_is_filler(struct store *st, const struct msgid *id, int *filler)
+{
+	uint64_t have = 0;
+	int status = 0, r = store_outbound_state(st, id, &status, &have);
+
+	*filler = r == SEMQ_OK && status == SS_CANCELLED && have &&
+		  strcmp(id->origin, st->node_id) == 0 &&
+		  have == semq_filler_digest(id);
+	return r == SEMQ_ERR_NOT_FOUND ? SEMQ_OK : r;
+}
+
+/* A peer has seen this node's stream to dest up to `high`. */
+static int note_seen(struct store *st, const char *dest, uint64_t high)
+{
+	struct db_stmt *s = q_get(st, Q_OUT_SEEN);
+	int rc;
+
+	if (!s)
+		return SEMQ_ERR_DB;
+	db_bind_text(s, 1, st->node_id);
+	db_bind_text(s, 2, dest);
+	db_bind_int64(s, 3, (int64_t)high);
+	rc = db_step(s);
+	q_put(st, Q_OUT_SEEN, s);
+	return rc < 0 ? dberr(st, "resync: noting how far a peer has seen")
+		      : SEMQ_OK;
+}
+
+/*
+ * Renumbering gave up seq old->seq (its message now has `moved_to`). Above
+ * how far the lost timeline reached (semq_stream_out.seen_high), nothing
+ * else will ever arrive under it at the destination, whose watermark would
+ * stop below it for good: a filler goes there instead, a cancel of nothing
+ * (docs/PROTOCOL.md, "What the origin does"); a peer that holds a message
+ * of the lost timeline under it after all refuses the filler, which is then
+ * done. At or below seen_high the destination has,
+ * or may yet get, a message of the lost timeline there.
+ */
+static int put_filler(struct store *st, const struct msgid *old,
+		      uint64_t moved_to, int64_t now)
+{
+	char why[SEMQ_ERRLEN];
+	struct db_stmt *s;
+	uint64_t seen = 0, digest = semq_filler_digest(old);
+	int rc;
+
+	s = q_get(st, Q_OUT_SEEN_GET);
+	if (!s)
+		return SEMQ_ERR_DB;
+	db_bind_text(s, 1, old->origin);
+	db_bind_text(s, 2, old->dest);
+	rc = db_step(s);
+	if (rc == DB_ROW)
+		seen = (uint64_t)db_col_int64(s, 0);
+	q_put(st, Q_OUT_SEEN_GET, s);
+	if (rc < 0)
+		return dberr(st, "renumber: reading seen_high");
+	if (old->seq <= seen || !digest)
+		return SEMQ_OK;
+	snprintf(why, sizeof why,
+		 "filler: seq %" PRIu64 " was given up when its message was "
+		 "renumbered to %" PRIu64 "; this record without effect takes "
+		 "its place at %s, so that its watermark passes it",
+		 old->seq, moved_to, old->dest);
+	s = q_get(st, Q_OUT_FILLER);
+	if (!s)
+		return SEMQ_ERR_DB;
+	bind_id(s, old);
+	db_bind_int64(s, 5, now);
+	bind_digest(s, 6, digest);
+	db_bind_text(s, 7, why);
+	rc = db_step(s);
+	q_put(st, Q_OUT_FILLER, s);
+	return rc < 0 ? dberr(st, "renumber: a filler") : SEMQ_OK;
+}
+
 int store_renumber(struct store *st, const struct msgid *id, int64_t now,
 		   const char *why, struct msgid **olds, unsigned *n_out,
 		   uint64_t *first_out)
@@ -771,7 +908,7 @@ int store_renumber(struct store *st, const struct msgid *id, int64_t now,
 	struct msgid *seqs = NULL;
 	uint64_t prev, nseq = 0;
 	size_t n = 0, cap = 0, k;
-	int r = SEMQ_ERR_INTERNAL, rc, own = 0;
+	int r = SEMQ_ERR_INTERNAL, rc, own = 0, filler = 0;
 	char idb[MSGID_STRLEN];
 
 	memset(&m, 0, sizeof m);
@@ -801,6 +938,20 @@ int store_renumber(struct store *st, const struct msgid *id, int64_t now,
 			   semq_status_name("tb_0031", row.status));
 		goto out;
 	}
+	r = store_is_filler(st, id, &filler);
+	if (r == SEMQ_OK && filler)
+		r = seterr(st, SEMQ_DECLINED,
+			   "%s: a filler (a cancel of nothing) has no message "
+			   "to renumber",
+			   idb);
+	if (r)
+		goto out;
+	/* Its own seq is the lost timeline's: the refuser holds another
+	 * message there, or held one (UNDECIDED, renumbered by the
+	 * operator). That timeline reached at least this far. */
+	r = note_seen(st, m.id.dest, m.id.seq);
+	if (r)
+		goto out;
 	/* The row and the unconfirmed later rows of its key, in order. */
 	s = q_get(st, Q_OUT_CHAIN);
 	if (!s) {
@@ -865,6 +1016,9 @@ int store_renumber(struct store *st, const struct msgid *id, int64_t now,
 		if (k == 0 && first_out)
 			*first_out = nseq;
 		prev = nseq;
+		r = put_filler(st, &old, nseq, now);
+		if (r)
+			goto out;
 	}
 	if (n_out)
 		*n_out = (unsigned)n;
@@ -929,6 +1083,11 @@ int store_stream_resync(struct store *st, const char *dest, uint64_t high,
 	r = store_last_seq(st, dest, &last);
 	if (r)
 		goto out;
+	/* Only a high above the counter tells of the lost timeline: one at
+	 * or below it may be this database's own messages, sent since. */
+	r = last < high ? note_seen(st, dest, high) : SEMQ_OK;
+	if (r)
+		goto out;
 	if (last >= high && !record) {
 		r = seterr(st, SEMQ_DECLINED,
 			   "%s/%s: counter %" PRIu64 " is not below %" PRIu64,
@@ -953,7 +1112,8 @@ int store_stream_resync(struct store *st, const char *dest, uint64_t high,
 		*moved_from = last;
 	if (moved)
 		*moved = last < high;
-	r = SEMQ_OK;
+	if (last < high)
+		r = note_seen(st, dest, high); /* the row may be new */
 out:
 	q_put(st, Q_OUT_RESYNC, s);
 	return tx_close(st, own, r);

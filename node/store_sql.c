@@ -353,6 +353,22 @@ const struct q_text store__q[Q__N] = {
 		       " AND dest = ?2 AND seq = ?3 AND life = ?4"},
 	[Q_OUT_DIGEST] = {"SELECT digest, status FROM tb_0031 WHERE origin = ?1"
 			  " AND dest = ?2 AND seq = ?3 AND life = ?4"},
+	/* The key predecessor of row ?1..?4 (its prev_seq in the same
+	 * stream and life): seq, digest, and whether it is still open
+	 * (unconfirmed, or a cancel not answered yet). */
+	[Q_OUT_PRED] = {"SELECT p.seq, p.digest, CASE WHEN p.status <> 100"
+			" AND (p.status <> -2 OR p.result IS NULL) THEN 1"
+			" ELSE 0 END FROM tb_0031 r"
+			" JOIN tb_0031 p ON p.origin = r.origin"
+			" AND p.dest = r.dest AND p.life = r.life"
+			" AND p.seq = r.prev_seq WHERE r.origin = ?1"
+			" AND r.dest = ?2 AND r.seq = ?3 AND r.life = ?4"
+			" AND r.prev_seq > 0"},
+	/* The row that holds digest ?5 under a later seq than ?3 of its
+	 * stream: where a renumbering moved the message. */
+	[Q_OUT_MOVED] = {"SELECT seq FROM tb_0031 WHERE origin = ?1"
+			 " AND dest = ?2 AND life = ?4 AND seq > ?3"
+			 " AND digest = ?5 LIMIT 1"},
 	[Q_OUT_LIST_ALL] = {"SELECT " OUT_COLS " FROM tb_0031"
 			    " ORDER BY id DESC LIMIT ?1"},
 	[Q_OUT_LIST] = {"SELECT " OUT_COLS " FROM tb_0031 WHERE status = ?1"
@@ -398,6 +414,28 @@ const struct q_text store__q[Q__N] = {
 		 " resyncs = s.resyncs + 1,"
 		 " resync_at = excluded.resync_at,"
 		 " resync_note = excluded.resync_note"},
+	/* A peer has seen stream (?1, ?2) up to ?3. */
+	[Q_OUT_SEEN] = {"UPDATE semq_stream_out SET seen_high ="
+			" max(seen_high, ?3) WHERE origin = ?1 AND dest = ?2",
+			"UPDATE semq_stream_out SET seen_high ="
+			" GREATEST(seen_high, ?3::bigint) WHERE origin = ?1"
+			" AND dest = ?2"},
+	[Q_OUT_SEEN_GET] = {"SELECT seen_high FROM semq_stream_out"
+			    " WHERE origin = ?1 AND dest = ?2"},
+	/* A filler under seq ?3 that a renumbering gave up: a cancel of
+	 * nothing (no key, no predecessor, no document), digest ?6, sent
+	 * from ?5 on; ?7 says why. */
+	[Q_OUT_FILLER] =
+		{"INSERT INTO tb_0031(origin, dest, seq, life, type, msg_key,"
+		 " prev_seq, deliver_at, payload, created_at, status,"
+		 " next_attempt_at, digest, last_error) VALUES (?1, ?2, ?3,"
+		 " ?4, 0, NULL, 0, 0, x'', ?5, -2, ?5, ?6, ?7)"
+		 " ON CONFLICT (origin, dest, life, seq) DO NOTHING",
+		 "INSERT INTO tb_0031(origin, dest, seq, life, type, msg_key,"
+		 " prev_seq, deliver_at, payload, created_at, status,"
+		 " next_attempt_at, digest, last_error) VALUES (?1, ?2, ?3,"
+		 " ?4, 0, NULL, 0, 0, ''::bytea, ?5, -2, ?5, ?6, ?7)"
+		 " ON CONFLICT (origin, dest, life, seq) DO NOTHING"},
 	[Q_OUT_STREAMS] = {"SELECT dest, last_seq, resyncs, resync_at,"
 			   " resync_note, life_hidden FROM semq_stream_out"
 			   " WHERE origin = ?1 ORDER BY dest",
@@ -513,6 +551,12 @@ const struct q_text store__q[Q__N] = {
 		 " AND (?3::text IS NULL OR origin = ?3)"
 		 " AND (status = 0 OR (status = -2 AND result IS NULL)"
 		 " OR (status = 8 AND result = 8))" NOT_OWN " LIMIT ?2"},
+	/* A relay's copies of origin ?1 that their destination refused
+	 * (held, result CONFLICT or UNDECIDED), at most ?2. */
+	[Q_COPIES_REFUSED] = {"SELECT origin, dest, seq, life, digest, result"
+			      " FROM tb_0031 WHERE status = 8"
+			      " AND result IN (6, 7) AND origin = ?1"
+			      " LIMIT ?2"},
 	/* When row ?1..?4 was last sent. */
 	[Q_OUT_SENT_AT] = {"SELECT sent_at FROM tb_0031 WHERE origin = ?1"
 			   " AND dest = ?2 AND seq = ?3 AND life = ?4"},

@@ -98,6 +98,33 @@ uint64_t semq_msg_digest(const struct msg *m)
 	return d ? d : 1;
 }
 
+uint64_t semq_filler_digest(const struct msgid *id)
+{
+	static const char tag[] = "semq-filler-1";
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned int mdlen = 0;
+	uint8_t nums[16];
+	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+	uint64_t d = 0;
+	int ok;
+
+	put_be(nums, id->life, 8);
+	put_be(nums + 8, id->seq, 8);
+	/* Both names with their terminating NUL: no two ids encode alike. */
+	ok = ctx && EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) == 1 &&
+	     EVP_DigestUpdate(ctx, tag, sizeof tag - 1) == 1 &&
+	     EVP_DigestUpdate(ctx, id->origin, strlen(id->origin) + 1) == 1 &&
+	     EVP_DigestUpdate(ctx, id->dest, strlen(id->dest) + 1) == 1 &&
+	     EVP_DigestUpdate(ctx, nums, sizeof nums) == 1 &&
+	     EVP_DigestFinal_ex(ctx, md, &mdlen) == 1 && mdlen >= 8;
+	EVP_MD_CTX_free(ctx);
+	if (!ok)
+		return 0;
+	for (int i = 0; i < 8; i++)
+		d = d << 8 | md[i];
+	return d ? d : 1;
+}
+
 char *base64_encode(const uint8_t *p, size_t n)
 {
 	static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"

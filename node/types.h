@@ -114,6 +114,13 @@ struct msg {
  * means "unknown" everywhere). docs/PROTOCOL.md, "The digest".
  */
 uint64_t semq_msg_digest(const struct msg *m);
+/*
+ * The digest of a filler: the cancel of nothing that an origin sends under a
+ * seq it gave up when it renumbered (docs/PROTOCOL.md, "What the origin
+ * does"). SHA-256 over another tag and the id (origin, dest, life, seq), so
+ * it names that id alone and no message's content. Never 0.
+ */
+uint64_t semq_filler_digest(const struct msgid *id);
 
 /* Frees m->payload and zeroes m. Accepts NULL. */
 void msg_clear(struct msg *m);

@@ -9,7 +9,8 @@ ON CONFLICT (key) DO NOTHING;
 ALTER TABLE semq_stream_out
     ADD COLUMN resyncs BIGINT NOT NULL DEFAULT 0,
     ADD COLUMN resync_at BIGINT,
-    ADD COLUMN resync_note TEXT;
+    ADD COLUMN resync_note TEXT,
+    ADD COLUMN seen_high BIGINT NOT NULL DEFAULT 0;
 
 ALTER TABLE semq_stream_in
     ADD COLUMN life BIGINT NOT NULL DEFAULT 1,

@@ -181,9 +181,13 @@ def out_counts(r, dest="S"):
 
 def wait_all_confirmed(t, r, total, what):
     """Every row of R's to S confirmed: `total` of them (None: however many
-    the database holds)."""
+    the database holds, but for the fillers S has answered: a filler is a
+    cancel of nothing and stays cancelled, -2)."""
     def done():
-        c = out_counts(r)
+        c = dict(r.sql("SELECT status, count(*) FROM tb_0031 WHERE "
+                       "origin = ? AND dest = ? AND NOT (status = -2 AND "
+                       "result >= 0 AND last_error LIKE 'filler:%') "
+                       "GROUP BY status", (r.id, "S")))
         return (set(c) <= {100} and
                 (total is None or sum(c.values()) == total)) or \
             Pending(f"R status counts {c}")
@@ -375,6 +379,21 @@ def scenario(t, topo, event, store="sqlite"):
     wait_journal(t, s, everything, "every document")
     wait_all_confirmed(t, r, None, "every row of R's database confirmed")
     dups = check_documents(s, everything)
+    # no seq of R's current life is left empty at S (renumbering gives up
+    # seqs; fillers take their place): S's watermark reaches R's last seq,
+    # so the stream's received rows can be compacted
+    life = int(r.sql("SELECT value FROM semq_meta WHERE key = 'life'")[0][0])
+    last = r.sql("SELECT last_seq FROM semq_stream_out WHERE origin = ? "
+                 "AND dest = ?", (r.id, "S"))[0][0]
+
+    def watermark():
+        w = s.sql("SELECT confirmed_through FROM semq_stream_in WHERE "
+                  "origin = ? AND dest = ? AND life = ?", (r.id, "S", life))
+        w = w[0][0] if w else 0
+        return w == last or Pending(f"S's watermark of R's life {life} at "
+                                    f"{w}, R's last seq {last}")
+    wait_until(watermark, TIMEOUT, "S: the watermark passes every seq",
+               interval=0.1, on_timeout=t.logs)
     if relay:
         wait_until(lambda: p.sql("SELECT count(*) FROM tb_0031")[0][0] == 0
                    or Pending(p.sql("SELECT status, count(*) FROM tb_0031 "
@@ -407,13 +426,17 @@ def scenario(t, topo, event, store="sqlite"):
         assert resyncs and resyncs >= 1, resyncs
         print(f"     {errors[0].split(' proto ', 1)[-1][:220]}", flush=True)
     renumbered = r.sql("SELECT count(*) FROM tb_0031 WHERE last_error LIKE "
-                       "'%renumbered%'")[0][0]
+                       "'%renumbered%' AND last_error NOT LIKE 'filler:%'"
+                       )[0][0]
+    fillers = r.sql("SELECT count(*) FROM tb_0031 WHERE last_error LIKE "
+                    "'filler:%'")[0][0]
     print(f"FIGURES: event={event} topology={topo} store={store} "
           f"enqueued_after={len(after)} "
           f"took_effect_after={took_effect(s, after)} duplicates={dups} "
           f"lost_timeline={len(phase2)} "
           f"lost_timeline_took_effect={took_effect(s, phase2)} "
-          f"renumbered={renumbered} resyncs={resyncs}",
+          f"renumbered={renumbered} fillers={fillers} resyncs={resyncs} "
+          f"watermark={last}",
           flush=True)
     for n in (r, s, p):
         if n:

@@ -1307,7 +1307,7 @@ static void expect_data(struct fx *fx, uint64_t conn, const char *dest,
 static void test_sender_sends_and_confirms(void **state)
 {
 	struct fx *fx = *state;
-	const struct route_hop hop = {"S1", 7, 0, "", 1, 0};
+	const struct route_hop hop = {"S1", 7, 0, "", 1, 0, 0};
 	const uint64_t ids[5] = {1, 2, 3, 4, 5};
 	const int verdicts[5] = {RES_PROCESSED, RES_PROCESSED, RES_REDO,
 				 RES_PROCESSED, RES_SCHEDULED};
@@ -1364,7 +1364,7 @@ static void test_sender_sends_and_confirms(void **state)
 static void test_sender_skips_key_not_utf8(void **state)
 {
 	struct fx *fx = *state;
-	const struct route_hop hop = {"S1", 7, 0, "", 1, 0};
+	const struct route_hop hop = {"S1", 7, 0, "", 1, 0, 0};
 	const Semq__Frame *f;
 	sqlite3 *db;
 
@@ -1411,7 +1411,7 @@ static void test_sender_skips_key_not_utf8(void **state)
 static void test_sender_window(void **state)
 {
 	struct fx *fx = *state;
-	const struct route_hop hop = {"S1", 7, 0, "", 1, 0};
+	const struct route_hop hop = {"S1", 7, 0, "", 1, 0, 0};
 	const uint64_t ids[2] = {1, 2};
 	const int verdicts[2] = {RES_PROCESSED, RES_PROCESSED};
 
@@ -1441,7 +1441,7 @@ static void test_sender_window(void **state)
 static void test_sender_relay_acks(void **state)
 {
 	struct fx *fx = *state;
-	const struct route_hop hop = {"P1", 5, 1, "", 1, 0};
+	const struct route_hop hop = {"P1", 5, 1, "", 1, 0, 0};
 	const uint64_t one = 1, two = 2;
 	struct out_view v;
 
@@ -1481,7 +1481,7 @@ static void test_sender_relay_acks(void **state)
 static void test_sender_query(void **state)
 {
 	struct fx *fx = *state;
-	const struct route_hop hop = {"S1", 7, 0, "", 1, 0};
+	const struct route_hop hop = {"S1", 7, 0, "", 1, 0, 0};
 	const uint64_t ids[3] = {1, 2, 3};
 	const int received[3] = {1, 0, 1};
 	const int results[3] = {RES_PROCESSED, 0, RES_REDO};
@@ -1542,8 +1542,8 @@ static void test_relay_stores(void **state)
 {
 	struct fx *fx = *state;
 	const struct mspec m1 = {"R1", "S1", 1, "a", 0, 0};
-	const struct route_hop hops[2] = {{"R1", 3, 0, "", 1, 0},
-					  {"S1", 9, 0, "", 1, 0}};
+	const struct route_hop hops[2] = {{"R1", 3, 0, "", 1, 0, 0},
+					  {"S1", 9, 0, "", 1, 0, 0}};
 	const Semq__Message *msgs[4];
 	const Semq__Frame *f;
 	struct out_view v;
@@ -1589,8 +1589,8 @@ static void test_relay_forwards(void **state)
 	struct fx *fx = *state;
 	const struct mspec ms[2] = {{"R1", "S1", 1, "a", 0, 0},
 				    {"R1", "S1", 2, "a", 1, 0}};
-	const struct route_hop hops[2] = {{"R1", 3, 0, "", 1, 0},
-					  {"S1", 9, 0, "", 1, 0}};
+	const struct route_hop hops[2] = {{"R1", 3, 0, "", 1, 0, 0},
+					  {"S1", 9, 0, "", 1, 0, 0}};
 	const Semq__Message *msgs[4];
 	const Semq__Frame *f;
 	size_t i;
@@ -1626,7 +1626,7 @@ static void test_relay_never_back_to_sender(void **state)
 {
 	struct fx *fx = *state;
 	const struct mspec m1 = {"R1", "S1", 1, NULL, 0, 0};
-	const struct route_hop hop = {"R1", 3, 0, "", 1, 0};
+	const struct route_hop hop = {"R1", 3, 0, "", 1, 0, 0};
 	const Semq__Frame *f;
 
 	snprintf(fx->routes[0].dest, sizeof fx->routes[0].dest, "default");
@@ -1746,24 +1746,24 @@ static size_t queried_to(const struct fx *fx, uint64_t conn, const char **orig,
  */
 static void test_instances_pick(void **state)
 {
-	const struct route_hop three[4] = {{"P1", 5, 1, "", 1, 0},
-					   {"S1", 10, 0, "a", 1, 0},
-					   {"S1", 11, 0, "b", 1, 0},
-					   {"S1", 12, 0, "c", 1, 0}};
-	const struct route_hop rev[4] = {{"S1", 12, 0, "c", 1, 0},
-					 {"S1", 11, 0, "b", 1, 0},
-					 {"P1", 5, 1, "", 1, 0},
-					 {"S1", 10, 0, "a", 1, 0}};
-	const struct route_hop no_b[3] = {{"P1", 5, 1, "", 1, 0},
-					  {"S1", 10, 0, "a", 1, 0},
-					  {"S1", 12, 0, "c", 1, 0}};
-	const struct route_hop twice_b[5] = {{"S1", 21, 0, "b", 1, 0},
-					     {"P1", 5, 1, "", 1, 0},
-					     {"S1", 10, 0, "a", 1, 0},
-					     {"S1", 11, 0, "b", 1, 0},
-					     {"S1", 12, 0, "c", 1, 0}};
-	const struct route_hop two[2] = {{"S1", 10, 0, "a", 1, 0},
-					 {"S1", 11, 0, "b", 1, 0}};
+	const struct route_hop three[4] = {{"P1", 5, 1, "", 1, 0, 0},
+					   {"S1", 10, 0, "a", 1, 0, 0},
+					   {"S1", 11, 0, "b", 1, 0, 0},
+					   {"S1", 12, 0, "c", 1, 0, 0}};
+	const struct route_hop rev[4] = {{"S1", 12, 0, "c", 1, 0, 0},
+					 {"S1", 11, 0, "b", 1, 0, 0},
+					 {"P1", 5, 1, "", 1, 0, 0},
+					 {"S1", 10, 0, "a", 1, 0, 0}};
+	const struct route_hop no_b[3] = {{"P1", 5, 1, "", 1, 0, 0},
+					  {"S1", 10, 0, "a", 1, 0, 0},
+					  {"S1", 12, 0, "c", 1, 0, 0}};
+	const struct route_hop twice_b[5] = {{"S1", 21, 0, "b", 1, 0, 0},
+					     {"P1", 5, 1, "", 1, 0, 0},
+					     {"S1", 10, 0, "a", 1, 0, 0},
+					     {"S1", 11, 0, "b", 1, 0, 0},
+					     {"S1", 12, 0, "c", 1, 0, 0}};
+	const struct route_hop two[2] = {{"S1", 10, 0, "a", 1, 0, 0},
+					 {"S1", 11, 0, "b", 1, 0, 0}};
 	struct routes r3 = {(struct route_hop *)three, 4};
 	size_t per3[3] = {0}, per2[2] = {0}, i, k;
 	char o[16];
@@ -1928,8 +1928,8 @@ static void test_instances_relay_spreads(void **state)
 static void test_instances_sender_one_stream(void **state)
 {
 	struct fx *fx = *state;
-	const struct route_hop hops[2] = {{"S1", 10, 0, "b", 1, 0},
-					  {"S1", 11, 0, "a", 1, 0}};
+	const struct route_hop hops[2] = {{"S1", 10, 0, "b", 1, 0, 0},
+					  {"S1", 11, 0, "a", 1, 0, 0}};
 	const int64_t qa = fx->c.query_after_ms;
 	struct msgid id;
 	uint64_t want;
@@ -1978,14 +1978,14 @@ static void test_instances_sender_one_stream(void **state)
 static void test_instances_one_leaves(void **state)
 {
 	struct fx *fx = *state;
-	const struct route_hop three[3] = {{"S1", 10, 0, "a", 1, 0},
-					   {"S1", 11, 0, "b", 1, 0},
-					   {"S1", 12, 0, "c", 1, 0}};
-	const struct route_hop two[2] = {{"S1", 10, 0, "a", 1, 0},
-					 {"S1", 12, 0, "c", 1, 0}};
-	const struct route_hop back[3] = {{"S1", 21, 0, "b", 1, 0},
-					  {"S1", 10, 0, "a", 1, 0},
-					  {"S1", 12, 0, "c", 1, 0}};
+	const struct route_hop three[3] = {{"S1", 10, 0, "a", 1, 0, 0},
+					   {"S1", 11, 0, "b", 1, 0, 0},
+					   {"S1", 12, 0, "c", 1, 0, 0}};
+	const struct route_hop two[2] = {{"S1", 10, 0, "a", 1, 0, 0},
+					 {"S1", 12, 0, "c", 1, 0, 0}};
+	const struct route_hop back[3] = {{"S1", 21, 0, "b", 1, 0, 0},
+					  {"S1", 10, 0, "a", 1, 0, 0},
+					  {"S1", 12, 0, "c", 1, 0, 0}};
 	const int64_t qa = fx->c.query_after_ms;
 	const char *q[N_ORIGINS * 2];
 	size_t i, k, n, on_b = 0, asked = 0;
@@ -2306,7 +2306,7 @@ static void stream_out_expect(struct fx *fx, const char *dest, int64_t last,
 static void test_receiver_refuses_conflict(void **state)
 {
 	struct fx *fx = *state;
-	const struct route_hop hop = {"R1", 3, 0, "", 2, LIFE_R1};
+	const struct route_hop hop = {"R1", 3, 0, "", 2, LIFE_R1, 0};
 	struct mspec2 ms[3] = {
 		{"R1", "S1", 1, NULL, 0, LIFE_R1, 0x1001, 0, NULL},
 		{"R1", "S1", 2, NULL, 0, LIFE_R1, 0x1002, 0, NULL},
@@ -2392,7 +2392,7 @@ static void test_receiver_refuses_conflict(void **state)
 static void test_origin_renumbers_on_conflict(void **state)
 {
 	struct fx *fx = *state;
-	const struct route_hop hop = {"S1", 7, 0, "", 2, 0x5e1};
+	const struct route_hop hop = {"S1", 7, 0, "", 2, 0x5e1, 0};
 	const uint64_t two = 2;
 	const int processed = RES_PROCESSED;
 	const int64_t qa = fx->c.query_after_ms;
@@ -2516,7 +2516,7 @@ static void test_origin_renumbers_on_conflict(void **state)
 static void test_stream_state_moves_counter(void **state)
 {
 	struct fx *fx = *state;
-	const struct route_hop hop = {"S1", 7, 0, "", 2, 0x5e1};
+	const struct route_hop hop = {"S1", 7, 0, "", 2, 0x5e1, 0};
 	const Semq__Message *msgs[8];
 	uint64_t life;
 
@@ -2562,8 +2562,8 @@ static void test_stream_state_moves_counter(void **state)
 static void test_relay_conflict_and_take_back(void **state)
 {
 	struct fx *fx = *state;
-	const struct route_hop hops[2] = {{"R1", 3, 0, "", 2, LIFE_R1},
-					  {"S1", 9, 0, "", 2, 0x51}};
+	const struct route_hop hops[2] = {{"R1", 3, 0, "", 2, LIFE_R1, 0},
+					  {"S1", 9, 0, "", 2, 0x51, 0}};
 	const uint64_t d1 = 0xd1d1, d2 = 0xd2d2;
 	struct mspec2 m = {"R1", "S1", 1, "K", 0, LIFE_R1, d1, 0, "first"};
 	const Semq__Message *msgs[4];
@@ -2625,8 +2625,13 @@ static void test_relay_conflict_and_take_back(void **state)
 	assert_true(v->id->digest == d1);
 	assert_int_equal(count_frames(fx, 9, SEMQ__FRAME__BODY_ACK_RESPONSE),
 			 0);
-	/* Held: not sent again, not queried. */
-	assert_int_equal(batch(fx, T0 + 20 + 3 * fx->c.query_after_ms), 0);
+	/* Held: not sent again, not queried; only its refusal is repeated
+	 * to the origin (test_relay_repeats_refusals). */
+	batch(fx, T0 + 20 + 3 * fx->c.query_after_ms);
+	assert_int_equal(count_frames(fx, 9, SEMQ__FRAME__BODY_DATA), 0);
+	assert_int_equal(count_frames(fx, 0, SEMQ__FRAME__BODY_QUERY), 0);
+	assert_int_equal(fx->n_got,
+			 count_frames(fx, 3, SEMQ__FRAME__BODY_ACK_INDICATION));
 
 	/* The origin takes back another message's id: the copy stays. */
 	push_response2(fx, 3, "R1", "R1", "R1", "S1", 1, LIFE_R1, d2);
@@ -2642,6 +2647,313 @@ static void test_relay_conflict_and_take_back(void **state)
 }
 
 /*
+ * tests/model/README.md, "Endless renumbering": a CONFLICT for a row whose
+ * key predecessor is unconfirmed may be about its prev_seq (the refuser
+ * holds another message there), which renumbering the row alone keeps: the
+ * origin asks about the predecessor first and renumbers nothing. The
+ * predecessor's own CONFLICT then renumbers both; a repeated refusal of an
+ * id moved that way takes its copy back again ("A relay's copy is never
+ * taken back"); a refusal of an id no row has held is ignored. With the
+ * predecessor confirmed, a CONFLICT renumbers the row alone.
+ */
+static void test_origin_asks_predecessor_first(void **state)
+{
+	struct fx *fx = *state;
+	const struct route_hop hop = {"S1", 7, 0, "", 2, 0x5e1, 0};
+	const uint64_t three = 3;
+	const int processed = RES_PROCESSED;
+	const Semq__Message *msgs[8];
+	const Semq__Frame *f;
+	uint64_t dg[4] = {0}, life;
+	struct vspec vs;
+	size_t n, i;
+
+	sender(fx, 1000);
+	life = store_life(fx->st);
+	assert_int_equal(enqueue_key(fx, "S1", "K", "k1"), 1);
+	assert_int_equal(enqueue_key(fx, "S1", "K", "k2"), 2);
+	push_routes(fx, &hop, 1);
+	batch(fx, T0);
+	n = data_to(fx, 7, msgs, 8);
+	assert_int_equal(n, 2);
+	for (i = 0; i < n; i++)
+		dg[i + 1] = msgs[i]->digest;
+
+	/* S1 refuses 2 (its prev_seq 1 holds another message there). */
+	memset(&vs, 0, sizeof vs);
+	vs.origin = "R1";
+	vs.dest = "S1";
+	vs.seq = 2;
+	vs.life = life;
+	vs.digest = dg[2];
+	vs.result = SEMQ__RESULT__RESULT_DUPLICATE;
+	vs.refusal = SEMQ__REFUSAL__REFUSAL_CONFLICT;
+	vs.high = 2;
+	push_verdict(fx, 7, "S1", &vs);
+	batch(fx, T0 + 10);
+	assert_int_equal(out_of(fx, "R1", "S1", 1).status, SS_SEND);
+	assert_int_equal(out_of(fx, "R1", "S1", 2).status, SS_SEND);
+	assert_false(out_of(fx, "R1", "S1", 3).found);
+	assert_int_equal(count_frames(fx, 0, SEMQ__FRAME__BODY_DATA), 0);
+	assert_int_equal(count_frames(fx, 0, SEMQ__FRAME__BODY_ACK_RESPONSE),
+			 0);
+	/* ... the predecessor is queried now, not after query_after */
+	f = frame_at(fx, 7, SEMQ__FRAME__BODY_QUERY, 0);
+	assert_int_equal(f->query->n_ids, 1);
+	assert_int_equal(f->query->ids[0]->seq, 1);
+	assert_true(f->query->ids[0]->digest == dg[1]);
+
+	/* The predecessor's refusal renumbers both, in order; seq 2, which
+	 * S1 holds nothing under (it refused it for its predecessor), gets
+	 * a filler. */
+	vs.seq = 1;
+	vs.digest = dg[1];
+	push_verdict(fx, 7, "S1", &vs);
+	batch(fx, T0 + 20);
+	n = data_to(fx, 7, msgs, 8);
+	assert_int_equal(n, 3);
+	assert_int_equal(msgs[0]->seq, 2);
+	assert_true(msgs[0]->tombstone);
+	assert_true(msgs[0]->digest != dg[2]);
+	assert_int_equal(msgs[1]->seq, 3);
+	assert_true(msgs[1]->digest == dg[1]);
+	assert_int_equal(msgs[2]->seq, 4);
+	assert_int_equal(msgs[2]->prev_seq, 3);
+	assert_true(msgs[2]->digest == dg[2]);
+	f = frame_at(fx, 7, SEMQ__FRAME__BODY_ACK_RESPONSE, 0);
+	assert_int_equal(f->ack_response->n_ids, 2);
+
+	/* The old id 2 refused again (a relay repeating it): taken back
+	 * again, nothing renumbered. */
+	vs.seq = 2;
+	vs.digest = dg[2];
+	push_verdict(fx, 7, "S1", &vs);
+	batch(fx, T0 + 30);
+	assert_int_equal(count_frames(fx, 0, SEMQ__FRAME__BODY_DATA), 0);
+	assert_int_equal(count_frames(fx, 7, SEMQ__FRAME__BODY_ACK_RESPONSE),
+			 1);
+	f = frame_at(fx, 7, SEMQ__FRAME__BODY_ACK_RESPONSE, 0);
+	assert_int_equal(f->ack_response->n_ids, 1);
+	assert_int_equal(f->ack_response->ids[0]->seq, 2);
+	assert_true(f->ack_response->ids[0]->digest == dg[2]);
+	assert_true(out_of(fx, "R1", "S1", 4).found);
+	assert_false(out_of(fx, "R1", "S1", 5).found);
+	/* ... and an id whose message this node never had: nothing. */
+	vs.digest = 0xbad;
+	push_verdict(fx, 7, "S1", &vs);
+	assert_int_equal(batch(fx, T0 + 40), 0);
+
+	/* 3 confirmed: a refusal of 4 renumbers 4 alone, after 3. */
+	push_indication(fx, 7, "S1", "R1", "S1", &three, &processed, 1);
+	batch(fx, T0 + 50);
+	assert_int_equal(out_of(fx, "R1", "S1", 3).status, SS_ACK2);
+	vs.seq = 4;
+	vs.digest = dg[2];
+	vs.high = 4;
+	push_verdict(fx, 7, "S1", &vs);
+	batch(fx, T0 + 60);
+	n = data_to(fx, 7, msgs, 8);
+	assert_int_equal(n, 1);
+	assert_int_equal(msgs[0]->seq, 5);
+	assert_int_equal(msgs[0]->prev_seq, 3);
+	assert_true(msgs[0]->prev_digest == dg[1]);
+	assert_true(msgs[0]->digest == dg[2]);
+}
+
+/*
+ * Renumbering gives up seqs; those above how far the lost timeline reached
+ * (the refused seq, a high above the counter) would never arrive at the
+ * destination, whose watermark would stop below them for good. Each gets a filler, sent as a cancel of nothing (no
+ * key, no predecessor, no document, semq_filler_digest()). A filler's
+ * verdict settles it; a refusal of one (the refuser holds a message there)
+ * settles it too and takes a relay's copy of it back, and renumbers
+ * nothing.
+ */
+static void test_origin_fills_given_up_seqs(void **state)
+{
+	struct fx *fx = *state;
+	const struct route_hop hop = {"S1", 7, 0, "", 2, 0x5e1, 0};
+	const Semq__Message *msgs[8];
+	const Semq__Frame *f;
+	uint64_t dg1, life, fd2, fd3, fd4;
+	const int cancelled = RES_CANCELLED;
+	const uint64_t three = 3;
+	struct msgid fid;
+	struct vspec vs;
+	size_t n, i;
+
+	sender(fx, 1000);
+	life = store_life(fx->st);
+	for (i = 1; i <= 4; i++)
+		assert_int_equal(enqueue_key(fx, "S1", "K", "k"), i);
+	push_routes(fx, &hop, 1);
+	batch(fx, T0);
+	n = data_to(fx, 7, msgs, 8);
+	assert_int_equal(n, 4);
+	dg1 = msgs[0]->digest;
+
+	/* S1 holds another message under 1 and has seen up to 2. */
+	memset(&vs, 0, sizeof vs);
+	vs.origin = "R1";
+	vs.dest = "S1";
+	vs.seq = 1;
+	vs.life = life;
+	vs.digest = dg1;
+	vs.result = SEMQ__RESULT__RESULT_DUPLICATE;
+	vs.refusal = SEMQ__REFUSAL__REFUSAL_CONFLICT;
+	vs.high = 2;
+	push_verdict(fx, 7, "S1", &vs);
+	batch(fx, T0 + 10);
+	/* 1..4 -> 5..8; no filler at 1 (S1 holds the lost timeline's
+	 * message there), one at each of 2, 3 and 4 (S1's high, 2, is not
+	 * above the counter: it may count R1's own messages) */
+	assert_false(out_of(fx, "R1", "S1", 1).found);
+	assert_true(out_of(fx, "R1", "S1", 2).found);
+	memset(&fid, 0, sizeof fid);
+	snprintf(fid.origin, sizeof fid.origin, "R1");
+	snprintf(fid.dest, sizeof fid.dest, "S1");
+	fid.life = life;
+	fid.seq = 2;
+	fd2 = semq_filler_digest(&fid);
+	fid.seq = 3;
+	fd3 = semq_filler_digest(&fid);
+	fid.seq = 4;
+	fd4 = semq_filler_digest(&fid);
+	n = data_to(fx, 7, msgs, 8);
+	assert_int_equal(n, 7);
+	for (i = 0; i < n; i++) {
+		if (msgs[i]->seq <= 4) {
+			assert_true(msgs[i]->tombstone);
+			assert_true(msgs[i]->digest == (msgs[i]->seq == 2 ? fd2
+							: msgs[i]->seq == 3
+								? fd3
+								: fd4));
+			assert_int_equal(msgs[i]->prev_seq, 0);
+			assert_true(!msgs[i]->key || !msgs[i]->key[0]);
+			assert_int_equal(msgs[i]->payload.len, 0);
+		} else {
+			assert_true(msgs[i]->seq >= 5 && msgs[i]->seq <= 8);
+			assert_false(msgs[i]->tombstone);
+		}
+	}
+
+	/* S1 records the filler at 3: settled. */
+	push_indication(fx, 7, "S1", "R1", "S1", &three, &cancelled, 1);
+	batch(fx, T0 + 20);
+	assert_int_equal(out_of(fx, "R1", "S1", 3).status, SS_CANCELLED);
+	assert_int_equal(out_of(fx, "R1", "S1", 3).result, RES_CANCELLED);
+	/* S1 holds a message under 4: the filler is refused, settled, its
+	 * copy taken back; nothing is renumbered. */
+	vs.seq = 4;
+	vs.digest = fd4;
+	vs.high = 4;
+	push_verdict(fx, 7, "S1", &vs);
+	batch(fx, T0 + 30);
+	assert_int_equal(out_of(fx, "R1", "S1", 4).status, SS_CANCELLED);
+	assert_int_equal(out_of(fx, "R1", "S1", 4).result, RES_CANCELLED);
+	assert_false(out_of(fx, "R1", "S1", 9).found);
+	assert_int_equal(count_frames(fx, 0, SEMQ__FRAME__BODY_DATA), 0);
+	f = frame_at(fx, 7, SEMQ__FRAME__BODY_ACK_RESPONSE, 0);
+	assert_int_equal(f->ack_response->n_ids, 1);
+	assert_int_equal(f->ack_response->ids[0]->seq, 4);
+	assert_true(f->ack_response->ids[0]->digest == fd4);
+}
+
+/*
+ * A relay holding copies their destination refused (held, 8) repeats each
+ * refusal to the origin when it connects and every query_after, since the
+ * first, or the origin's 810-Response taking the copy back, may have been
+ * lost; it never sends or queries the copy itself. Once the origin takes
+ * it back the copy goes and nothing is repeated.
+ */
+static void test_relay_repeats_refusals(void **state)
+{
+	struct fx *fx = *state;
+	const struct route_hop hops[2] = {{"R1", 3, 0, "", 2, LIFE_R1, 0},
+					  {"S1", 9, 0, "", 2, 0x51, 0}};
+	const uint64_t d1 = 0xd1d1, d2 = 0xd2d2;
+	struct mspec2 m[2] = {
+		{"R1", "S1", 1, "K", 0, LIFE_R1, d1, 0, "first"},
+		{"R1", "S1", 2, "K", 1, LIFE_R1, d2, d1, "second"}};
+	const int64_t qa = fx->c.query_after_ms;
+	const Semq__Verdict *v;
+	struct vspec vs;
+	size_t i;
+
+	relay(fx);
+	push_routes(fx, hops, 1);
+	push_msgs(fx, 3, "R1", m, 2); /* S1 away: copies */
+	batch(fx, T0);
+	push_routes(fx, hops, 2);
+	batch(fx, T0 + 1);
+	assert_int_equal(out_of(fx, "R1", "S1", 1).status, SS_SEND);
+	assert_int_equal(out_of(fx, "R1", "S1", 2).status, SS_SEND);
+	memset(&vs, 0, sizeof vs);
+	vs.origin = "R1";
+	vs.dest = "S1";
+	vs.life = LIFE_R1;
+	vs.result = SEMQ__RESULT__RESULT_DUPLICATE;
+	vs.refusal = SEMQ__REFUSAL__REFUSAL_CONFLICT;
+	vs.high = 7;
+	vs.seq = 1;
+	vs.digest = d1;
+	push_verdict(fx, 9, "S1", &vs);
+	vs.seq = 2;
+	vs.digest = d2;
+	vs.refusal = SEMQ__REFUSAL__REFUSAL_UNDECIDED;
+	push_verdict(fx, 9, "S1", &vs);
+	batch(fx, T0 + 10);
+	assert_int_equal(out_of(fx, "R1", "S1", 1).status, SS_HELD);
+	assert_int_equal(out_of(fx, "R1", "S1", 2).status, SS_HELD);
+	/* (the refusals went on to R1 as they passed) */
+	assert_int_equal(count_frames(fx, 3, SEMQ__FRAME__BODY_ACK_INDICATION),
+			 2);
+
+	/* Before query_after: nothing repeated. */
+	assert_int_equal(batch(fx, T0 + 10 + qa / 2), 0);
+	/* R1 connects again: both refusals at once, with their digests. */
+	push_peer_up(fx, 3, "R1");
+	batch(fx, T0 + 10 + qa / 2 + 1);
+	assert_int_equal(count_frames(fx, 3, SEMQ__FRAME__BODY_ACK_INDICATION),
+			 1);
+	for (i = 0; i < 2; i++) {
+		v = verdict_at(fx, 3, 0, i);
+		assert_string_equal(v->id->origin, "R1");
+		assert_int_equal(v->result, SEMQ__RESULT__RESULT_DUPLICATE);
+		if (v->id->seq == 1) {
+			assert_true(v->id->digest == d1);
+			assert_int_equal(v->refusal,
+					 SEMQ__REFUSAL__REFUSAL_CONFLICT);
+		} else {
+			assert_int_equal(v->id->seq, 2);
+			assert_true(v->id->digest == d2);
+			assert_int_equal(v->refusal,
+					 SEMQ__REFUSAL__REFUSAL_UNDECIDED);
+		}
+	}
+	assert_int_equal(count_frames(fx, 9, SEMQ__FRAME__BODY_DATA), 0);
+	assert_int_equal(count_frames(fx, 0, SEMQ__FRAME__BODY_QUERY), 0);
+	/* ... and again every query_after. */
+	batch(fx, T0 + 10 + qa / 2 + 1 + qa);
+	assert_int_equal(count_frames(fx, 3, SEMQ__FRAME__BODY_ACK_INDICATION),
+			 1);
+	assert_int_equal(frame_at(fx, 3, SEMQ__FRAME__BODY_ACK_INDICATION, 0)
+				 ->ack_indication->n_verdicts,
+			 2);
+
+	/* R1 takes 1 back: only 2 is repeated from then on. */
+	push_response2(fx, 3, "R1", "R1", "R1", "S1", 1, LIFE_R1, d1);
+	batch(fx, T0 + 20 + 2 * qa);
+	assert_false(out_of(fx, "R1", "S1", 1).found);
+	batch(fx, T0 + 30 + 4 * qa);
+	v = verdict_at(fx, 3, 0, 0);
+	assert_int_equal(frame_at(fx, 3, SEMQ__FRAME__BODY_ACK_INDICATION, 0)
+				 ->ack_indication->n_verdicts,
+			 1);
+	assert_int_equal(v->id->seq, 2);
+}
+
+/*
  * An AckIndication or QueryReply with life 0 (the life not given) is about
  * this node's own life; one about an earlier life of this node (another
  * non-zero life) changes nothing here but is answered with an
@@ -2652,7 +2964,7 @@ static void test_relay_conflict_and_take_back(void **state)
 static void test_origin_life_zero_and_earlier(void **state)
 {
 	struct fx *fx = *state;
-	const struct route_hop hop = {"S1", 7, 0, "", 2, 0x5e1};
+	const struct route_hop hop = {"S1", 7, 0, "", 2, 0x5e1, 0};
 	const uint64_t one = 1, two = 2;
 	const int processed = RES_PROCESSED, yes = 1;
 	const uint64_t earlier = 0xea51;
@@ -2743,8 +3055,8 @@ static void test_origin_life_zero_and_earlier(void **state)
 static void test_peer_up_stream_query(void **state)
 {
 	struct fx *fx = *state;
-	const struct route_hop hops[2] = {{"P1", 5, 1, "", 2, 0x71},
-					  {"P2", 6, 1, "", 1, 0}};
+	const struct route_hop hops[2] = {{"P1", 5, 1, "", 2, 0x71, 0},
+					  {"P2", 6, 1, "", 1, 0, 0}};
 	const Semq__Frame *f;
 
 	sender(fx, 1000);
@@ -2777,7 +3089,7 @@ static void test_peer_up_stream_query(void **state)
 static void test_stream_query_answered(void **state)
 {
 	struct fx *fx = *state;
-	const struct route_hop hop = {"R1", 3, 0, "", 2, LIFE_R1};
+	const struct route_hop hop = {"R1", 3, 0, "", 2, LIFE_R1, 0};
 	const struct mspec2 ms[2] = {
 		{"R1", "S1", 1, NULL, 0, LIFE_R1, 0x11, 0, NULL},
 		{"R1", "S1", 3, NULL, 0, LIFE_R1, 0x13, 0, NULL}};
@@ -2809,8 +3121,8 @@ static void test_stream_query_answered(void **state)
 static void test_relay_stream_state(void **state)
 {
 	struct fx *fx = *state;
-	struct route_hop hops[2] = {{"R1", 3, 0, "", 2, LIFE_R1},
-				    {"S1", 9, 0, "", 2, 0x51}};
+	struct route_hop hops[2] = {{"R1", 3, 0, "", 2, LIFE_R1, 0},
+				    {"S1", 9, 0, "", 2, 0x51, 0}};
 	const struct mspec2 m = {"R1",    "S9", 7, NULL, 0,
 				 LIFE_R1, 0x77, 0, NULL};
 	const Semq__Frame *f;
@@ -2880,8 +3192,8 @@ static void push_query2(struct fx *fx, uint64_t conn, const char *peer,
 static void test_relay_query_conflict(void **state)
 {
 	struct fx *fx = *state;
-	const struct route_hop hops[2] = {{"R1", 3, 0, "", 2, LIFE_R1},
-					  {"S1", 9, 0, "", 2, 0x51}};
+	const struct route_hop hops[2] = {{"R1", 3, 0, "", 2, LIFE_R1, 0},
+					  {"S1", 9, 0, "", 2, 0x51, 0}};
 	const struct mspec2 m = {"R1",    "S1", 4, NULL, 0,
 				 LIFE_R1, 0xd1, 0, NULL};
 	const Semq__Frame *f;
@@ -2926,7 +3238,7 @@ static void test_relay_query_conflict(void **state)
 static void test_origin_foreign_verdict_not_confirmed(void **state)
 {
 	struct fx *fx = *state;
-	const struct route_hop hop = {"S1", 7, 0, "", 2, 0x5e1};
+	const struct route_hop hop = {"S1", 7, 0, "", 2, 0x5e1, 0};
 	const Semq__Message *msgs[4];
 	struct vspec vs;
 	uint64_t life, d1;
@@ -2967,7 +3279,7 @@ static void test_origin_foreign_verdict_not_confirmed(void **state)
 static void test_origin_tombstone_undecided_settles(void **state)
 {
 	struct fx *fx = *state;
-	const struct route_hop hop = {"S1", 7, 0, "", 2, 0x5e1};
+	const struct route_hop hop = {"S1", 7, 0, "", 2, 0x5e1, 0};
 	const int64_t qa = fx->c.query_after_ms;
 	const Semq__Message *msgs[4];
 	struct msgid id;
@@ -3187,8 +3499,8 @@ static struct proto_counts counts(struct fx *fx)
  * the given wire revision. */
 static void sender_via_p1(struct fx *fx, unsigned window, unsigned revision)
 {
-	const struct route_hop hop = {"P1", 5,        1,
-				      "",   revision, revision >= 2 ? 0x71 : 0};
+	const struct route_hop hop = {
+		"P1", 5, 1, "", revision, revision >= 2 ? 0x71 : 0, 0};
 
 	snprintf(fx->routes[0].dest, sizeof fx->routes[0].dest, "default");
 	snprintf(fx->routes[0].via, sizeof fx->routes[0].via, "P1");
@@ -3209,8 +3521,8 @@ static void sender_via_p1(struct fx *fx, unsigned window, unsigned revision)
 static void test_relay_custody_quotas(void **state)
 {
 	struct fx *fx = *state;
-	const struct route_hop hops[2] = {{"R1", 3, 0, "", 2, LIFE_R1},
-					  {"R2", 4, 0, "", 2, 0x52}};
+	const struct route_hop hops[2] = {{"R1", 3, 0, "", 2, LIFE_R1, 0},
+					  {"R2", 4, 0, "", 2, 0x52, 0}};
 	const struct mspec2 ms[3] = {
 		{"R1", "S9", 1, NULL, 0, LIFE_R1, 0x11, 0, NULL},
 		{"R1", "S9", 2, NULL, 0, LIFE_R1, 0x12, 0, NULL},
@@ -3329,9 +3641,9 @@ static void test_relay_custody_quotas(void **state)
 static void test_relay_cancel_replaces_copy(void **state)
 {
 	struct fx *fx = *state;
-	const struct route_hop r1 = {"R1", 3, 0, "", 2, LIFE_R1};
-	const struct route_hop both[2] = {{"R1", 3, 0, "", 2, LIFE_R1},
-					  {"S1", 9, 0, "", 2, 0x51}};
+	const struct route_hop r1 = {"R1", 3, 0, "", 2, LIFE_R1, 0};
+	const struct route_hop both[2] = {{"R1", 3, 0, "", 2, LIFE_R1, 0},
+					  {"S1", 9, 0, "", 2, 0x51, 0}};
 	const struct mspec2 ms[2] = {
 		{"R1", "S1", 1, NULL, 0, LIFE_R1, 0x11, 0, NULL},
 		{"R1", "S1", 2, NULL, 0, LIFE_R1, 0x12, 0, NULL}};
@@ -3406,12 +3718,12 @@ static void test_relay_unknown_dest(void **state)
 {
 	struct fx *fx = *state;
 	struct cfg_peer peers[1];
-	const struct route_hop r1 = {"R1", 3, 0, "", 2, LIFE_R1};
-	const struct route_hop both[2] = {{"R1", 3, 0, "", 2, LIFE_R1},
-					  {"R2", 4, 0, "", 2, 0x52}};
-	const struct route_hop with_s6[3] = {{"R1", 3, 0, "", 2, LIFE_R1},
-					     {"R2", 4, 0, "", 2, 0x52},
-					     {"S6", 6, 0, "", 2, 0x56}};
+	const struct route_hop r1 = {"R1", 3, 0, "", 2, LIFE_R1, 0};
+	const struct route_hop both[2] = {{"R1", 3, 0, "", 2, LIFE_R1, 0},
+					  {"R2", 4, 0, "", 2, 0x52, 0}};
+	const struct route_hop with_s6[3] = {{"R1", 3, 0, "", 2, LIFE_R1, 0},
+					     {"R2", 4, 0, "", 2, 0x52, 0},
+					     {"S6", 6, 0, "", 2, 0x56, 0}};
 	const struct mspec2 m1[2] = {
 		{"R1", "S9", 1, NULL, 0, LIFE_R1, 0x11, 0, NULL},
 		{"R2", "S9", 1, NULL, 0, 0x52, 0x21, 0, NULL}};
@@ -3550,7 +3862,7 @@ static void test_relay_unknown_dest(void **state)
 static void test_relay_unknown_dest_backlog(void **state)
 {
 	struct fx *fx = *state;
-	const struct route_hop r1 = {"R1", 3, 0, "", 2, LIFE_R1};
+	const struct route_hop r1 = {"R1", 3, 0, "", 2, LIFE_R1, 0};
 	const struct mspec2 m = {"R1",    "S9", 1, NULL, 0,
 				 LIFE_R1, 0x11, 0, NULL};
 	int64_t first = 0;
@@ -3605,9 +3917,9 @@ static void test_relay_unknown_dest_backlog(void **state)
 static void test_relay_query_custody(void **state)
 {
 	struct fx *fx = *state;
-	const struct route_hop r1 = {"R1", 3, 0, "", 2, LIFE_R1};
-	const struct route_hop both[2] = {{"R1", 3, 0, "", 2, LIFE_R1},
-					  {"S1", 9, 0, "", 2, 0x51}};
+	const struct route_hop r1 = {"R1", 3, 0, "", 2, LIFE_R1, 0};
+	const struct route_hop both[2] = {{"R1", 3, 0, "", 2, LIFE_R1, 0},
+					  {"S1", 9, 0, "", 2, 0x51, 0}};
 	const struct mspec2 ms[2] = {
 		{"R1", "S1", 1, NULL, 0, LIFE_R1, 0x11, 0, NULL},
 		{"R1", "S9", 1, NULL, 0, LIFE_R1, 0x91, 0, NULL}};
@@ -3973,9 +4285,9 @@ static void test_origin_unknown_dest_again(void **state)
 static void test_origin_cancels_dead_dest(void **state)
 {
 	struct fx *fx = *state;
-	const struct route_hop s1 = {"S1", 7, 0, "", 2, 0x51};
-	const struct route_hop both[2] = {{"S1", 7, 0, "", 2, 0x51},
-					  {"S9", 8, 0, "", 2, 0x59}};
+	const struct route_hop s1 = {"S1", 7, 0, "", 2, 0x51, 0};
+	const struct route_hop both[2] = {{"S1", 7, 0, "", 2, 0x51, 0},
+					  {"S9", 8, 0, "", 2, 0x59, 0}};
 	char err[SEMQ_ERRLEN] = "";
 	uint64_t life;
 	size_t i, k, tombs;
@@ -4060,7 +4372,7 @@ static void test_origin_cancels_dead_dest(void **state)
 static void test_origin_life_hidden_after_rev1(void **state)
 {
 	struct fx *fx = *state;
-	const struct route_hop rev2 = {"P1", 6, 1, "", 2, 0x71};
+	const struct route_hop rev2 = {"P1", 6, 1, "", 2, 0x71, 0};
 	const Semq__Message *msgs[8];
 	const Semq__Frame *f;
 	struct vspec vs;
@@ -4174,6 +4486,12 @@ int main(void)
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(
 			test_origin_renumbers_on_conflict, setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_origin_asks_predecessor_first, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_relay_repeats_refusals,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_origin_fills_given_up_seqs,
+						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_stream_state_moves_counter,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(

@@ -2994,6 +2994,12 @@ static void test_renumber(void **state)
 	id = own_id("S1", 7, 0);
 	assert_int_equal(store_cancel(st, &id, NOW), SEMQ_OK);
 
+	/* S1 has reported seeing up to 4: at or below the counter (8), that
+	 * may be this database's own messages, so it does not tell how far
+	 * the lost timeline reached; the refused row's own seq (2) does. */
+	assert_int_equal(
+		store_stream_resync(st, "S1", 4, NOW, why, 0, NULL, NULL),
+		SEMQ_DECLINED);
 	id = own_id("S1", 2, d2);
 	assert_int_equal(
 		store_renumber(st, &id, NOW + 5, why, &olds, &n, &first),
@@ -3017,14 +3023,36 @@ static void test_renumber(void **state)
 	free(olds);
 	olds = NULL;
 
-	/* The old seqs are gone; the rows are at 9..12, in their order,
-	 * chained from the first one's predecessor. */
-	for (i = 0; i < n; i++) {
-		static const uint64_t gone[4] = {2, 4, 7, 8};
+	/* The refused seq is gone (the lost timeline's message fills it);
+	 * the others (4, its copy at the relay taken back, and 7, 8) get a
+	 * filler each, a cancel of nothing that S1's watermark can pass;
+	 * the rows are at 9..12, in their order, chained from the first
+	 * one's predecessor. */
+	assert_int_equal(out_line(st, "R1", "S1", 2, &l), SEMQ_ERR_NOT_FOUND);
+	assert_int_equal(q1(st, "SELECT seen_high FROM semq_stream_out WHERE"
+				" dest = 'S1'"),
+			 2);
+	for (i = 4; i <= 8; i++) {
+		int filler = 0;
 
-		assert_int_equal(out_line(st, "R1", "S1", gone[i], &l),
-				 SEMQ_ERR_NOT_FOUND);
+		if (i == 5 || i == 6)
+			continue;
+		id = own_id("S1", i, 0);
+		assert_int_equal(out_line(st, "R1", "S1", i, &l), SEMQ_OK);
+		assert_int_equal(l.status, SS_CANCELLED);
+		assert_int_equal(l.result, -1); /* to send */
+		assert_int_equal(l.type, 0);
+		assert_int_equal(l.prev_seq, 0);
+		assert_true(l.digest == semq_filler_digest(&id));
+		assert_int_equal(l.next_at, NOW + 5);
+		assert_non_null(strstr(l.last_error, "filler"));
+		assert_int_equal(store_is_filler(st, &id, &filler), SEMQ_OK);
+		assert_true(filler);
 	}
+	assert_int_equal(q1(st, "SELECT count(*) FROM tb_0031 WHERE seq IN"
+				" (4, 7, 8) AND msg_key IS NULL"
+				" AND length(payload) = 0"),
+			 3);
 	assert_int_equal(out_line(st, "R1", "S1", 9, &l), SEMQ_OK);
 	assert_int_equal(l.type, 102);
 	assert_int_equal(l.prev_seq, 1);
@@ -3064,7 +3092,7 @@ static void test_renumber(void **state)
 	assert_int_equal(out_line(st, "R1", "S2", 1, &l), SEMQ_OK);
 	assert_int_equal(l.type, 201);
 	assert_int_equal(l.status, SS_UNSEND);
-	assert_int_equal(q1(st, "SELECT count(*) FROM tb_0031"), 9);
+	assert_int_equal(q1(st, "SELECT count(*) FROM tb_0031"), 12);
 
 	/* The counter moved past them; the next message follows. */
 	assert_int_equal(store_last_seq(st, "S1", &last), SEMQ_OK);
@@ -3087,6 +3115,19 @@ static void test_renumber(void **state)
 	assert_int_equal(out_line(st, "R1", "S1", 14, &l), SEMQ_OK);
 	assert_int_equal(l.type, 106);
 	assert_int_equal(l.prev_seq, 0);
+	/* its own seq is the lost timeline's: no filler there */
+	assert_int_equal(out_line(st, "R1", "S1", 6, &l), SEMQ_ERR_NOT_FOUND);
+	assert_int_equal(q1(st, "SELECT seen_high FROM semq_stream_out WHERE"
+				" dest = 'S1'"),
+			 6);
+
+	/* A filler is no message: it is never renumbered. */
+	id = own_id("S1", 7, 0);
+	assert_int_equal(
+		store_renumber(st, &id, NOW + 6, why, &olds, &n, &first),
+		SEMQ_DECLINED);
+	assert_non_null(strstr(store_errmsg(st), "filler"));
+	assert_null(olds);
 
 	/* Declined: a confirmed row, a recorded tombstone, a relay's copy;
 	 * none: not found. Nothing moves. */
@@ -3176,8 +3217,12 @@ static void test_stream_resync(void **state)
 					     &from, &moved),
 			 SEMQ_DECLINED);
 	streams_out_expect(st, 1, "S1 last=3 resyncs=0 at=-1 note=(null)");
+	/* ... and such a high may count this database's own messages: it
+	 * does not tell how far the lost timeline reached */
+	assert_int_equal(q1(st, "SELECT seen_high FROM semq_stream_out"), 0);
 
-	/* Above: the counter moves, counted, noted. */
+	/* Above: the counter moves, counted, noted; the lost timeline
+	 * reached that far. */
 	assert_int_equal(store_stream_resync(st, "S1", 10, NOW + 1,
 					     "P1 had seen up to seq 10", 0,
 					     &from, &moved),
@@ -3189,6 +3234,7 @@ static void test_stream_resync(void **state)
 	streams_out_expect(st, 1,
 			   "S1 last=10 resyncs=1 at=1 note=P1 had seen up to "
 			   "seq 10");
+	assert_int_equal(q1(st, "SELECT seen_high FROM semq_stream_out"), 10);
 
 	/* Recorded without moving, never down. */
 	assert_int_equal(store_stream_resync(st, "S1", 5, NOW + 2,
