@@ -30,6 +30,26 @@
  *    are dropped unacknowledged before they become jobs; the sender keeps
  *    the messages and asks about them later (query_after), so nothing is
  *    lost and nothing is stored twice.
+ *  - Admission. A connection is a handshake from accept (or dial) until its
+ *    certificate is verified and on_identified() took it; then it is
+ *    authenticated (HELLO, READY). The two are counted apart, so strangers
+ *    can fill only the handshake slots: at accept, an address over
+ *    max_connections_per_address or max_handshakes_per_address is refused
+ *    before TLS; max_handshakes full drops the oldest accepted handshake (a
+ *    real one takes milliseconds, a stranger's trickle the deadline). After
+ *    identification: [tls] deny, [node] allow, max_connections (accepted
+ *    ones refused), max_connections_per_peer (that id's oldest accepted
+ *    connection closed). A dialled connection counts everywhere but is
+ *    never closed or refused for a bound: the configuration bounds them.
+ *    Refusals of strangers are logged at most once per LIMIT_LOG_MS per
+ *    reason, with the count in between; every one is counted (net_stats).
+ *  - accept() failing (descriptors exhausted) pauses the listener with a
+ *    back-off of ACCEPT_BACKOFF_MIN_MS doubling to ACCEPT_BACKOFF_MAX_MS,
+ *    instead of the level-triggered busy loop libevent would run. An
+ *    episode starts with the first failure (logged) and ends when
+ *    ACCEPT_BACKOFF_MAX_MS passed without one (logged, with the count): a
+ *    backlog of connections taken a few at a time between failures is one
+ *    episode, not a line per batch.
  */
 #include "net.h"
 
@@ -37,15 +57,19 @@
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
+#include <event2/dns.h>
 #include <event2/event.h>
 #include <event2/listener.h>
 #include <event2/util.h>
+#include <libpq-fe.h>
 
 #include "admin.h"
 #include "codec.h"
@@ -55,7 +79,10 @@
 #include "tls.h"
 #include "worker.h"
 
-#define MAX_CONNS 4096
+#define LIMIT_LOG_MS 10000 /* one line per reason of refusal this often */
+#define ACCEPT_BACKOFF_MIN_MS 100
+#define ACCEPT_BACKOFF_MAX_MS 2000
+#define CRL_POLL_MS 5000 /* [tls] crl: is the file new? */
 
 struct dialer {
 	struct net *n;
@@ -69,9 +96,18 @@ struct dialer {
 /* What /peers shows of a connection beyond peer.h: set with conn_set_user()
  * when it is added, owned here, freed in on_close(). */
 struct conn_info {
-	char addr[INET6_ADDRSTRLEN + 8]; /* host:port */
-	int64_t since;                   /* unix ms: accepted / dial started */
-	int64_t ready_at;                /* unix ms: Hello done; 0 before */
+	char addr[300];   /* host:port */
+	int64_t since;    /* unix ms: accepted / dial started */
+	int64_t ready_at; /* unix ms: Hello done; 0 before */
+	int family;       /* accepted from; 0 when dialled */
+	unsigned char ip[16];
+	int authed; /* counted as authenticated, else as a handshake */
+};
+
+/* A line about refusals of one kind, at most every LIMIT_LOG_MS. */
+struct limit_log {
+	int64_t last_ms; /* monotonic; 0 = never */
+	uint64_t quiet;  /* refusals since, not logged */
 };
 
 struct net {
@@ -80,6 +116,18 @@ struct net {
 	SSL_CTX *tls;
 	struct evconnlistener *listener;
 	struct admin *admin; /* NULL when [node] admin is not set */
+	struct evdns_base *dns;
+	struct event *ev_accept_retry; /* the listener paused: try again */
+	struct event *ev_accept_calm;  /* no failure since: episode over */
+	int64_t accept_backoff_ms;     /* the next pause; 0: none yet */
+	int64_t accept_paused_at;      /* monotonic ms: first failure; 0 none */
+	uint64_t accept_failed;        /* failures of this episode */
+	struct event *ev_crl;          /* [tls] crl poll */
+	struct event *ev_relief;       /* memory_budget: below half again */
+	int pressed;                   /* some reading is paused for it */
+	unsigned n_handshakes;         /* connections before authentication */
+	unsigned n_authed;             /* and after */
+	struct limit_log limit_log[NET_REFUSED_N + NET_EVICTED_N];
 	int wake_fd;
 	struct event *ev_wake;
 	struct event *ev_out;
@@ -99,7 +147,18 @@ struct net {
 	uint64_t rng;
 };
 
+/* What the bounds did (network thread only; one net per process). */
+static struct net_stats stats;
+
 /* ---- helpers -------------------------------------------------------------- */
+
+static int64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
 
 static uint64_t rnd(struct net *n)
 {
@@ -172,6 +231,7 @@ static void send_routes(struct net *n)
 				    SEMQ__FEATURE__FEATURE_RELAY) != 0;
 		r->hops[k].revision = conn_peer_revision(c);
 		r->hops[k].life = conn_peer_life(c);
+		r->hops[k].max_frame = conn_peer_max_frame(c);
 		k++;
 	}
 	r->n_hops = k;
@@ -192,17 +252,18 @@ static void addr_text(char *buf, size_t sz, const char *host, unsigned port)
 	snprintf(buf, sz, strchr(host, ':') ? "[%s]:%u" : "%s:%u", host, port);
 }
 
-/* Remembers where c goes and since when, for /peers (without them when out
- * of memory). */
-static void conn_info_set(struct conn *c, const char *addr)
+/* Remembers where c goes and since when, for /peers and admission; NULL
+ * when out of memory. */
+static struct conn_info *conn_info_set(struct conn *c, const char *addr)
 {
 	struct conn_info *ci = calloc(1, sizeof *ci);
 
 	if (!ci)
-		return;
+		return NULL;
 	snprintf(ci->addr, sizeof ci->addr, "%s", addr);
 	ci->since = clock_real_ms(NULL);
 	conn_set_user(c, ci);
+	return ci;
 }
 
 /* ---- rights of a peer (SPEC §10) ------------------------------------------ */
@@ -270,18 +331,19 @@ static int check_rights(struct net *n, const char *peer, const Semq__Frame *f,
 		return 0;
 	case SEMQ__FRAME__BODY_RELAY_ACK:
 		/* "Not delivered" from anyone only delays a resend; a claim
-		 * of custody (forwarded, stored) or that nobody knows the
-		 * destination (the origin puts the message dead) only from a
-		 * trusted relay. */
+		 * of custody (forwarded, stored), or that nobody knows the
+		 * destination or a routing loop (the origin puts the message
+		 * dead) only from a trusted relay. */
 		if (f->relay_ack->kind == SEMQ__RELAY_ACK__KIND__UNREACHABLE &&
-		    f->relay_ack->reason != SEMQ__RELAY_REFUSAL__UNKNOWN_DEST)
+		    f->relay_ack->reason != SEMQ__RELAY_REFUSAL__UNKNOWN_DEST &&
+		    f->relay_ack->reason != SEMQ__RELAY_REFUSAL__LOOP)
 			return 0;
 		snprintf(why, whysz,
 			 "RelayAck (%s) from '%s', which is not a "
 			 "trusted_relay",
 			 f->relay_ack->kind ==
 					 SEMQ__RELAY_ACK__KIND__UNREACHABLE
-				 ? "unknown destination"
+				 ? "undeliverable"
 				 : "custody",
 			 peer);
 		return -1;
@@ -324,23 +386,238 @@ static int check_rights(struct net *n, const char *peer, const Semq__Frame *f,
 	}
 }
 
-/* ---- connection callbacks -------------------------------------------------- */
+/* ---- admission ([node] max_*, [tls] deny) ---------------------------------- */
 
-/* [node] allow = listed: only ids with a [peer] section get past TLS (a
- * dialled peer always has one). */
+static const char *const refusal_names[NET_REFUSED_N] = {
+	"handshakes_per_address",
+	"connections_per_address",
+	"handshakes",
+	"connections",
+	"connections_per_peer",
+	"denied",
+	"not_listed"};
+static const char *const eviction_names[NET_EVICTED_N] = {
+	"handshakes", "connections_per_peer"};
+
+const char *net_refusal_text(int reason)
+{
+	return reason >= 0 && reason < NET_REFUSED_N ? refusal_names[reason]
+						     : "?";
+}
+
+const char *net_eviction_text(int reason)
+{
+	return reason >= 0 && reason < NET_EVICTED_N ? eviction_names[reason]
+						     : "?";
+}
+
+void net_get_stats(struct net_stats *out)
+{
+	struct conn_stats cs;
+
+	conn_get_stats(&cs);
+	*out = stats;
+	out->handshake_timeouts = cs.handshake_timeouts;
+	out->slow_readers = cs.slow_readers;
+	out->errors_suppressed = cs.errors_suppressed;
+	out->lines_suppressed += cs.lines_suppressed;
+}
+
+/* c (in n->conns, with its conn_info) enters (+1) or leaves (-1) the count
+ * of its kind: handshakes, or authenticated once ci->authed. */
+static void count(struct net *n, const struct conn_info *ci, int d)
+{
+	if (ci && ci->authed)
+		n->n_authed += (unsigned)d;
+	else
+		n->n_handshakes += (unsigned)d;
+	stats.handshakes = n->n_handshakes;
+	stats.authenticated = n->n_authed;
+}
+
+/*
+ * A line about a bound that strangers can hit thousands of times a second
+ * (slot: a refusal reason, or NET_REFUSED_N + an eviction reason): the
+ * first is logged, then at most one per LIMIT_LOG_MS with how many were
+ * left out in between. The counters have every one.
+ */
+static void limit_note(struct net *n, size_t slot, const char *peer,
+		       const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+static void limit_note(struct net *n, size_t slot, const char *peer,
+		       const char *fmt, ...)
+{
+	struct limit_log *l = &n->limit_log[slot];
+	int64_t now = mono_ms();
+	char text[400], more[128] = "";
+	va_list ap;
+
+	if (l->last_ms && now - l->last_ms < LIMIT_LOG_MS) {
+		l->quiet++;
+		stats.lines_suppressed++;
+		return;
+	}
+	va_start(ap, fmt);
+	vsnprintf(text, sizeof text, fmt, ap);
+	va_end(ap);
+	if (l->quiet)
+		snprintf(more, sizeof more,
+			 " (and %llu more for the same reason in the last "
+			 "%lld s, not logged)",
+			 (unsigned long long)l->quiet,
+			 (long long)(now - l->last_ms) / 1000);
+	l->last_ms = now;
+	l->quiet = 0;
+	log_msg(LOG_WARN, "net", peer, NULL, "%s%s", text, more);
+}
+
+/* Accepted connections from (family, ip): all of them, and how many of
+ * those are handshakes. */
+static void count_address(const struct net *n, int family,
+			  const unsigned char ip[16], unsigned *all,
+			  unsigned *hs)
+{
+	size_t i;
+
+	*all = *hs = 0;
+	for (i = 0; i < n->n_conns; i++) {
+		const struct conn_info *ci = conn_user(n->conns[i]);
+
+		if (!ci || ci->family != family || memcmp(ci->ip, ip, 16))
+			continue;
+		(*all)++;
+		if (!ci->authed)
+			(*hs)++;
+	}
+}
+
+/* max_handshakes is full: closes the oldest accepted handshake (never a
+ * dialled one) for a connection from `addr`. 0 when there is none. */
+static int evict_handshake(struct net *n, const char *addr)
+{
+	size_t i;
+
+	for (i = 0; i < n->n_conns; i++) {
+		struct conn *c = n->conns[i];
+		const struct conn_info *ci = conn_user(c);
+
+		if (conn_outbound(c) || !ci || ci->authed)
+			continue;
+		stats.evicted[NET_EVICTED_HANDSHAKES]++;
+		limit_note(n, NET_REFUSED_N + NET_EVICTED_HANDSHAKES, NULL,
+			   "%u handshakes in progress (max_handshakes): "
+			   "dropped the oldest, from %s, %lld ms old, for a "
+			   "new connection from %s",
+			   n->n_handshakes, ci->addr,
+			   (long long)(clock_real_ms(NULL) - ci->since), addr);
+		conn_close(c, 0, "dropped for a newer handshake");
+		return 1;
+	}
+	return 0;
+}
+
+/* The oldest authenticated connection of `peer` this node accepted (not
+ * dialled) other than `except`; NULL when none. */
+static struct conn *oldest_accepted(struct net *n, const char *peer,
+				    const struct conn *except)
+{
+	size_t i;
+
+	for (i = 0; i < n->n_conns; i++) {
+		struct conn *c = n->conns[i];
+		const struct conn_info *ci = conn_user(c);
+
+		if (c != except && !conn_outbound(c) && ci && ci->authed &&
+		    !strcmp(conn_peer(c), peer))
+			return c;
+	}
+	return NULL;
+}
+
+/*
+ * The certificate is verified: [tls] deny, [node] allow = listed (only ids
+ * with a [peer] section; a dialled peer always has one), max_connections
+ * (for an accepted connection), max_connections_per_peer (that id's oldest
+ * accepted connection makes room). Taken, the connection leaves the
+ * handshakes for the authenticated ones.
+ */
 static int on_identified(void *ctx, struct conn *c, char *why, size_t whysz)
 {
 	struct net *n = ctx;
+	struct conn_info *ci = conn_user(c);
+	const char *id = conn_peer(c);
+	unsigned k = 0;
+	size_t i;
+	int reason;
 
-	if (!n->c->allow_listed || config_peer(n->c, conn_peer(c)))
-		return 0;
-	snprintf(why, whysz,
-		 "'%s' has no [peer %s] section and this node allows only "
-		 "listed peers ([node] allow = listed); add the section to let "
-		 "it in",
-		 conn_peer(c), conn_peer(c));
+	for (i = 0; i < n->c->n_tls_deny; i++)
+		if (!strcmp(n->c->tls_deny[i], id)) {
+			snprintf(why, whysz,
+				 "'%s' is in [tls] deny: its certificate is "
+				 "not accepted",
+				 id);
+			reason = NET_REFUSED_DENIED;
+			goto refuse;
+		}
+	if (n->c->allow_listed && !config_peer(n->c, id)) {
+		snprintf(why, whysz,
+			 "'%s' has no [peer %s] section and this node allows "
+			 "only listed peers ([node] allow = listed); add the "
+			 "section to let it in",
+			 id, id);
+		reason = NET_REFUSED_NOT_LISTED;
+		goto refuse;
+	}
+	if (!conn_outbound(c) && n->n_authed >= n->c->max_connections) {
+		snprintf(why, whysz,
+			 "%u connections are authenticated already "
+			 "(max_connections)",
+			 n->n_authed);
+		reason = NET_REFUSED_CONNECTIONS;
+		goto refuse;
+	}
+	for (i = 0; i < n->n_conns; i++) {
+		const struct conn_info *o = conn_user(n->conns[i]);
+
+		if (o && o->authed && !strcmp(conn_peer(n->conns[i]), id))
+			k++;
+	}
+	while (k >= n->c->max_connections_per_peer) {
+		struct conn *old = oldest_accepted(n, id, c);
+		const struct conn_info *oi;
+
+		if (!old)
+			break;
+		oi = conn_user(old);
+		stats.evicted[NET_EVICTED_CONNECTIONS_PER_PEER]++;
+		limit_note(n, NET_REFUSED_N + NET_EVICTED_CONNECTIONS_PER_PEER,
+			   id,
+			   "%u connections of '%s' (max_connections_per_peer): "
+			   "closed the oldest, from %s (%s), for a new one",
+			   k, id, oi->addr, conn_state_text(conn_state(old)));
+		conn_close(old, 0, "closed for a newer connection of its peer");
+		k--;
+	}
+	if (k >= n->c->max_connections_per_peer && !conn_outbound(c)) {
+		snprintf(why, whysz,
+			 "'%s' has %u connections already, all dialled by this "
+			 "node (max_connections_per_peer)",
+			 id, k);
+		reason = NET_REFUSED_CONNECTIONS_PER_PEER;
+		goto refuse;
+	}
+	if (ci) {
+		count(n, ci, -1);
+		ci->authed = 1;
+		count(n, ci, +1);
+	}
+	return 0;
+refuse:
+	stats.refused[reason]++;
 	return -1;
 }
+
+/* ---- connection callbacks -------------------------------------------------- */
 
 static void on_ready(void *ctx, struct conn *c)
 {
@@ -453,8 +730,68 @@ static int on_frame(void *ctx, struct conn *c, Semq__Frame *f)
 	snprintf(j->peer, sizeof j->peer, "%s", conn_peer(c));
 	j->trusted_relay = trusted(n, conn_peer(c));
 	j->frame = f;
+	/* what it holds until the store thread is done with it: the
+	 * unpacked frame, about three times its wire size */
+	j->bytes = sizeof *j + 3 * semq__frame__get_packed_size(f);
 	submit(n, j);
+	/* [node] memory_budget: over it, the peers holding most of it are
+	 * not read from until the store thread has caught up. */
+	if (n->w && worker_heavy(n->w, conn_id(c))) {
+		if (!n->pressed) {
+			int over = 0;
+			size_t q = worker_queued_bytes(n->w, &over);
+
+			log_msg(LOG_WARN, "net", conn_peer(c), NULL,
+				"%zu bytes wait for the store thread, over "
+				"memory_budget (%zu): reading paused from the "
+				"peers holding the most, until it caught up",
+				q, n->c->memory_budget);
+		}
+		n->pressed = 1;
+		stats.pauses++;
+		conn_pause(c, 1);
+	}
 	return 0;
+}
+
+/* The store thread (worker_set_relief): below half the budget again. */
+static void relief(void *ctx)
+{
+	struct net *n = ctx;
+
+	event_active(n->ev_relief, EV_READ, 0);
+}
+
+static void relief_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct net *n = arg;
+	uint64_t *ids;
+	size_t i, k = 0;
+
+	(void)fd;
+	(void)what;
+	if (!n->pressed)
+		return;
+	n->pressed = 0;
+	ids = calloc(n->n_conns + 1, sizeof *ids);
+	if (!ids)
+		return;
+	for (i = 0; i < n->n_conns; i++)
+		if (conn_paused(n->conns[i]))
+			ids[k++] = conn_id(n->conns[i]);
+	if (k)
+		log_msg(LOG_INFO, "net", NULL, NULL,
+			"the store thread caught up: reading %zu paused "
+			"connection(s) again",
+			k);
+	/* resuming reads what waited, which may close a connection or
+	 * pause it again: found again by id */
+	for (i = 0; i < k; i++) {
+		struct conn *c = find_conn(n, ids[i]);
+		if (c)
+			conn_pause(c, 0);
+	}
+	free(ids);
 }
 
 static void schedule_dial(struct dialer *d);
@@ -463,18 +800,20 @@ static void on_close(void *ctx, struct conn *c, const char *why)
 {
 	struct net *n = ctx;
 	int was_ready = conn_state(c) == CONN_READY || conn_peer(c)[0];
+	struct conn_info *ci = conn_user(c);
 	size_t i;
 
 	(void)why;
-	free(conn_user(c));
-	conn_set_user(c, NULL);
 	for (i = 0; i < n->n_conns; i++)
 		if (n->conns[i] == c) {
+			count(n, ci, -1);
 			memmove(&n->conns[i], &n->conns[i + 1],
 				(n->n_conns - i - 1) * sizeof *n->conns);
 			n->n_conns--;
 			break;
 		}
+	free(ci);
+	conn_set_user(c, NULL);
 	for (i = 0; i < n->n_dialers; i++)
 		if (n->dialers[i].conn == c) {
 			n->dialers[i].conn = NULL;
@@ -494,6 +833,7 @@ static int add_conn(struct net *n, struct conn *c)
 		return SEMQ_ERR_NOMEM;
 	n->conns = v;
 	n->conns[n->n_conns++] = c;
+	count(n, conn_user(c), +1);
 	return SEMQ_OK;
 }
 
@@ -511,10 +851,16 @@ static void dial_cb(evutil_socket_t fd, short what, void *arg)
 	if (n->stopping || d->conn)
 		return;
 	d->attempts++;
+	/* Ours count among the handshakes too: make room as for a stranger,
+	 * but never wait for it. */
+	if (n->n_handshakes >= n->c->max_handshakes)
+		evict_handshake(n, "this node's dial");
+	addr_text(addr, sizeof addr, d->peer->connect.host,
+		  d->peer->connect.port);
 	c = conn_new(n->base, n->tls, -1, d->peer->connect.host,
 		     d->peer->connect.port, d->peer->name, ++n->next_id,
 		     &n->prm, &n->cbs, n);
-	if (!c || add_conn(n, c) != SEMQ_OK) {
+	if (!c || !conn_info_set(c, addr) || add_conn(n, c) != SEMQ_OK) {
 		if (c)
 			conn_free(c);
 		log_msg(LOG_WARN, "net", d->peer->name, NULL,
@@ -525,9 +871,6 @@ static void dial_cb(evutil_socket_t fd, short what, void *arg)
 	}
 	d->conn = c;
 	d->next_at = 0;
-	addr_text(addr, sizeof addr, d->peer->connect.host,
-		  d->peer->connect.port);
-	conn_info_set(c, addr);
 	log_msg(LOG_DEBUG, "net", d->peer->name, NULL, "dialling %s:%u",
 		d->peer->connect.host, d->peer->connect.port);
 }
@@ -556,37 +899,238 @@ static void schedule_dial(struct dialer *d)
 
 /* ---- listener, wake socket, outputs, signals --------------------------------- */
 
+/* Closes an accepted socket at once, with a reset: no TIME_WAIT here for a
+ * connection that was never taken. */
+static void refuse_fd(evutil_socket_t fd)
+{
+	struct linger lg = {1, 0};
+
+	setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
+	evutil_closesocket(fd);
+}
+
+/* The episode ends unless another failure comes within
+ * ACCEPT_BACKOFF_MAX_MS (accept_error_cb removes the timer). */
+static void accept_calm_later(struct net *n)
+{
+	struct timeval tv = {ACCEPT_BACKOFF_MAX_MS / 1000,
+			     (ACCEPT_BACKOFF_MAX_MS % 1000) * 1000};
+
+	if (n->accept_paused_at && !evtimer_pending(n->ev_accept_calm, NULL))
+		evtimer_add(n->ev_accept_calm, &tv);
+}
+
+/* An accept() worked again: the back-off starts from the bottom. */
+static void accept_resumed(struct net *n)
+{
+	n->accept_backoff_ms = 0;
+	stats.accept_paused = 0;
+	accept_calm_later(n);
+}
+
+static void accept_calm_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct net *n = arg;
+
+	(void)fd;
+	(void)what;
+	log_msg(LOG_INFO, "net", NULL, NULL,
+		"accepting connections again, after %llu failed accept() "
+		"calls in %lld ms",
+		(unsigned long long)n->accept_failed,
+		(long long)(mono_ms() - n->accept_paused_at));
+	n->accept_failed = 0;
+	n->accept_paused_at = 0;
+	n->accept_backoff_ms = 0;
+	stats.accept_paused = 0;
+}
+
 static void accept_cb(struct evconnlistener *l, evutil_socket_t fd,
 		      struct sockaddr *sa, int salen, void *arg)
 {
 	struct net *n = arg;
 	char host[INET6_ADDRSTRLEN] = "?", addr[INET6_ADDRSTRLEN + 8];
-	unsigned port = 0;
+	unsigned char ip[16] = {0};
+	unsigned port = 0, all, hs;
+	struct conn_info *ci;
 	struct conn *c;
 
 	(void)l;
 	(void)salen;
+	if (n->accept_backoff_ms)
+		accept_resumed(n);
 	if (sa->sa_family == AF_INET) {
 		const struct sockaddr_in *in = (const void *)sa;
 		evutil_inet_ntop(AF_INET, &in->sin_addr, host, sizeof host);
 		port = ntohs(in->sin_port);
+		memcpy(ip, &in->sin_addr, 4);
 	} else if (sa->sa_family == AF_INET6) {
 		const struct sockaddr_in6 *in6 = (const void *)sa;
 		evutil_inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof host);
 		port = ntohs(in6->sin6_port);
+		memcpy(ip, &in6->sin6_addr, 16);
 	}
 	addr_text(addr, sizeof addr, host, port);
-	if (n->stopping || n->n_conns >= MAX_CONNS) {
+	if (n->stopping) {
 		evutil_closesocket(fd);
+		return;
+	}
+	count_address(n, sa->sa_family, ip, &all, &hs);
+	if (all >= n->c->max_connections_per_address) {
+		stats.refused[NET_REFUSED_CONNECTIONS_PER_ADDRESS]++;
+		limit_note(n, NET_REFUSED_CONNECTIONS_PER_ADDRESS, NULL,
+			   "refused a connection from %s: %u connections from "
+			   "%s already (max_connections_per_address)",
+			   addr, all, host);
+		refuse_fd(fd);
+		return;
+	}
+	if (hs >= n->c->max_handshakes_per_address) {
+		stats.refused[NET_REFUSED_HANDSHAKES_PER_ADDRESS]++;
+		limit_note(n, NET_REFUSED_HANDSHAKES_PER_ADDRESS, NULL,
+			   "refused a connection from %s: %u handshakes from "
+			   "%s in progress (max_handshakes_per_address)",
+			   addr, hs, host);
+		refuse_fd(fd);
+		return;
+	}
+	if (n->n_handshakes >= n->c->max_handshakes &&
+	    !evict_handshake(n, addr)) {
+		stats.refused[NET_REFUSED_HANDSHAKES]++;
+		limit_note(n, NET_REFUSED_HANDSHAKES, NULL,
+			   "refused a connection from %s: %u handshakes in "
+			   "progress, all of them dialled by this node "
+			   "(max_handshakes)",
+			   addr, n->n_handshakes);
+		refuse_fd(fd);
 		return;
 	}
 	evutil_make_socket_nonblocking(fd);
 	c = conn_new(n->base, n->tls, fd, NULL, 0, NULL, ++n->next_id, &n->prm,
 		     &n->cbs, n);
-	if (c && add_conn(n, c) != SEMQ_OK)
+	if (!c)
+		return;
+	ci = conn_info_set(c, addr);
+	if (ci) {
+		ci->family = sa->sa_family;
+		memcpy(ci->ip, ip, sizeof ip);
+	}
+	if (!ci || add_conn(n, c) != SEMQ_OK)
 		conn_free(c);
-	else if (c)
-		conn_info_set(c, addr);
+}
+
+/*
+ * accept() failed for another reason than a connection that went away: in
+ * practice no descriptor is left (EMFILE, ENFILE) or no kernel memory. The
+ * listening socket stays readable, so libevent would call again at once,
+ * for ever: the listener pauses instead, ACCEPT_BACKOFF_MIN_MS first,
+ * doubling to ACCEPT_BACKOFF_MAX_MS while it fails. One line starts the
+ * episode; accept_resumed() ends it with the count.
+ */
+static void accept_error_cb(struct evconnlistener *l, void *arg)
+{
+	struct net *n = arg;
+	int e = EVUTIL_SOCKET_ERROR();
+	struct timeval tv;
+
+	stats.accept_failures++;
+	stats.accept_paused = 1;
+	n->accept_failed++;
+	evtimer_del(n->ev_accept_calm);
+	if (!n->accept_paused_at) {
+		stats.accept_pauses++;
+		n->accept_paused_at = mono_ms();
+		log_msg(LOG_WARN, "net", NULL, NULL,
+			"accept: %s (%zu connections open); new connections "
+			"wait: trying again in %d ms, then every %d ms at "
+			"most, until one is taken",
+			evutil_socket_error_to_string(e), n->n_conns,
+			ACCEPT_BACKOFF_MIN_MS, ACCEPT_BACKOFF_MAX_MS);
+	}
+	if (!n->accept_backoff_ms)
+		n->accept_backoff_ms = ACCEPT_BACKOFF_MIN_MS;
+	else if (n->accept_backoff_ms < ACCEPT_BACKOFF_MAX_MS) {
+		n->accept_backoff_ms *= 2;
+		if (n->accept_backoff_ms > ACCEPT_BACKOFF_MAX_MS)
+			n->accept_backoff_ms = ACCEPT_BACKOFF_MAX_MS;
+	}
+	evconnlistener_disable(l);
+	tv.tv_sec = n->accept_backoff_ms / 1000;
+	tv.tv_usec = (n->accept_backoff_ms % 1000) * 1000;
+	evtimer_add(n->ev_accept_retry, &tv);
+}
+
+static void accept_retry_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct net *n = arg;
+
+	(void)fd;
+	(void)what;
+	if (n->stopping || !n->listener)
+		return;
+	/* the connection that failed may have gone meanwhile: then nothing
+	 * is accepted, and no failure for a while ends the episode too */
+	accept_calm_later(n);
+	evconnlistener_enable(n->listener);
+}
+
+/* ---- [tls] crl ---------------------------------------------------------------- */
+
+/*
+ * Reads [tls] crl again: forced on SIGHUP, else only when the file changed
+ * (the CRL_POLL_MS poll). A file that cannot be used leaves the CRLs read
+ * before in force (tls.c does not try the same file with the same error
+ * again until it changes or a reload is forced; a stale list it logs
+ * itself).
+ */
+static void crl_reload(struct net *n, int force)
+{
+	char err[SEMQ_ERRLEN] = "";
+	int r;
+
+	if (!n->tls || !n->c->tls_crl || !n->c->tls_crl[0])
+		return;
+	r = tls_crl_reload(n->tls, n->c->tls_crl, force, err, sizeof err);
+	if (r == SEMQ_OK) {
+		size_t i = 0;
+
+		stats.crl_reloads++;
+		log_msg(LOG_INFO, "net", NULL, NULL,
+			"[tls] crl read again (%s): %s; new handshakes are "
+			"checked against it, and the links up now",
+			force ? "SIGHUP" : "the file changed", err);
+		/* A peer revoked while connected goes now, not at its next
+		 * reconnect. */
+		while (i < n->n_conns) {
+			struct conn *c = n->conns[i];
+			char why[SEMQ_ERRLEN];
+
+			if (conn_tls_recheck(c, why, sizeof why) !=
+			    SEMQ_DECLINED) {
+				i++;
+				continue;
+			}
+			stats.revoked_closed++;
+			log_msg(LOG_WARN, "net", conn_peer(c), NULL,
+				"closed: its certificate fails now (%s)", why);
+			conn_close(c, SEMQ__ERROR__CODE__FORBIDDEN, why);
+			/* on_close took it out of n->conns */
+		}
+	} else if (r != SEMQ_DECLINED) {
+		stats.crl_failures++;
+		log_msg(LOG_ERROR, "net", NULL, NULL,
+			"[tls] crl: %s; the revocation lists read before stay "
+			"in force",
+			err);
+	}
+	stats.crl_next_update = tls_crl_next_update(n->tls);
+}
+
+static void crl_poll_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	crl_reload(arg, 0);
 }
 
 static void wake_cb(evutil_socket_t fd, short what, void *arg)
@@ -668,6 +1212,7 @@ static void signal_cb(evutil_socket_t sig, short what, void *arg)
 	if (sig == SIGHUP) {
 		if (log_reopen() != SEMQ_OK)
 			log_warn("net", "SIGHUP: cannot reopen the log file");
+		crl_reload(arg, 1);
 		return;
 	}
 	stop_cb(-1, 0, arg);
@@ -703,6 +1248,7 @@ static void list_peers(void *ctx, admin_peer_cb cb, void *cb_ctx)
 		p.since = ci ? ci->since : 0;
 		p.ready_at = ci ? ci->ready_at : 0;
 		p.pending = conn_output_pending(c);
+		p.paused = conn_paused(c);
 		cb(cb_ctx, &p);
 	}
 	for (k = 0; k < n->c->n_peers; k++) {
@@ -734,25 +1280,60 @@ static void list_peers(void *ctx, admin_peer_cb cb, void *cb_ctx)
 	}
 }
 
+static uint64_t fnv1a(uint64_t h, const char *s)
+{
+	const unsigned char *p;
+
+	for (p = (const unsigned char *)s; *p; p++) {
+		h ^= *p;
+		h *= 1099511628211ULL;
+	}
+	return h;
+}
+
 /*
  * The wake socket's abstract name (see DESIGN): for the unnamed instance of a
  * SQLite file, semq_wake_name() (what semq_notify() and semqctl poke); for a
  * named instance that name plus "@INSTANCE"; for a postgresql:// database
- * "semq-wake-pg-HASH@INSTANCE", HASH the FNV-1a of the URL (never the URL
- * itself: it may hold a password).
+ * "semq-wake-pg-HASH@INSTANCE", HASH the FNV-1a of the connection options
+ * libpq reads in [node] db (URL or key=value), every one but the passwords:
+ * abstract socket names are visible to every local user
+ * (/proc/net/unix), and an unsalted hash of a short password is soon
+ * guessed.
  */
 static int wake_name(const struct config *c, char *name, size_t namesz,
 		     size_t *len, char *err, size_t errsz)
 {
 	uint64_t h = 14695981039346656037ULL;
-	const unsigned char *p;
 	int k;
 
 	if (c->db_url) {
-		for (p = (const unsigned char *)c->db; *p; p++) {
-			h ^= *p;
-			h *= 1099511628211ULL;
+		PQconninfoOption *opts, *o;
+		char *perr = NULL;
+
+		opts = PQconninfoParse(c->db, &perr);
+		if (!opts) {
+			size_t m = perr ? strlen(perr) : 0;
+
+			while (m && (perr[m - 1] == '\n' || perr[m - 1] == ' '))
+				perr[--m] = '\0';
+			snprintf(err, errsz,
+				 "[node] db: libpq cannot read the connection "
+				 "string: %s",
+				 perr && perr[0] ? perr : "out of memory");
+			PQfreemem(perr);
+			return SEMQ_ERR_CONFIG;
 		}
+		for (o = opts; o->keyword; o++) {
+			if (!o->val || !strcmp(o->keyword, "password") ||
+			    !strcmp(o->keyword, "sslpassword"))
+				continue;
+			h = fnv1a(h, o->keyword);
+			h = fnv1a(h, "=");
+			h = fnv1a(h, o->val);
+			h = fnv1a(h, "\n");
+		}
+		PQconninfoFree(opts);
 		name[0] = '\0';
 		k = snprintf(name + 1, namesz - 1, "semq-wake-pg-%016llx@%s",
 			     (unsigned long long)h, c->instance);
@@ -815,12 +1396,21 @@ static int bind_wake(struct net *n, char *err, size_t errsz)
 	return SEMQ_OK;
 }
 
+/* An IPv4 or IPv6 address, not a name to resolve. */
+static int is_numeric(const char *host)
+{
+	unsigned char buf[16];
+
+	return evutil_inet_pton(AF_INET, host, buf) == 1 ||
+	       evutil_inet_pton(AF_INET6, host, buf) == 1;
+}
+
 int net_new(const struct config *c, struct net **out, char *err, size_t errsz)
 {
 	static const int sigs[3] = {SIGTERM, SIGINT, SIGHUP};
 	struct net *n;
 	size_t i;
-	int r = SEMQ_ERR_NOMEM;
+	int r = SEMQ_ERR_NOMEM, need_dns = 0;
 
 	*out = NULL;
 	n = calloc(1, sizeof *n);
@@ -845,6 +1435,8 @@ int net_new(const struct config *c, struct net **out, char *err, size_t errsz)
 	n->prm.software = "semqd " SEMQ_VERSION;
 	n->prm.ping_interval_ms = c->ping_interval_ms;
 	n->prm.idle_timeout_ms = c->idle_timeout_ms;
+	n->prm.handshake_timeout_ms = c->handshake_timeout_ms;
+	n->prm.write_timeout_ms = c->write_timeout_ms;
 	n->cbs.on_identified = on_identified;
 	n->cbs.on_ready = on_ready;
 	n->cbs.on_frame = on_frame;
@@ -858,12 +1450,14 @@ int net_new(const struct config *c, struct net **out, char *err, size_t errsz)
 	/* A node with neither a listener nor peers (plugins only, fed by
 	 * local applications) needs no TLS at all. */
 	if (c->listen.set || c->n_peers) {
-		n->tls = tls_ctx_new(c->tls_cert, c->tls_key, c->tls_ca, c->id,
-				     err, errsz);
+		n->tls = tls_ctx_new(c->tls_cert, c->tls_key, c->tls_ca,
+				     c->tls_crl, c->id, err, errsz);
 		if (!n->tls) {
 			r = SEMQ_ERR_CONFIG;
 			goto out;
 		}
+		stats.cert_not_after = tls_cert_not_after(n->tls);
+		stats.crl_next_update = tls_crl_next_update(n->tls);
 	}
 	r = bind_wake(n, err, errsz);
 	if (r != SEMQ_OK)
@@ -873,8 +1467,21 @@ int net_new(const struct config *c, struct net **out, char *err, size_t errsz)
 			       wake_cb, n);
 	n->ev_out = event_new(n->base, -1, 0, out_cb, n);
 	n->ev_stop = event_new(n->base, -1, 0, stop_cb, n);
-	if (!n->ev_wake || !n->ev_out || !n->ev_stop)
+	n->ev_accept_retry = evtimer_new(n->base, accept_retry_cb, n);
+	n->ev_accept_calm = evtimer_new(n->base, accept_calm_cb, n);
+	n->ev_relief = event_new(n->base, -1, 0, relief_cb, n);
+	if (!n->ev_wake || !n->ev_out || !n->ev_stop || !n->ev_accept_retry ||
+	    !n->ev_accept_calm || !n->ev_relief)
 		goto out;
+	if (n->tls && c->tls_crl && c->tls_crl[0]) {
+		struct timeval poll = {CRL_POLL_MS / 1000,
+				       (CRL_POLL_MS % 1000) * 1000};
+
+		n->ev_crl = event_new(n->base, -1, EV_PERSIST, crl_poll_cb, n);
+		if (!n->ev_crl)
+			goto out;
+		event_add(n->ev_crl, &poll);
+	}
 	event_add(n->ev_wake, NULL);
 	for (i = 0; i < 3; i++) {
 		n->ev_sig[i] = evsignal_new(n->base, sigs[i], signal_cb, n);
@@ -910,6 +1517,7 @@ int net_new(const struct config *c, struct net **out, char *err, size_t errsz)
 			r = SEMQ_ERR_IO;
 			goto out;
 		}
+		evconnlistener_set_error_cb(n->listener, accept_error_cb);
 	}
 	if (c->admin.set) {
 		r = admin_new(n->base, c, list_peers, n, &n->admin, err, errsz);
@@ -918,8 +1526,26 @@ int net_new(const struct config *c, struct net **out, char *err, size_t errsz)
 		r = SEMQ_ERR_NOMEM;
 	}
 	for (i = 0; i < c->n_peers; i++)
-		if (c->peers[i].connect.set)
+		if (c->peers[i].connect.set) {
 			n->n_dialers++;
+			if (!is_numeric(c->peers[i].connect.host))
+				need_dns = 1;
+		}
+	/* Host names are resolved on the loop (evdns), never with a
+	 * blocking getaddrinfo(); numeric addresses need no resolver. */
+	if (need_dns) {
+		n->dns = evdns_base_new(
+			n->base, EVDNS_BASE_INITIALIZE_NAMESERVERS |
+					 EVDNS_BASE_DISABLE_WHEN_INACTIVE);
+		if (!n->dns) {
+			snprintf(err, errsz,
+				 "cannot set up the DNS resolver (from "
+				 "/etc/resolv.conf)");
+			r = SEMQ_ERR_IO;
+			goto out;
+		}
+		n->prm.dns = n->dns;
+	}
 	if (n->n_dialers) {
 		size_t k = 0;
 		n->dialers = calloc(n->n_dialers, sizeof *n->dialers);
@@ -949,6 +1575,7 @@ void net_attach_worker(struct net *n, struct worker *w)
 {
 	n->w = w;
 	n->prm.life = worker_life(w); /* for Hello: the store has opened */
+	worker_set_relief(w, relief, n);
 	if (n->admin)
 		admin_attach_worker(n->admin, w);
 }
@@ -1009,6 +1636,16 @@ void net_free(struct net *n)
 		event_free(n->ev_out);
 	if (n->ev_stop)
 		event_free(n->ev_stop);
+	if (n->ev_accept_retry)
+		event_free(n->ev_accept_retry);
+	if (n->ev_accept_calm)
+		event_free(n->ev_accept_calm);
+	if (n->ev_crl)
+		event_free(n->ev_crl);
+	if (n->ev_relief)
+		event_free(n->ev_relief);
+	if (n->dns)
+		evdns_base_free(n->dns, 1);
 	if (n->wake_fd >= 0)
 		close(n->wake_fd);
 	if (n->listener)

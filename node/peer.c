@@ -13,14 +13,33 @@
  *  - conn_close() never frees inside a callback of the same bufferevent
  *    before the write side drained: CLOSING waits for the output to empty (or
  *    a short deadline), then frees.
+ *  - Three clocks bound what a peer holds. The handshake deadline is one
+ *    timer armed in conn_new() and removed at READY: it never restarts, so a
+ *    peer trickling its ClientHello or its Hello a byte at a time is closed
+ *    on time. The idle timeout is the bufferevent's read timeout (any byte
+ *    restarts it). The write timeout is its write timeout: libevent arms it
+ *    while output is pending and restarts it only when the socket takes
+ *    bytes, so queuing more (a Ping, an answer) does not extend it.
+ *  - Log lines a peer can cause at will are bounded. A peer's Error text is
+ *    shown sanitised (printable ASCII, at most ERROR_TEXT_MAX bytes), and
+ *    its Errors and its refusals after identification at most once per
+ *    RATE_EVERY_MS per peer id, the next line saying how many were left
+ *    out. Lines about inbound connections that never authenticated (a
+ *    failed or abandoned handshake, its deadline) are at most
+ *    STRANGER_LINES per STRANGER_WINDOW_MS in all, then one line with the
+ *    count: strangers can open connections faster than anyone reads logs.
  */
 #include "peer.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <time.h>
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
@@ -33,7 +52,13 @@
 #include "tls.h"
 
 #define CLOSE_FLUSH_MS 2000
+#define HELLO_MAX (64u * 1024)        /* bytes of a frame before Hello */
 #define HIGH_WATER (8u * 1024 * 1024) /* output bytes before we stop reading */
+#define ERROR_TEXT_MAX 200            /* bytes of a peer's Error text shown */
+#define RATE_EVERY_MS 10000      /* one line per peer and kind this often */
+#define RATE_SLOTS 256           /* (kind, peer) whose last line is kept */
+#define STRANGER_LINES 20        /* lines about unauthenticated inbound */
+#define STRANGER_WINDOW_MS 10000 /* connections per this long, at most */
 
 struct conn {
 	uint64_t id;
@@ -46,12 +71,16 @@ struct conn {
 	uint64_t peer_life;                   /* its life; 0 = revision 1 */
 	char software[65];                    /* its software, "" = none */
 	char addr[64];
+	char remote[64]; /* the socket's other end */
 	unsigned peer_features;
+	size_t peer_max_frame; /* from its Hello */
+	int paused; /* conn_pause(): no frame is read until it resumes */
 	int hello_sent;
 	int closed; /* on_close called */
 	struct bufferevent *bev;
 	struct event *ping;
 	struct event *flush_deadline;
+	struct event *hs_deadline; /* conn_new() to READY */
 	const struct conn_params *prm;
 	const struct conn_cbs *cbs;
 	void *ctx;
@@ -60,10 +89,105 @@ struct conn {
 };
 
 static unsigned live; /* connections not yet freed (network thread only) */
+static struct conn_stats stats; /* network thread only */
+
+/* The last line of a kind logged per peer id (network thread only). */
+static struct rate_slot {
+	char kind; /* 'e': its Error frames, 'r': refusals */
+	char peer[SEMQ_ID_MAX + 1];
+	int64_t last_ms; /* monotonic; 0 = free slot */
+	uint64_t quiet;  /* lines left out since */
+} rate_slots[RATE_SLOTS];
+
+/* Lines about inbound connections before authentication, this window. */
+static struct {
+	int64_t start; /* monotonic ms */
+	unsigned n;
+	uint64_t quiet;
+} strangers;
 
 unsigned conn_live(void)
 {
 	return live;
+}
+
+void conn_get_stats(struct conn_stats *out)
+{
+	*out = stats;
+}
+
+static int64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/*
+ * May a line of `kind` about `peer` be logged now? At most one per
+ * RATE_EVERY_MS: 1 with *quiet = the lines left out since the last one
+ * (over *quiet_ms), or 0 (counted). The least recently used slot goes to a
+ * peer not seen before.
+ */
+static int rate_ok(char kind, const char *peer, uint64_t *quiet,
+		   int64_t *quiet_ms)
+{
+	struct rate_slot *r = NULL, *lru = &rate_slots[0];
+	int64_t now = mono_ms();
+	size_t i;
+
+	for (i = 0; i < RATE_SLOTS && !r; i++)
+		if (rate_slots[i].last_ms && rate_slots[i].kind == kind &&
+		    !strcmp(rate_slots[i].peer, peer))
+			r = &rate_slots[i];
+		else if (rate_slots[i].last_ms < lru->last_ms)
+			lru = &rate_slots[i];
+	if (r && now - r->last_ms < RATE_EVERY_MS) {
+		r->quiet++;
+		return 0;
+	}
+	if (!r) {
+		r = lru;
+		memset(r, 0, sizeof *r);
+		r->kind = kind;
+		snprintf(r->peer, sizeof r->peer, "%s", peer);
+	}
+	*quiet = r->quiet;
+	*quiet_ms = r->last_ms ? now - r->last_ms : 0;
+	r->last_ms = now;
+	r->quiet = 0;
+	return 1;
+}
+
+/* May a line about an inbound connection that has not authenticated be
+ * logged now? (DESIGN) */
+static int stranger_ok(const struct conn *c)
+{
+	int64_t now = mono_ms();
+
+	if (c->outbound || c->state != CONN_TLS)
+		return 1;
+	if (now - strangers.start >= STRANGER_WINDOW_MS) {
+		if (strangers.quiet)
+			log_msg(LOG_WARN, "peer", NULL, NULL,
+				"%" PRIu64 " more lines about connections "
+				"that did not authenticate were left out in "
+				"the last %lld s (at most %d per %d s)",
+				strangers.quiet,
+				(long long)(now - strangers.start) / 1000,
+				STRANGER_LINES, STRANGER_WINDOW_MS / 1000);
+		strangers.start = now;
+		strangers.n = 0;
+		strangers.quiet = 0;
+	}
+	if (strangers.n < STRANGER_LINES) {
+		strangers.n++;
+		return 1;
+	}
+	strangers.quiet++;
+	stats.lines_suppressed++;
+	return 0;
 }
 
 const char *conn_state_text(int state)
@@ -93,6 +217,8 @@ static void destroy(struct conn *c, const char *why)
 		event_free(c->ping);
 	if (c->flush_deadline)
 		event_free(c->flush_deadline);
+	if (c->hs_deadline)
+		event_free(c->hs_deadline);
 	if (c->bev) {
 		SSL *ssl = bufferevent_openssl_get_ssl(c->bev);
 		if (ssl)
@@ -166,6 +292,8 @@ void conn_close(struct conn *c, int code, const char *text)
 	}
 	if (c->ping)
 		event_del(c->ping);
+	if (c->hs_deadline)
+		event_del(c->hs_deadline);
 	bufferevent_disable(c->bev, EV_READ);
 	if (evbuffer_get_length(bufferevent_get_output(c->bev)) == 0 ||
 	    was_tls) {
@@ -252,6 +380,7 @@ static int on_hello(struct conn *c, const Semq__Hello *h)
 		return -1;
 	}
 	c->peer_features = h->features;
+	c->peer_max_frame = h->max_frame;
 	/* validated by the codec: at most SEMQ_INSTANCE_MAX of the name set */
 	snprintf(c->instance, sizeof c->instance, "%s", h->instance);
 	c->revision = h->wire_revision >= 2 ? h->wire_revision : 1;
@@ -261,6 +390,8 @@ static int on_hello(struct conn *c, const Semq__Hello *h)
 	if (!c->hello_sent)
 		send_hello(c);
 	c->state = CONN_READY;
+	if (c->hs_deadline)
+		event_del(c->hs_deadline);
 	tv.tv_sec = c->prm->ping_interval_ms / 1000;
 	tv.tv_usec = (c->prm->ping_interval_ms % 1000) * 1000;
 	c->ping = event_new(bufferevent_get_base(c->bev), -1, EV_PERSIST,
@@ -283,15 +414,43 @@ static int on_hello(struct conn *c, const Semq__Hello *h)
 	return 0;
 }
 
+/*
+ * The peer's Error, logged: its text with every byte that is not printable
+ * ASCII replaced by '?' and cut at ERROR_TEXT_MAX; at most one line per
+ * peer id per RATE_EVERY_MS (a peer that reconnects to send Errors cannot
+ * fill the log), the next one saying how many were left out.
+ */
+static void log_peer_error(struct conn *c, const Semq__Error *e)
+{
+	char text[ERROR_TEXT_MAX + 1], more[96] = "";
+	const char *t = e->text ? e->text : "";
+	size_t i, len = strlen(t);
+	uint64_t quiet;
+	int64_t quiet_ms;
+
+	if (!rate_ok('e', who(c), &quiet, &quiet_ms)) {
+		stats.errors_suppressed++;
+		return;
+	}
+	for (i = 0; i < len && i < ERROR_TEXT_MAX; i++)
+		text[i] = t[i] >= 0x20 && t[i] < 0x7f ? t[i] : '?';
+	text[i] = '\0';
+	if (quiet)
+		snprintf(more, sizeof more,
+			 " (%" PRIu64 " more Error frames from it in the last "
+			 "%lld s not logged)",
+			 quiet, (long long)(quiet_ms / 1000));
+	stats.errors_logged++;
+	log_msg(e->code == SEMQ__ERROR__CODE__SHUTDOWN ? LOG_INFO : LOG_WARN,
+		"peer", who(c), NULL, "peer reports error %d: %s%s%s", e->code,
+		text, len > ERROR_TEXT_MAX ? "... (cut)" : "", more);
+}
+
 /* Handles one frame; returns non-zero when the connection is gone. */
 static int dispatch(struct conn *c, Semq__Frame *f)
 {
 	if (f->body_case == SEMQ__FRAME__BODY_ERROR) {
-		log_msg(f->error->code == SEMQ__ERROR__CODE__SHUTDOWN
-				? LOG_INFO
-				: LOG_WARN,
-			"peer", who(c), NULL, "peer reports error %d: %s",
-			f->error->code, f->error->text);
+		log_peer_error(c, f->error);
 		if (f->error->fatal) {
 			codec_frame_free(f);
 			conn_close(c, 0, "peer closed with an error");
@@ -368,11 +527,16 @@ static void read_cb(struct bufferevent *bev, void *arg)
 		uint8_t *body;
 		int r;
 
-		if (evbuffer_get_length(in) < CODEC_HDR)
+		if (c->paused || evbuffer_get_length(in) < CODEC_HDR)
 			return;
 		evbuffer_copyout(in, hdr, CODEC_HDR);
-		r = codec_frame_len(hdr, c->prm->max_frame, &len, err,
-				    sizeof err);
+		/* Before Hello only a Hello may come: a small frame. */
+		r = codec_frame_len(
+			hdr,
+			c->state == CONN_HELLO && c->prm->max_frame > HELLO_MAX
+				? HELLO_MAX
+				: c->prm->max_frame,
+			&len, err, sizeof err);
 		if (r != SEMQ_OK) {
 			log_msg(LOG_WARN, "peer", who(c), NULL, "refused: %s",
 				err);
@@ -408,8 +572,9 @@ static void write_cb(struct bufferevent *bev, void *arg)
 {
 	struct conn *c = arg;
 
-	/* Below the high-water mark again: resume reading. */
-	if (c->state == CONN_READY &&
+	/* Below the high-water mark again: resume reading (unless paused
+	 * for the memory budget). */
+	if (c->state == CONN_READY && !c->paused &&
 	    evbuffer_get_length(bufferevent_get_output(bev)) < HIGH_WATER / 2)
 		bufferevent_enable(bev, EV_READ);
 }
@@ -443,8 +608,9 @@ static void event_cb(struct bufferevent *bev, short what, void *arg)
 		char err[SEMQ_ERRLEN];
 
 		if (tls_peer_id(ssl, c->peer, err, sizeof err) != SEMQ_OK) {
-			log_msg(LOG_WARN, "peer", c->addr, NULL, "refused: %s",
-				err);
+			if (stranger_ok(c))
+				log_msg(LOG_WARN, "peer", c->addr, NULL,
+					"refused: %s", err);
 			c->peer[0] = '\0';
 			destroy(c, err);
 			return;
@@ -460,8 +626,22 @@ static void event_cb(struct bufferevent *bev, short what, void *arg)
 		}
 		if (c->cbs->on_identified &&
 		    c->cbs->on_identified(c->ctx, c, why, sizeof why) != 0) {
-			log_msg(LOG_WARN, "peer", c->peer, NULL, "refused: %s",
-				why);
+			uint64_t quiet;
+			int64_t quiet_ms;
+
+			/* a denied id that keeps coming back: one line per
+			 * RATE_EVERY_MS */
+			if (!rate_ok('r', c->peer, &quiet, &quiet_ms))
+				stats.lines_suppressed++;
+			else if (quiet)
+				log_msg(LOG_WARN, "peer", c->peer, NULL,
+					"refused: %s (and %" PRIu64
+					" times more in the last %lld s, not "
+					"logged)",
+					why, quiet, (long long)quiet_ms / 1000);
+			else
+				log_msg(LOG_WARN, "peer", c->peer, NULL,
+					"refused: %s", why);
 			destroy(c, why);
 			return;
 		}
@@ -473,11 +653,28 @@ static void event_cb(struct bufferevent *bev, short what, void *arg)
 		read_cb(bev, c);
 		return;
 	}
-	if (what & BEV_EVENT_TIMEOUT) {
+	if ((what & BEV_EVENT_TIMEOUT) && (what & BEV_EVENT_WRITING)) {
+		/* A peer that reads nothing: it would hold our output (and,
+		 * through the high-water mark, its own input) forever. */
+		stats.slow_readers++;
+		snprintf(why, sizeof why,
+			 "slow reader: it took none of the %zu bytes waiting "
+			 "for it in %lld ms (write_timeout)",
+			 evbuffer_get_length(bufferevent_get_output(bev)),
+			 (long long)c->prm->write_timeout_ms);
+		log_msg(LOG_WARN, "peer", who(c), NULL, "%s: %s; closed",
+			conn_state_text(c->state), why);
+		destroy(c, why);
+		return;
+	} else if (what & BEV_EVENT_TIMEOUT) {
 		snprintf(why, sizeof why, "idle for %lld ms",
 			 (long long)c->prm->idle_timeout_ms);
 	} else if (what & BEV_EVENT_EOF) {
 		snprintf(why, sizeof why, "closed by peer");
+	} else if (c->outbound && bufferevent_socket_get_dns_error(bev)) {
+		snprintf(why, sizeof why, "cannot resolve %s: %s", c->addr,
+			 evutil_gai_strerror(
+				 bufferevent_socket_get_dns_error(bev)));
 	} else {
 		SSL *ssl = bufferevent_openssl_get_ssl(bev);
 		long v = ssl ? SSL_get_verify_result(ssl) : X509_V_OK;
@@ -494,9 +691,84 @@ static void event_cb(struct bufferevent *bev, short what, void *arg)
 			 v != X509_V_OK ? X509_verify_cert_error_string(v) : "",
 			 v != X509_V_OK ? ")" : "");
 	}
-	log_msg(c->state == CONN_READY ? LOG_INFO : LOG_WARN, "peer", who(c),
-		NULL, "%s: %s", conn_state_text(c->state), why);
+	if (stranger_ok(c))
+		log_msg(c->state == CONN_READY ? LOG_INFO : LOG_WARN, "peer",
+			who(c), NULL, "%s: %s", conn_state_text(c->state), why);
 	destroy(c, why);
+}
+
+/*
+ * The handshake deadline: the connection is not READY handshake_timeout
+ * after conn_new(), however many bytes trickled in meanwhile. The line says
+ * from where and how far it got.
+ */
+static void hs_deadline_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct conn *c = arg;
+	SSL *ssl = bufferevent_openssl_get_ssl(c->bev);
+	char why[400], stage[200];
+
+	(void)fd;
+	(void)what;
+	if (c->state != CONN_TLS && c->state != CONN_HELLO)
+		return;
+	stats.handshake_timeouts++;
+	if (c->state == CONN_TLS && c->outbound && ssl &&
+	    SSL_get_state(ssl) == TLS_ST_BEFORE)
+		snprintf(stage, sizeof stage,
+			 "still connecting (name resolution or TCP)");
+	else if (c->state == CONN_TLS && ssl &&
+		 SSL_get_state(ssl) == TLS_ST_BEFORE)
+		snprintf(stage, sizeof stage,
+			 "TLS handshake unfinished: its ClientHello "
+			 "incomplete");
+	else if (c->state == CONN_TLS)
+		snprintf(stage, sizeof stage, "TLS handshake unfinished (%s)",
+			 ssl ? SSL_state_string_long(ssl) : "?");
+	else
+		snprintf(stage, sizeof stage,
+			 "TLS done%s, the peer's Hello incomplete (%zu bytes "
+			 "of it received)",
+			 c->hello_sent ? " and our Hello sent" : "",
+			 evbuffer_get_length(bufferevent_get_input(c->bev)));
+	snprintf(why, sizeof why,
+		 "handshake not finished within %lld ms (handshake_timeout) "
+		 "of being %s: %s",
+		 (long long)c->prm->handshake_timeout_ms,
+		 c->outbound ? "dialled" : "accepted", stage);
+	if (stranger_ok(c))
+		log_msg(LOG_WARN, "peer", who(c), NULL, "%s%s%s: %s; closed",
+			conn_state_text(c->state),
+			!c->remote[0] ? ""
+			: c->outbound ? " to "
+				      : " from ",
+			c->remote, why);
+	if (c->state == CONN_TLS)
+		destroy(c, why);
+	else
+		conn_close(c, SEMQ__ERROR__CODE__PROTOCOL,
+			   "handshake not finished in time");
+}
+
+/* "host:port" of the socket's other end, "" when unknown. */
+static void remote_text(int fd, char *buf, size_t bufsz)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof ss;
+	char host[INET6_ADDRSTRLEN];
+
+	buf[0] = '\0';
+	if (getpeername(fd, (struct sockaddr *)&ss, &sl) != 0)
+		return;
+	if (ss.ss_family == AF_INET) {
+		const struct sockaddr_in *in = (const void *)&ss;
+		inet_ntop(AF_INET, &in->sin_addr, host, sizeof host);
+		snprintf(buf, bufsz, "%s:%u", host, ntohs(in->sin_port));
+	} else if (ss.ss_family == AF_INET6) {
+		const struct sockaddr_in6 *in6 = (const void *)&ss;
+		inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof host);
+		snprintf(buf, bufsz, "[%s]:%u", host, ntohs(in6->sin6_port));
+	}
 }
 
 struct conn *conn_new(struct event_base *base, SSL_CTX *tls, int fd,
@@ -506,6 +778,10 @@ struct conn *conn_new(struct event_base *base, SSL_CTX *tls, int fd,
 {
 	struct timeval idle = {params->idle_timeout_ms / 1000,
 			       (params->idle_timeout_ms % 1000) * 1000};
+	struct timeval wr = {params->write_timeout_ms / 1000,
+			     (params->write_timeout_ms % 1000) * 1000};
+	struct timeval hs = {params->handshake_timeout_ms / 1000,
+			     (params->handshake_timeout_ms % 1000) * 1000};
 	struct conn *c;
 	SSL *ssl;
 
@@ -531,6 +807,10 @@ struct conn *conn_new(struct event_base *base, SSL_CTX *tls, int fd,
 	else
 		snprintf(c->addr, sizeof c->addr, "conn#%llu",
 			 (unsigned long long)id);
+	if (fd >= 0)
+		remote_text(fd, c->remote, sizeof c->remote);
+	else
+		snprintf(c->remote, sizeof c->remote, "%s", c->addr);
 	c->bev = bufferevent_openssl_socket_new(
 		base, fd, ssl,
 		c->outbound ? BUFFEREVENT_SSL_CONNECTING
@@ -544,13 +824,22 @@ struct conn *conn_new(struct event_base *base, SSL_CTX *tls, int fd,
 		return NULL;
 	}
 	live++;
+	c->hs_deadline = evtimer_new(base, hs_deadline_cb, c);
+	if (!c->hs_deadline) {
+		c->closed = 1; /* never started: no on_close */
+		destroy(c, "out of memory");
+		return NULL;
+	}
+	evtimer_add(c->hs_deadline, &hs);
 	bufferevent_openssl_set_allow_dirty_shutdown(c->bev, 1);
 	bufferevent_setcb(c->bev, read_cb, write_cb, event_cb, c);
-	bufferevent_set_timeouts(c->bev, &idle, NULL);
+	bufferevent_set_timeouts(c->bev, &idle,
+				 params->write_timeout_ms > 0 ? &wr : NULL);
 	bufferevent_setwatermark(c->bev, EV_WRITE, HIGH_WATER / 2, 0);
 	bufferevent_enable(c->bev, EV_READ | EV_WRITE);
-	if (c->outbound && bufferevent_socket_connect_hostname(
-				   c->bev, NULL, AF_UNSPEC, host, port) != 0) {
+	if (c->outbound &&
+	    bufferevent_socket_connect_hostname(c->bev, params->dns, AF_UNSPEC,
+						host, port) != 0) {
 		c->closed = 1; /* never started: no on_close */
 		destroy(c, "connect failed");
 		return NULL;
@@ -601,6 +890,40 @@ uint64_t conn_peer_life(const struct conn *c)
 const char *conn_peer_software(const struct conn *c)
 {
 	return c->software;
+}
+
+size_t conn_peer_max_frame(const struct conn *c)
+{
+	return c->peer_max_frame;
+}
+
+void conn_pause(struct conn *c, int on)
+{
+	if (c->state != CONN_READY || c->paused == !!on)
+		return;
+	c->paused = !!on;
+	if (on) {
+		bufferevent_disable(c->bev, EV_READ);
+		return;
+	}
+	if (evbuffer_get_length(bufferevent_get_output(c->bev)) < HIGH_WATER)
+		bufferevent_enable(c->bev, EV_READ);
+	/* frames read before the pause are still in the input */
+	read_cb(c->bev, c);
+}
+
+int conn_paused(const struct conn *c)
+{
+	return c->paused;
+}
+
+int conn_tls_recheck(struct conn *c, char *err, size_t errsz)
+{
+	SSL *ssl = c->bev ? bufferevent_openssl_get_ssl(c->bev) : NULL;
+
+	if (!ssl || c->state == CONN_TLS || c->state == CONN_CLOSING)
+		return SEMQ_OK;
+	return tls_peer_recheck(ssl, err, errsz);
 }
 
 size_t conn_output_pending(const struct conn *c)

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * One peer connection on the network thread: a TLS bufferevent, the frame
- * reader, the Hello exchange, heartbeats and the idle timeout. It knows
- * nothing of the database: complete, checked frames go to the owner (net.c)
- * through callbacks.
+ * reader, the Hello exchange, heartbeats and the timeouts that bound what a
+ * peer can hold: the handshake deadline, the idle timeout and the write
+ * timeout. It knows nothing of the database: complete, checked frames go to
+ * the owner (net.c) through callbacks.
  *
  * States: TLS (handshake) -> HELLO (ours sent, theirs awaited) -> READY ->
  * CLOSING (an Error or our last bytes are flushed, then freed). The peer's id
@@ -11,6 +12,13 @@
  * must carry the same id and protocol version 1. The Hello also names the
  * peer's instance (conn_peer_instance): several semqd may serve one node id,
  * and a connection stands for the pair (peer id, instance).
+ *
+ * Bounds: a connection must be READY within handshake_timeout of conn_new()
+ * (an absolute deadline: bytes trickling in do not extend it, as they do the
+ * idle timeout); once there, output that makes no progress for
+ * write_timeout closes it (a slow or dead reader), and reading from it
+ * pauses while more than 8 MiB wait to be written to it. What a peer can
+ * make the log say is bounded too (peer.c, DESIGN).
  */
 #ifndef SEMQ_PEER_H
 #define SEMQ_PEER_H
@@ -18,6 +26,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <event2/dns.h>
 #include <event2/event.h>
 #include <openssl/ssl.h>
 
@@ -41,6 +50,9 @@ struct conn_params {
 	const char *software; /* "semqd 0.2.0", for Hello */
 	int64_t ping_interval_ms;
 	int64_t idle_timeout_ms;
+	int64_t handshake_timeout_ms; /* conn_new() to READY, at most */
+	int64_t write_timeout_ms;     /* pending output without progress */
+	struct evdns_base *dns;       /* resolves dialled host names */
 };
 
 struct conn_cbs {
@@ -60,7 +72,8 @@ struct conn_cbs {
 
 /*
  * Starts a connection. Inbound: fd is the accepted socket. Outbound: fd -1,
- * and host/port are dialled; expect_peer is the id its certificate must
+ * and host/port are dialled (a host name is resolved through params->dns,
+ * without blocking the loop); expect_peer is the id its certificate must
  * carry. params and cbs are borrowed for the life of the connection.
  * Returns NULL on failure (fd closed).
  */
@@ -94,10 +107,29 @@ unsigned conn_peer_revision(const struct conn *c);
 uint64_t conn_peer_life(const struct conn *c);
 const char *conn_peer_software(const struct conn *c);
 size_t conn_output_pending(const struct conn *c);
+/* The largest frame the peer accepts (its Hello's max_frame). */
+size_t conn_peer_max_frame(const struct conn *c);
+/* Stops reading frames from c (on) or goes on (off): back-pressure for
+ * [node] memory_budget; the peer's sends wait in TCP, nothing is lost. */
+void conn_pause(struct conn *c, int on);
+int conn_paused(const struct conn *c);
+/* Verifies an established link's peer certificate again (tls.h,
+ * tls_peer_recheck): SEMQ_DECLINED with err when it fails now. */
+int conn_tls_recheck(struct conn *c, char *err, size_t errsz);
 void conn_set_user(struct conn *c, void *user);
 void *conn_user(const struct conn *c);
 
 /* Connections not yet freed, closing ones included. */
 unsigned conn_live(void);
+
+/* What the connections' own bounds did since start (network thread). */
+struct conn_stats {
+	uint64_t handshake_timeouts; /* not READY within handshake_timeout */
+	uint64_t slow_readers;       /* closed by write_timeout */
+	uint64_t errors_logged;      /* peers' Error frames logged */
+	uint64_t errors_suppressed;  /* and not logged (rate limit) */
+	uint64_t lines_suppressed;   /* other lines left out (rate limits) */
+};
+void conn_get_stats(struct conn_stats *out);
 
 #endif
