@@ -4,8 +4,12 @@
  * the context (and the one-line errors that name the culprit file), and real
  * TLS handshakes between two SSL objects in this process over a socketpair,
  * both driven non-blocking by one loop. The certificates come from
- * tools/mkcerts.sh, run once into a temporary directory: A and B from the
- * deployment CA, M from another CA, E expired.
+ * tools/mkcerts.sh, run once into a temporary directory: A, B and C from the
+ * deployment CA, M from another CA, E expired. The CRLs are made here
+ * (write_crl), signed by either CA, with nextUpdate where a test wants it;
+ * revocation: a revoked certificate refused both ways, tls_crl_reload()
+ * (unchanged, forced, changed, broken files), a stale CRL, tls_check_own()
+ * and tls_cert_not_after().
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -21,7 +25,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <openssl/err.h>
@@ -101,6 +107,7 @@ static int group_setup(void **state)
 		return -1;
 	}
 	if (mkcerts(NULL, NULL, "A") != 0 || mkcerts(NULL, NULL, "B") != 0 ||
+	    mkcerts(NULL, NULL, "C") != 0 ||
 	    mkcerts("--ca-name", "other", "M") != 0 ||
 	    mkcerts("--expired", NULL, "E") != 0) {
 		fprintf(stderr, "%s failed\n", MKCERTS);
@@ -334,8 +341,8 @@ static void ctx_fails(const char *cert, const char *key, const char *ca,
 	SSL_CTX *ctx;
 
 	err[0] = '\0';
-	ctx = tls_ctx_new(path(c, cert), path(k, key), path(a, ca), node_id,
-			  err, errsz);
+	ctx = tls_ctx_new(path(c, cert), path(k, key), path(a, ca), NULL,
+			  node_id, err, errsz);
 	assert_null(ctx);
 	assert_true(err[0] != '\0');
 	assert_null(strchr(err, '\n'));
@@ -355,8 +362,9 @@ static void assert_names(const char *err, const char *file)
 static void test_ctx_ok(void **state)
 {
 	char c[PATH_MAX], k[PATH_MAX], a[PATH_MAX], err[SEMQ_ERRLEN] = "";
-	SSL_CTX *ctx = tls_ctx_new(path(c, "A.crt"), path(k, "A.key"),
-				   path(a, "ca.crt"), "A", err, sizeof err);
+	SSL_CTX *ctx =
+		tls_ctx_new(path(c, "A.crt"), path(k, "A.key"),
+			    path(a, "ca.crt"), NULL, "A", err, sizeof err);
 
 	assert_non_null(ctx);
 	assert_string_equal(err, "");
@@ -394,6 +402,8 @@ static void test_ctx_key_mismatch(void **state)
 	ctx_fails("A.crt", "B.key", "ca.crt", "A", err, sizeof err);
 	assert_names(err, "B.key");
 	assert_non_null(strstr(err, "key values mismatch"));
+	assert_non_null(strstr(err, "does not match the certificate"));
+	assert_non_null(strstr(err, "A.crt"));
 }
 
 static void test_ctx_cert_and_ca_errors(void **state)
@@ -461,7 +471,7 @@ static void test_ctx_san_wins_over_cn(void **state)
 
 	write_cert("XY", "X", "semq://Y");
 	ctx = tls_ctx_new(path(c, "XY.crt"), path(k, "XY.key"),
-			  path(a, "ca.crt"), "Y", err, sizeof err);
+			  path(a, "ca.crt"), NULL, "Y", err, sizeof err);
 	assert_non_null(ctx);
 	SSL_CTX_free(ctx);
 	ctx_fails("XY.crt", "XY.key", "ca.crt", "X", err, sizeof err);
@@ -491,17 +501,17 @@ static void test_ctx_bad_arguments(void **state)
 	path(c, "A.crt");
 	path(k, "A.key");
 	path(a, "ca.crt");
-	assert_null(tls_ctx_new(c, k, a, "a/b", err, sizeof err));
+	assert_null(tls_ctx_new(c, k, a, NULL, "a/b", err, sizeof err));
 	assert_string_equal(err, "[node] id 'a/b': not a node id (1-64 of "
 				 "A-Za-z0-9._-)");
-	assert_null(tls_ctx_new(c, k, a, NULL, err, sizeof err));
+	assert_null(tls_ctx_new(c, k, a, NULL, NULL, err, sizeof err));
 	assert_non_null(strstr(err, "[node] id"));
-	assert_null(tls_ctx_new(c, NULL, a, "A", err, sizeof err));
+	assert_null(tls_ctx_new(c, NULL, a, NULL, "A", err, sizeof err));
 	assert_non_null(strstr(err, "key"));
-	assert_null(tls_ctx_new(c, k, "", "A", err, sizeof err));
+	assert_null(tls_ctx_new(c, k, "", NULL, "A", err, sizeof err));
 	assert_non_null(strstr(err, "ca"));
 	/* No err buffer: still a clean failure. */
-	assert_null(tls_ctx_new(c, k, a, "B", NULL, 0));
+	assert_null(tls_ctx_new(c, k, a, NULL, "B", NULL, 0));
 }
 
 /* ---- real handshakes over a socketpair ------------------------------------ */
@@ -526,7 +536,7 @@ static SSL_CTX *node_ctx(const char *id, const char *ca)
 	path(c, n);
 	snprintf(n, sizeof n, "%s.key", id);
 	path(k, n);
-	ctx = tls_ctx_new(c, k, path(a, ca), id, err, sizeof err);
+	ctx = tls_ctx_new(c, k, path(a, ca), NULL, id, err, sizeof err);
 	if (!ctx)
 		fail_msg("tls_ctx_new %s: %s", id, err);
 	return ctx;
@@ -838,6 +848,529 @@ static void test_hs_plaintext_refused(void **state)
 	SSL_CTX_free(b);
 }
 
+/* ---- revocation -------------------------------------------------------------- */
+
+static X509 *read_cert(const char *name)
+{
+	char p[PATH_MAX];
+	FILE *f = fopen(path(p, name), "r");
+	X509 *x;
+
+	assert_non_null(f);
+	x = PEM_read_X509(f, NULL, NULL, NULL);
+	fclose(f);
+	assert_non_null(x);
+	return x;
+}
+
+/*
+ * Writes DIR/name: a CRL of the CA DIR/ca_base.crt (+ .key) revoking the
+ * certificates DIR/ID.crt of the NULL-terminated `ids`, its nextUpdate
+ * `next_s` seconds from now (negative: stale). Through a temporary file and
+ * rename(2) unless in_place, which rewrites the same inode.
+ */
+static void write_crl_ex(const char *name, const char *ca_base, long next_s,
+			 const char *const ids[], int in_place)
+{
+	char p[PATH_MAX], tmp[PATH_MAX + 8], n[64];
+	X509_CRL *crl = X509_CRL_new();
+	X509 *ca;
+	EVP_PKEY *key;
+	FILE *f;
+	int i;
+
+	assert_non_null(crl);
+	snprintf(n, sizeof n, "%s.crt", ca_base);
+	ca = read_cert(n);
+	snprintf(n, sizeof n, "%s.key", ca_base);
+	f = fopen(path(p, n), "r");
+	assert_non_null(f);
+	key = PEM_read_PrivateKey(f, NULL, NULL, NULL);
+	fclose(f);
+	assert_non_null(key);
+
+	assert_int_equal(X509_CRL_set_version(crl, X509_CRL_VERSION_2), 1);
+	assert_int_equal(
+		X509_CRL_set_issuer_name(crl, X509_get_subject_name(ca)), 1);
+	{
+		ASN1_TIME *last = X509_gmtime_adj(
+			NULL, next_s < 0 ? next_s - 86400 : -3600);
+		ASN1_TIME *next = X509_gmtime_adj(NULL, next_s);
+
+		assert_non_null(last);
+		assert_non_null(next);
+		assert_int_equal(X509_CRL_set1_lastUpdate(crl, last), 1);
+		assert_int_equal(X509_CRL_set1_nextUpdate(crl, next), 1);
+		ASN1_TIME_free(last);
+		ASN1_TIME_free(next);
+	}
+	for (i = 0; ids && ids[i]; i++) {
+		X509_REVOKED *rv = X509_REVOKED_new();
+		ASN1_TIME *when = X509_gmtime_adj(NULL, -60);
+		X509 *x;
+
+		snprintf(n, sizeof n, "%s.crt", ids[i]);
+		x = read_cert(n);
+		assert_non_null(rv);
+		assert_non_null(when);
+		assert_int_equal(X509_REVOKED_set_serialNumber(
+					 rv, X509_get_serialNumber(x)),
+				 1);
+		assert_int_equal(X509_REVOKED_set_revocationDate(rv, when), 1);
+		assert_int_equal(X509_CRL_add0_revoked(crl, rv), 1);
+		ASN1_TIME_free(when);
+		X509_free(x);
+	}
+	assert_int_equal(X509_CRL_sort(crl), 1);
+	assert_true(X509_CRL_sign(crl, key, EVP_sha256()) > 0);
+
+	path(p, name);
+	snprintf(tmp, sizeof tmp, "%s.tmp", p);
+	f = fopen(in_place ? p : tmp, "w");
+	assert_non_null(f);
+	assert_int_equal(PEM_write_X509_CRL(f, crl), 1);
+	assert_int_equal(fclose(f), 0);
+	if (!in_place)
+		assert_int_equal(rename(tmp, p), 0);
+	X509_CRL_free(crl);
+	X509_free(ca);
+	EVP_PKEY_free(key);
+}
+
+static void write_crl(const char *name, const char *ca_base, long next_s,
+		      const char *const ids[])
+{
+	write_crl_ex(name, ca_base, next_s, ids, 0);
+}
+
+/* DIR/name with these bytes. */
+static void write_file(const char *name, const char *text)
+{
+	char p[PATH_MAX];
+	FILE *f = fopen(path(p, name), "w");
+
+	assert_non_null(f);
+	assert_int_equal(fputs(text, f) >= 0, 1);
+	assert_int_equal(fclose(f), 0);
+}
+
+/* id's context with DIR/crl as its CRL. */
+static SSL_CTX *crl_ctx(const char *id, const char *crl)
+{
+	char c[PATH_MAX], k[PATH_MAX], a[PATH_MAX], r[PATH_MAX], n[64];
+	char err[SEMQ_ERRLEN];
+	SSL_CTX *ctx;
+
+	snprintf(n, sizeof n, "%s.crt", id);
+	path(c, n);
+	snprintf(n, sizeof n, "%s.key", id);
+	path(k, n);
+	ctx = tls_ctx_new(c, k, path(a, "ca.crt"), path(r, crl), id, err,
+			  sizeof err);
+	if (!ctx)
+		fail_msg("tls_ctx_new %s with %s: %s", id, crl, err);
+	assert_string_equal(err, "");
+	return ctx;
+}
+
+/* tls_crl_reload on DIR/crl: its result, err in err. */
+static int reload(SSL_CTX *ctx, const char *crl, int force, char *err,
+		  size_t errsz)
+{
+	char p[PATH_MAX];
+
+	err[0] = '\0';
+	return tls_crl_reload(ctx, path(p, crl), force, err, errsz);
+}
+
+/* The server (srv, with a CRL) refuses the client cli as revoked. */
+static void assert_revoked_refused(SSL_CTX *cli, SSL_CTX *srv)
+{
+	struct link l;
+
+	handshake(&l, cli, srv);
+	assert_server_refused(&l);
+	assert_reason(l.s.error, SSL_R_CERTIFICATE_VERIFY_FAILED);
+	assert_int_equal(SSL_get_verify_result(l.s.ssl),
+			 X509_V_ERR_CERT_REVOKED);
+	assert_string_equal(
+		X509_verify_cert_error_string(SSL_get_verify_result(l.s.ssl)),
+		"certificate revoked");
+	assert_client_cut_off(&l);
+	link_close(&l);
+}
+
+/* cli and srv shake hands and both know the other. */
+static void assert_accepted(SSL_CTX *cli, SSL_CTX *srv)
+{
+	char id[SEMQ_ID_MAX + 1], err[SEMQ_ERRLEN];
+	struct link l;
+
+	handshake(&l, cli, srv);
+	assert_int_equal(l.c.done, 1);
+	assert_int_equal(l.s.done, 1);
+	assert_int_equal(tls_peer_id(l.s.ssl, id, err, sizeof err), SEMQ_OK);
+	assert_int_equal(tls_peer_id(l.c.ssl, id, err, sizeof err), SEMQ_OK);
+	link_close(&l);
+}
+
+static void test_crl_revoked_refused_both_ways(void **state)
+{
+	static const char *const revoke_b[] = {"B", NULL};
+	SSL_CTX *a, *b = node_ctx("B", "ca.crt"), *c = node_ctx("C", "ca.crt");
+	struct link l;
+
+	write_crl("revb.crl", "ca", 86400, revoke_b);
+	a = crl_ctx("A", "revb.crl");
+	/* B dials A: A refuses B's certificate as revoked. */
+	assert_revoked_refused(b, a);
+	/* A dials B: A refuses the server's certificate as revoked. */
+	handshake(&l, a, b);
+	assert_int_equal(l.c.done, -1);
+	assert_reason(l.c.error, SSL_R_CERTIFICATE_VERIFY_FAILED);
+	assert_int_equal(SSL_get_verify_result(l.c.ssl),
+			 X509_V_ERR_CERT_REVOKED);
+	assert_int_not_equal(l.s.done, 1);
+	link_close(&l);
+	/* C, not revoked, both ways. */
+	assert_accepted(c, a);
+	assert_accepted(a, c);
+	SSL_CTX_free(a);
+	SSL_CTX_free(b);
+	SSL_CTX_free(c);
+}
+
+static void test_crl_reload_unchanged_and_forced(void **state)
+{
+	static const char *const revoke_b[] = {"B", NULL};
+	SSL_CTX *a, *b = node_ctx("B", "ca.crt");
+	char err[SEMQ_ERRLEN], p[PATH_MAX], want[PATH_MAX + 80];
+
+	write_crl("same.crl", "ca", 86400, revoke_b);
+	a = crl_ctx("A", "same.crl");
+	/* Unchanged since tls_ctx_new read it: not read again. */
+	assert_int_equal(reload(a, "same.crl", 0, err, sizeof err),
+			 SEMQ_DECLINED);
+	assert_int_equal(reload(a, "same.crl", 0, err, sizeof err),
+			 SEMQ_DECLINED);
+	/* Forced (SIGHUP): read again, and says what it loaded. */
+	assert_int_equal(reload(a, "same.crl", 1, err, sizeof err), SEMQ_OK);
+	snprintf(want, sizeof want,
+		 "%s: CRL loaded: 1 CRL(s), 1 revoked certificate(s)",
+		 path(p, "same.crl"));
+	assert_string_equal(err, want);
+	assert_revoked_refused(b, a);
+	/* Nothing to load without a path. */
+	assert_int_equal(tls_crl_reload(a, NULL, 1, err, sizeof err),
+			 SEMQ_DECLINED);
+	assert_int_equal(tls_crl_reload(a, "", 1, err, sizeof err),
+			 SEMQ_DECLINED);
+	assert_int_equal(ERR_peek_error(), 0);
+	SSL_CTX_free(a);
+	SSL_CTX_free(b);
+}
+
+static void test_crl_reload_changed(void **state)
+{
+	static const char *const revoke_b[] = {"B", NULL};
+	static const char *const revoke_bc[] = {"B", "C", NULL};
+	SSL_CTX *a, *b = node_ctx("B", "ca.crt"), *c = node_ctx("C", "ca.crt");
+	char err[SEMQ_ERRLEN];
+
+	write_crl("chg.crl", "ca", 86400, NULL);
+	a = crl_ctx("A", "chg.crl");
+	assert_int_equal(reload(a, "chg.crl", 1, err, sizeof err), SEMQ_OK);
+	assert_non_null(strstr(err, ": 1 CRL(s), 0 revoked certificate(s)"));
+	assert_accepted(b, a);
+	/* Replaced by rename (a new inode): picked up without force. */
+	write_crl("chg.crl", "ca", 86400, revoke_b);
+	assert_int_equal(reload(a, "chg.crl", 0, err, sizeof err), SEMQ_OK);
+	assert_non_null(strstr(err, "1 revoked certificate(s)"));
+	assert_revoked_refused(b, a);
+	assert_accepted(c, a);
+	assert_int_equal(reload(a, "chg.crl", 0, err, sizeof err),
+			 SEMQ_DECLINED);
+	/* Rewritten in place (same inode, another size and mtime). */
+	write_crl_ex("chg.crl", "ca", 86400, revoke_bc, 1);
+	assert_int_equal(reload(a, "chg.crl", 0, err, sizeof err), SEMQ_OK);
+	assert_non_null(strstr(err, "2 revoked certificate(s)"));
+	assert_revoked_refused(c, a);
+	/* And back to nothing revoked: the old CRLs are gone, not added to. */
+	write_crl("chg.crl", "ca", 86400, NULL);
+	assert_int_equal(reload(a, "chg.crl", 0, err, sizeof err), SEMQ_OK);
+	assert_accepted(b, a);
+	assert_accepted(c, a);
+	SSL_CTX_free(a);
+	SSL_CTX_free(b);
+	SSL_CTX_free(c);
+}
+
+static void test_peer_recheck_after_reload(void **state)
+{
+	static const char *const revoke_b[] = {"B", NULL};
+	SSL_CTX *a, *b = node_ctx("B", "ca.crt"), *c = node_ctx("C", "ca.crt");
+	char err[SEMQ_ERRLEN];
+	struct link lb, lc, la;
+
+	write_crl("live.crl", "ca", 86400, NULL);
+	a = crl_ctx("A", "live.crl");
+	handshake(&lb, b, a); /* B dialled A */
+	handshake(&lc, c, a); /* C dialled A */
+	handshake(&la, a, b); /* A dialled B */
+	assert_int_equal(lb.s.done, 1);
+	assert_int_equal(lc.s.done, 1);
+	assert_int_equal(la.c.done, 1);
+	assert_int_equal(tls_peer_recheck(lb.s.ssl, err, sizeof err), SEMQ_OK);
+	assert_int_equal(tls_peer_recheck(la.c.ssl, err, sizeof err), SEMQ_OK);
+
+	/* B is revoked while its links are up: A's side of both fails the
+	 * check now, C's does not. */
+	write_crl("live.crl", "ca", 86400, revoke_b);
+	assert_int_equal(reload(a, "live.crl", 0, err, sizeof err), SEMQ_OK);
+	assert_int_equal(tls_peer_recheck(lb.s.ssl, err, sizeof err),
+			 SEMQ_DECLINED);
+	assert_string_equal(err, "peer: certificate no longer verifies: "
+				 "certificate revoked");
+	assert_int_equal(tls_peer_recheck(la.c.ssl, err, sizeof err),
+			 SEMQ_DECLINED);
+	assert_int_equal(tls_peer_recheck(lc.s.ssl, err, sizeof err), SEMQ_OK);
+	/* No peer certificate: nothing to check. */
+	assert_int_equal(tls_peer_recheck(NULL, err, sizeof err),
+			 SEMQ_ERR_INVALID);
+	assert_int_equal(ERR_peek_error(), 0);
+	link_close(&lb);
+	link_close(&lc);
+	link_close(&la);
+	SSL_CTX_free(a);
+	SSL_CTX_free(b);
+	SSL_CTX_free(c);
+}
+
+/* Reloading DIR/crl, now broken, fails with err naming it and `why`. */
+static void assert_reload_fails(SSL_CTX *ctx, const char *crl, int want_r,
+				const char *why)
+{
+	char err[SEMQ_ERRLEN];
+
+	assert_int_equal(reload(ctx, crl, 1, err, sizeof err), want_r);
+	assert_names(err, crl);
+	if (!strstr(err, why))
+		fail_msg("'%s' does not say '%s'", err, why);
+	assert_null(strchr(err, '\n'));
+	assert_int_equal(ERR_peek_error(), 0);
+}
+
+static void test_crl_reload_broken_keeps_old(void **state)
+{
+	static const char *const revoke_b[] = {"B", NULL};
+	SSL_CTX *a, *b = node_ctx("B", "ca.crt"), *c = node_ctx("C", "ca.crt");
+	char err[SEMQ_ERRLEN], p[PATH_MAX];
+	int64_t next;
+	FILE *f;
+	long len;
+	char *pem;
+
+	write_crl("brk.crl", "ca", 86400, revoke_b);
+	a = crl_ctx("A", "brk.crl");
+	next = tls_crl_next_update(a);
+	assert_true(next > (int64_t)time(NULL));
+
+	/* Truncated in the middle of the base64 of its only CRL. */
+	f = fopen(path(p, "brk.crl"), "r");
+	assert_non_null(f);
+	assert_int_equal(fseek(f, 0, SEEK_END), 0);
+	len = ftell(f);
+	assert_true(len > 100);
+	rewind(f);
+	pem = calloc(1, (size_t)len + 1);
+	assert_non_null(pem);
+	assert_int_equal(fread(pem, 1, (size_t)len, f), (size_t)len);
+	fclose(f);
+	pem[len / 2] = '\0';
+	write_file("brk.crl", pem);
+	assert_reload_fails(a, "brk.crl", SEMQ_ERR_INVALID,
+			    "not a valid PEM CRL");
+	assert_revoked_refused(b, a);
+	/* The broken file is not read again every poll, only when it changes
+	 * or a reload is forced. */
+	assert_int_equal(reload(a, "brk.crl", 0, err, sizeof err),
+			 SEMQ_DECLINED);
+
+	/* Corrupt base64 (a whole PEM block of junk). */
+	write_file("brk.crl", "-----BEGIN X509 CRL-----\nnot*base64\n"
+			      "-----END X509 CRL-----\n");
+	assert_reload_fails(a, "brk.crl", SEMQ_ERR_INVALID,
+			    "not a valid PEM CRL");
+	/* No CRL at all: empty, or a certificate. */
+	write_file("brk.crl", "");
+	assert_reload_fails(a, "brk.crl", SEMQ_ERR_INVALID, "no CRL in it");
+	f = fopen(path(p, "brk.crl"), "w");
+	assert_non_null(f);
+	{
+		X509 *x = read_cert("C.crt");
+
+		assert_int_equal(PEM_write_X509(f, x), 1);
+		X509_free(x);
+	}
+	fclose(f);
+	assert_reload_fails(a, "brk.crl", SEMQ_ERR_INVALID, "no CRL in it");
+	/* A CRL of another CA. */
+	write_crl("brk.crl", "other-ca", 86400, NULL);
+	assert_reload_fails(a, "brk.crl", SEMQ_ERR_INVALID,
+			    "is not signed by a CA of [tls] ca");
+	/* Gone. */
+	assert_int_equal(unlink(path(p, "brk.crl")), 0);
+	assert_reload_fails(a, "brk.crl", SEMQ_ERR_IO, "No such file");
+
+	/* Through all that, the first CRL stayed in force. */
+	assert_revoked_refused(b, a);
+	assert_accepted(c, a);
+	assert_int_equal(tls_crl_next_update(a), next);
+
+	/* A good file again is taken. */
+	write_crl("brk.crl", "ca", 86400, NULL);
+	assert_int_equal(reload(a, "brk.crl", 0, err, sizeof err), SEMQ_OK);
+	assert_accepted(b, a);
+	free(pem);
+	SSL_CTX_free(a);
+	SSL_CTX_free(b);
+	SSL_CTX_free(c);
+}
+
+static void test_crl_errors_at_start(void **state)
+{
+	char c[PATH_MAX], k[PATH_MAX], a[PATH_MAX], r[PATH_MAX];
+	char err[SEMQ_ERRLEN];
+
+	path(c, "A.crt");
+	path(k, "A.key");
+	path(a, "ca.crt");
+	assert_null(tls_ctx_new(c, k, a, path(r, "nocrl.crl"), "A", err,
+				sizeof err));
+	assert_names(err, "nocrl.crl");
+	assert_non_null(strstr(err, "No such file"));
+	write_file("junk.crl", "junk\n");
+	assert_null(tls_ctx_new(c, k, a, path(r, "junk.crl"), "A", err,
+				sizeof err));
+	assert_names(err, "junk.crl");
+	assert_non_null(strstr(err, "no CRL in it"));
+	write_crl("oth.crl", "other-ca", 86400, NULL);
+	assert_null(
+		tls_ctx_new(c, k, a, path(r, "oth.crl"), "A", err, sizeof err));
+	assert_names(err, "oth.crl");
+	assert_non_null(strstr(err, "not signed by a CA of [tls] ca"));
+	assert_int_equal(ERR_peek_error(), 0);
+}
+
+static void test_crl_stale_still_checked(void **state)
+{
+	static const char *const revoke_b[] = {"B", NULL};
+	SSL_CTX *a, *b = node_ctx("B", "ca.crt"), *c = node_ctx("C", "ca.crt");
+	int64_t now = (int64_t)time(NULL);
+
+	/* Due a day ago: loaded (and logged as an ERROR), still in force. */
+	write_crl("stale.crl", "ca", -86400, revoke_b);
+	a = crl_ctx("A", "stale.crl");
+	assert_true(tls_crl_next_update(a) < now - 86000);
+	assert_true(tls_crl_next_update(a) > now - 87000);
+	assert_revoked_refused(b, a);
+	assert_accepted(c, a);
+	assert_accepted(a, c);
+	SSL_CTX_free(a);
+	SSL_CTX_free(b);
+	SSL_CTX_free(c);
+}
+
+static void test_cert_not_after(void **state)
+{
+	SSL_CTX *a = node_ctx("A", "ca.crt"), *e = node_ctx("E", "ca.crt");
+	int64_t now = (int64_t)time(NULL), na = tls_cert_not_after(a);
+	X509 *x = read_cert("A.crt");
+	int day, sec;
+
+	/* mkcerts: 825 days from when it ran, a few seconds ago. */
+	assert_true(na > now + 824 * 86400LL);
+	assert_true(na <= now + 825 * 86400LL);
+	/* The same instant as the certificate's notAfter. */
+	assert_int_equal(
+		ASN1_TIME_diff(&day, &sec, NULL, X509_get0_notAfter(x)), 1);
+	assert_true(llabs((long long)day * 86400 + sec - (na - now)) <= 2);
+	/* Expired yesterday. */
+	assert_true(tls_cert_not_after(e) < now);
+	assert_true(tls_cert_not_after(e) > now - 2 * 86400);
+	assert_int_equal(tls_cert_not_after(NULL), 0);
+	X509_free(x);
+	SSL_CTX_free(a);
+	SSL_CTX_free(e);
+}
+
+/* A certificate's notBefore in unix seconds. */
+static int64_t asn1_before(X509 *x)
+{
+	struct tm tm;
+
+	assert_int_equal(ASN1_TIME_to_tm(X509_get0_notBefore(x), &tm), 1);
+	return (int64_t)timegm(&tm);
+}
+
+/* tls_check_own(ctx) at `now` fails with err naming `file` and saying why. */
+static void assert_own_refused(SSL_CTX *ctx, int64_t now, const char *cert,
+			       const char *crl, const char *why)
+{
+	char c[PATH_MAX], a[PATH_MAX], r[PATH_MAX], err[SEMQ_ERRLEN];
+
+	assert_int_equal(
+		tls_check_own(ctx, now, path(c, cert), path(a, "ca.crt"),
+			      crl ? path(r, crl) : NULL, err, sizeof err),
+		SEMQ_ERR_CONFIG);
+	assert_names(err, cert);
+	if (!strstr(err, why))
+		fail_msg("'%s' does not say '%s'", err, why);
+	assert_null(strchr(err, '\n'));
+	assert_int_equal(ERR_peek_error(), 0);
+}
+
+static void test_check_own(void **state)
+{
+	static const char *const revoke_b[] = {"B", NULL};
+	SSL_CTX *a = node_ctx("A", "ca.crt"), *e = node_ctx("E", "ca.crt");
+	SSL_CTX *m = node_ctx("M", "ca.crt"), *b, *bs;
+	int64_t now = (int64_t)time(NULL);
+	X509 *x = read_cert("A.crt");
+	char c[PATH_MAX], err[SEMQ_ERRLEN];
+
+	assert_int_equal(
+		tls_check_own(a, now, "A.crt", "ca.crt", NULL, err, sizeof err),
+		SEMQ_OK);
+	assert_own_refused(e, now, "E.crt", NULL, "certificate expired on ");
+	assert_own_refused(m, now, "M.crt", NULL, "not signed by the CA in ");
+	/* Time is injected: before A was made, it is not valid yet. */
+	assert_own_refused(a, asn1_before(x) - 86400, "A.crt", NULL,
+			   "not valid before ");
+	/* Revoked by our own CRL; a stale CRL revokes all the same. */
+	write_crl("own.crl", "ca", 86400, revoke_b);
+	b = crl_ctx("B", "own.crl");
+	assert_own_refused(b, now, "B.crt", "own.crl",
+			   "certificate is revoked by ");
+	write_crl("own2.crl", "ca", -3600, revoke_b);
+	bs = crl_ctx("B", "own2.crl");
+	assert_own_refused(bs, now, "B.crt", "own2.crl", "revoked by ");
+	/* A CRL that does not revoke it. */
+	write_crl("own.crl", "ca", 86400, NULL);
+	assert_int_equal(
+		tls_crl_reload(b, path(c, "own.crl"), 0, err, sizeof err),
+		SEMQ_OK);
+	assert_int_equal(tls_check_own(b, now, "B.crt", "ca.crt", "own.crl",
+				       err, sizeof err),
+			 SEMQ_OK);
+	X509_free(x);
+	SSL_CTX_free(a);
+	SSL_CTX_free(e);
+	SSL_CTX_free(m);
+	SSL_CTX_free(b);
+	SSL_CTX_free(bs);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -863,6 +1396,15 @@ int main(void)
 		cmocka_unit_test(test_hs_expired_refused),
 		cmocka_unit_test(test_hs_tls12_refused),
 		cmocka_unit_test(test_hs_plaintext_refused),
+		cmocka_unit_test(test_crl_revoked_refused_both_ways),
+		cmocka_unit_test(test_crl_reload_unchanged_and_forced),
+		cmocka_unit_test(test_crl_reload_changed),
+		cmocka_unit_test(test_crl_reload_broken_keeps_old),
+		cmocka_unit_test(test_peer_recheck_after_reload),
+		cmocka_unit_test(test_crl_errors_at_start),
+		cmocka_unit_test(test_crl_stale_still_checked),
+		cmocka_unit_test(test_cert_not_after),
+		cmocka_unit_test(test_check_own),
 	};
 
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
