@@ -23,6 +23,9 @@
 
 ALTER TABLE tb_0031 ADD COLUMN custodian TEXT;
 ALTER TABLE semq_stream_out ADD COLUMN life_hidden INTEGER NOT NULL DEFAULT 0;
+-- A relay's copy: how many relays the message has passed, this one
+-- included ([node] max_hops).
+ALTER TABLE tb_0031 ADD COLUMN hops INTEGER NOT NULL DEFAULT 0;
 
 -- Rows in flight on a link, per stream: what `window` bounds.
 CREATE INDEX idx_0031_flight ON tb_0031(origin, dest)

@@ -92,6 +92,15 @@ int db_prepare(struct db *d, const char *sql, struct db_stmt **out)
 			: dblite_prepare(d, sql, out);
 }
 
+int db_prepare_bulk(struct db *d, const char *sql, struct db_stmt **out)
+{
+	*out = NULL;
+	db_clearerr(d);
+	/* SQLite steps every statement row by row already. */
+	return IS_PG(d) ? dbpg_prepare_bulk(d, sql, out)
+			: dblite_prepare(d, sql, out);
+}
+
 void db_finalize(struct db_stmt *s)
 {
 	if (!s)
@@ -173,6 +182,11 @@ const char *db_col_text(struct db_stmt *s, int c)
 const void *db_col_blob(struct db_stmt *s, int c, size_t *n)
 {
 	return IS_PG(s->d) ? dbpg_col_blob(s, c, n) : dblite_col_blob(s, c, n);
+}
+
+const char *db_col_name(struct db_stmt *s, int c)
+{
+	return IS_PG(s->d) ? dbpg_col_name(s, c) : dblite_col_name(s, c);
 }
 
 int64_t db_changes(struct db *d)

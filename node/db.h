@@ -22,6 +22,17 @@
  *  - One `struct db` is used by one thread. db_stmt_busy() tells whether a
  *    statement is between its first step and its reset (rows may remain), so
  *    the store can give a re-entering callback a private copy.
+ *  - A statement that may return many rows is prepared with
+ *    db_prepare_bulk(): its rows are read as it is stepped, never the whole
+ *    result at once (SQLite always works so; PostgreSQL reads them one at a
+ *    time off the connection). Other statements may still run between two
+ *    steps of it, on either driver: on PostgreSQL the rows not read yet are
+ *    then read ahead into memory first (the connection carries one command
+ *    at a time), so a loop that runs nothing else while it steps holds one
+ *    row, and one that does holds what was left of the result. Only the
+ *    native handle (db_handle) bypasses this: use it only after a call of
+ *    this interface that runs SQL (the store runs SAVEPOINT before a
+ *    plugin).
  *  - Errors: a failing call returns a negative SEMQ_ERR_* (include/semq/error.h)
  *    and leaves db_errmsg() / db_errclass() describing it until the next call.
  *  - Transactions are plain SQL run through statements or db_exec(); the
@@ -95,6 +106,9 @@ int db_exec(struct db *d, const char *sql);
 
 /* Prepares one statement. *out owned by the caller (db_finalize). */
 int db_prepare(struct db *d, const char *sql, struct db_stmt **out);
+/* The same for a statement that may return many rows: they are read one at
+ * a time as it is stepped (see DESIGN), never all at once. */
+int db_prepare_bulk(struct db *d, const char *sql, struct db_stmt **out);
 void db_finalize(struct db_stmt *s); /* accepts NULL */
 
 /* Parameters are numbered from 1. A NULL text binds NULL. */
@@ -115,6 +129,9 @@ int db_col_null(struct db_stmt *s, int c);
 int64_t db_col_int64(struct db_stmt *s, int c);
 const char *db_col_text(struct db_stmt *s, int c);
 const void *db_col_blob(struct db_stmt *s, int c, size_t *n);
+/* The name of column c of the current row (its AS alias), or NULL.
+ * Borrowed like a value. */
+const char *db_col_name(struct db_stmt *s, int c);
 
 /* Rows written by the last INSERT/UPDATE/DELETE statement that completed. */
 int64_t db_changes(struct db *d);

@@ -64,6 +64,7 @@ int dblite_col_null(struct db_stmt *s, int c);
 int64_t dblite_col_int64(struct db_stmt *s, int c);
 const char *dblite_col_text(struct db_stmt *s, int c);
 const void *dblite_col_blob(struct db_stmt *s, int c, size_t *n);
+const char *dblite_col_name(struct db_stmt *s, int c);
 int dblite_in_tx(struct db *d);
 
 /* ---- PostgreSQL (node/db_pg.c) ------------------------------------------- */
@@ -73,6 +74,7 @@ void dbpg_close(struct db *d);
 void *dbpg_handle(struct db *d);
 int dbpg_exec(struct db *d, const char *sql);
 int dbpg_prepare(struct db *d, const char *sql, struct db_stmt **out);
+int dbpg_prepare_bulk(struct db *d, const char *sql, struct db_stmt **out);
 void dbpg_finalize(struct db_stmt *s);
 void dbpg_bind_int64(struct db_stmt *s, int i, int64_t v);
 void dbpg_bind_text(struct db_stmt *s, int i, const char *v);
@@ -84,6 +86,7 @@ int dbpg_col_null(struct db_stmt *s, int c);
 int64_t dbpg_col_int64(struct db_stmt *s, int c);
 const char *dbpg_col_text(struct db_stmt *s, int c);
 const void *dbpg_col_blob(struct db_stmt *s, int c, size_t *n);
+const char *dbpg_col_name(struct db_stmt *s, int c);
 int dbpg_in_tx(struct db *d);
 int dbpg_reconnect(struct db *d);
 

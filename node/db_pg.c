@@ -14,8 +14,25 @@
  *  - One db_step() on a fresh run executes the statement and fetches its whole
  *    result (PQexecPrepared); further steps walk the rows. The connection is
  *    therefore free between steps, and the store may run other statements
- *    while it iterates one (no single-row mode, which would hold the
- *    connection until the last row).
+ *    while it iterates one.
+ *  - A bulk statement (db_prepare_bulk: one that may return many rows) is
+ *    sent with PQsendQueryPrepared in single-row mode instead, and each step
+ *    takes the next row off the connection: the process holds one row of it
+ *    at a time, and the server produces rows only as fast as they are read.
+ *    Such a statement holds the connection until its last row is read (the
+ *    connection is `streaming` it). Anything else that needs the connection
+ *    meanwhile — another statement's first step, db_exec, db_in_tx, a
+ *    DEALLOCATE — first reads the rest of its rows ahead (read_ahead) into
+ *    one result built with PQsetvalue, as compact as a whole result, and the
+ *    bulk statement's later steps walk that; an error that ended its rows is
+ *    kept and returned by the step that reaches it. So a callback may
+ *    re-enter the store while a bulk read is under way, whatever it runs:
+ *    the cost is memory for the rows that were left, no more than the
+ *    whole-result fetch of a plain statement. A cursor (DECLARE … FETCH)
+ *    was not taken: it needs a transaction block, and the store's listings
+ *    and scans run outside one too (WITH HOLD would copy the whole result
+ *    on the server at the commit). db_reset() of a statement still
+ *    streaming reads and drops its remaining rows.
  *  - Parameters go in text format (integers printed into a per-parameter
  *    buffer), blobs in binary; unbound parameters are NULL. Results come in
  *    binary format and are decoded by the column's type OID. A result with a
@@ -28,7 +45,9 @@
  *    settings (lock_timeout, synchronous_commit) are SET after every
  *    connect, reconnect included.
  *  - Every PGresult is cleared where it is consumed or in dbpg_reset() /
- *    dbpg_finalize(); the driver holds at most one per statement.
+ *    dbpg_finalize(); the driver holds at most three per statement (the
+ *    current rows, and for a bulk one the rows read ahead and the error that
+ *    ended them).
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -66,6 +85,8 @@ enum {
 #define DEFAULT_LOCK_TIMEOUT_MS 5000
 #define DEFAULT_CONNECT_TIMEOUT_S "10"
 
+struct pgstmt;
+
 struct pgdb {
 	struct db base;     /* first: db.c casts */
 	PGconn *conn;       /* owned */
@@ -73,6 +94,9 @@ struct pgdb {
 	unsigned long next; /* the number of the next statement name */
 	int lock_timeout_ms;
 	int synchronous;
+	/* The bulk statement whose rows are still coming on the connection
+	 * (borrowed), or NULL: the connection is free. */
+	struct pgstmt *streaming;
 };
 
 /* How a column is read: decided once per result from its type OID. */
@@ -90,12 +114,20 @@ struct pgstmt {
 	char (*ibuf)[24];    /* owned: printed integers, one per parameter */
 	int bad;             /* an out-of-range bind since the last reset */
 	int bad_param;       /* its index */
-	enum { RUN_FRESH, RUN_ROWS, RUN_DONE } run; /* DONE: rows or error */
-	PGresult *res; /* owned: the current run's rows */
+	int bulk;            /* rows read one at a time (db_prepare_bulk) */
+	/* FRESH: not executed; STREAM: rows come off the connection; ROWS:
+	 * rows are in res (then rest); DONE: all read, or an error. */
+	enum { RUN_FRESH, RUN_STREAM, RUN_ROWS, RUN_DONE } run;
+	PGresult *res; /* owned: the current run's rows (STREAM: the row) */
 	int row;       /* the current row of res, -1 before the first */
 	int ntuples, ncols;
 	enum colkind *kinds; /* owned, ncols entries */
 	char (*tbuf)[24];    /* owned: integer columns printed as text */
+	/* A bulk statement's rows read ahead (read_ahead): the rows after
+	 * res, and what ended them besides their end. */
+	PGresult *rest; /* owned; NULL when none */
+	PGresult *fail; /* owned: the error result that ended them */
+	enum { AHEAD_OK, AHEAD_NOMEM, AHEAD_RESET } ahead;
 };
 
 static struct pgdb *pgdb_of(struct db *d)
@@ -229,6 +261,8 @@ static void note_changes(struct pgdb *pd, const PGresult *res)
 		pd->base.changes = strtoll(n, NULL, 10);
 }
 
+static void read_ahead(struct pgdb *pd);
+
 /* ---- the connection ------------------------------------------------------- */
 
 /* The session settings: after every connect and reconnect. */
@@ -354,6 +388,7 @@ int dbpg_exec(struct db *d, const char *sql)
 	db_clearerr(d);
 	if (!sql)
 		return db_seterr(d, DB_E_OTHER, "exec: no SQL text");
+	read_ahead(pd);
 	res = PQexec(pd->conn, sql);
 	switch (res ? PQresultStatus(res) : PGRES_FATAL_ERROR) {
 	case PGRES_COMMAND_OK:
@@ -370,6 +405,9 @@ int dbpg_exec(struct db *d, const char *sql)
 
 int dbpg_in_tx(struct db *d)
 {
+	/* While a bulk statement streams the status is ACTIVE whether or not
+	 * a transaction is open: ask once the connection is free. */
+	read_ahead(pgdb_of(d));
 	switch (PQtransactionStatus(pgdb_of(d)->conn)) {
 	case PQTRANS_ACTIVE:
 	case PQTRANS_INTRANS:
@@ -383,8 +421,14 @@ int dbpg_reconnect(struct db *d)
 	struct pgdb *pd = pgdb_of(d);
 
 	db_clearerr(d);
-	/* Whatever happens, the server session the statements knew is gone. */
+	/* Whatever happens, the server session the statements knew is gone,
+	 * with the rows a bulk statement had not read yet. */
 	pd->gen++;
+	if (pd->streaming) {
+		pd->streaming->run = RUN_ROWS;
+		pd->streaming->ahead = AHEAD_RESET;
+		pd->streaming = NULL;
+	}
 	PQreset(pd->conn);
 	if (PQstatus(pd->conn) != CONNECTION_OK)
 		return pg_fail(pd, NULL);
@@ -566,11 +610,34 @@ out:
 	return r;
 }
 
-/* Drops the current result and its decoding state. */
+int dbpg_prepare_bulk(struct db *d, const char *sql, struct db_stmt **out)
+{
+	int r = dbpg_prepare(d, sql, out);
+
+	if (r == SEMQ_OK)
+		pgstmt_of(*out)->bulk = 1;
+	return r;
+}
+
+/* Reads the results left on the connection and throws them away. */
+static void discard_pending(struct pgdb *pd)
+{
+	PGresult *res;
+
+	while ((res = PQgetResult(pd->conn)) != NULL)
+		PQclear(res);
+}
+
+/* Drops the current result, the rows read ahead and the decoding state. */
 static void drop_result(struct pgstmt *ps)
 {
 	PQclear(ps->res);
 	ps->res = NULL;
+	PQclear(ps->rest);
+	ps->rest = NULL;
+	PQclear(ps->fail);
+	ps->fail = NULL;
+	ps->ahead = AHEAD_OK;
 	free(ps->kinds);
 	ps->kinds = NULL;
 	free(ps->tbuf);
@@ -578,6 +645,82 @@ static void drop_result(struct pgstmt *ps)
 	ps->row = -1;
 	ps->ntuples = 0;
 	ps->ncols = 0;
+}
+
+/* A statement still streaming stops: the rows it did not read are read
+ * off the connection and dropped, and the connection is free again. */
+static void stop_streaming(struct pgstmt *ps)
+{
+	struct pgdb *pd = pgdb_of(ps->base.d);
+
+	if (pd->streaming != ps)
+		return;
+	discard_pending(pd);
+	pd->streaming = NULL;
+}
+
+/* Appends the rows of res to ps->rest (made with res's columns on the first
+ * row). 0, or -1 when out of memory. */
+static int append_rows(struct pgstmt *ps, const PGresult *res)
+{
+	int t, c, n = PQntuples(res), nf = PQnfields(res);
+
+	for (t = 0; t < n; t++) {
+		int at;
+
+		if (!ps->rest) {
+			ps->rest = PQcopyResult(res, PG_COPYRES_ATTRS);
+			if (!ps->rest)
+				return -1;
+		}
+		at = PQntuples(ps->rest);
+		for (c = 0; c < nf; c++) {
+			int null = PQgetisnull(res, t, c);
+
+			if (!PQsetvalue(ps->rest, at, c,
+					null ? NULL : PQgetvalue(res, t, c),
+					null ? -1 : PQgetlength(res, t, c)))
+				return -1;
+		}
+	}
+	return 0;
+}
+
+/*
+ * Frees the connection for another command: the rows of the statement
+ * streaming on it that were not read yet are read into its `rest`, and what
+ * ended them (an error, no memory) is kept for the step that reaches it.
+ * Its current row stays where it is: values of it handed out stay valid.
+ */
+static void read_ahead(struct pgdb *pd)
+{
+	struct pgstmt *ps = pd->streaming;
+	PGresult *res;
+
+	if (!ps)
+		return;
+	pd->streaming = NULL;
+	while ((res = PQgetResult(pd->conn)) != NULL) {
+		switch (PQresultStatus(res)) {
+		case PGRES_SINGLE_TUPLE:
+		case PGRES_TUPLES_OK:
+		case PGRES_COMMAND_OK:
+			if (ps->ahead == AHEAD_OK && !ps->fail &&
+			    append_rows(ps, res) != 0)
+				ps->ahead = AHEAD_NOMEM;
+			if (PQresultStatus(res) != PGRES_SINGLE_TUPLE)
+				note_changes(pd, res);
+			PQclear(res);
+			break;
+		default:
+			if (!ps->fail)
+				ps->fail = res;
+			else
+				PQclear(res);
+			break;
+		}
+	}
+	ps->run = RUN_ROWS;
 }
 
 void dbpg_finalize(struct db_stmt *s)
@@ -588,6 +731,7 @@ void dbpg_finalize(struct db_stmt *s)
 	if (!ps)
 		return;
 	pd = pgdb_of(ps->base.d);
+	stop_streaming(ps);
 	drop_result(ps);
 	/*
 	 * Frees the server's copy when the session can take a command now; in
@@ -595,8 +739,10 @@ void dbpg_finalize(struct db_stmt *s)
 	 * session ends (a reconnect or close frees it anyway).
 	 */
 	if (ps->gen == pd->gen && PQstatus(pd->conn) == CONNECTION_OK) {
-		PGTransactionStatusType ts = PQtransactionStatus(pd->conn);
+		PGTransactionStatusType ts;
 
+		read_ahead(pd); /* another bulk statement may be streaming */
+		ts = PQtransactionStatus(pd->conn);
 		if (ts == PQTRANS_IDLE || ts == PQTRANS_INTRANS) {
 			char sql[64];
 
@@ -754,7 +900,10 @@ static int ensure_prepared(struct pgstmt *ps)
 	return r;
 }
 
-/* The first step of a run: execute and fetch every row. */
+/*
+ * The first step of a run: execute and fetch every row, or (a bulk
+ * statement) send it and let the steps read its rows off the connection.
+ */
 static int execute(struct pgstmt *ps)
 {
 	struct pgdb *pd = pgdb_of(ps->base.d);
@@ -768,9 +917,24 @@ static int execute(struct pgstmt *ps)
 			      ps->bad_param, ps->nparams);
 		goto out;
 	}
+	read_ahead(pd); /* the connection carries one command at a time */
 	r = ensure_prepared(ps);
 	if (r != SEMQ_OK)
 		goto out;
+	if (ps->bulk) {
+		if (!PQsendQueryPrepared(pd->conn, ps->name, ps->nparams,
+					 ps->vals, ps->lens, ps->fmts, 1)) {
+			r = pg_fail(pd, NULL);
+			goto out;
+		}
+		/* Refused (it never is right after the send), the whole
+		 * result comes as one: stream_next reads it so. */
+		(void)PQsetSingleRowMode(pd->conn);
+		pd->streaming = ps;
+		ps->run = RUN_STREAM;
+		r = SEMQ_OK;
+		goto out;
+	}
 	res = PQexecPrepared(pd->conn, ps->name, ps->nparams, ps->vals,
 			     ps->lens, ps->fmts, 1);
 	switch (res ? PQresultStatus(res) : PGRES_FATAL_ERROR) {
@@ -786,9 +950,96 @@ static int execute(struct pgstmt *ps)
 	r = classify_columns(ps);
 	if (r != SEMQ_OK)
 		drop_result(ps);
+	else
+		ps->run = RUN_ROWS;
 out:
 	PQclear(res);
 	/* The bound values have gone to the server: no longer needed. */
+	return r;
+}
+
+/* A streaming statement's next row off the connection, or its end. */
+static int stream_next(struct pgstmt *ps)
+{
+	struct pgdb *pd = pgdb_of(ps->base.d);
+	PGresult *res;
+	ExecStatusType rs;
+	int r = DB_DONE;
+
+	if (pd->streaming != ps) {
+		r = db_seterr(&pd->base, DB_E_OTHER,
+			      "internal: a bulk statement lost its rows");
+		goto end;
+	}
+	res = PQgetResult(pd->conn);
+	rs = res ? PQresultStatus(res) : PGRES_TUPLES_OK;
+	if (res && (rs == PGRES_SINGLE_TUPLE ||
+		    (rs == PGRES_TUPLES_OK && PQntuples(res) > 0))) {
+		PQclear(ps->res);
+		ps->res = res;
+		ps->row = 0;
+		ps->ntuples = PQntuples(res);
+		if (!ps->kinds) {
+			ps->ncols = PQnfields(res);
+			r = classify_columns(ps);
+			if (r != SEMQ_OK)
+				goto end;
+		}
+		if (rs == PGRES_TUPLES_OK) { /* not single rows: all of them */
+			note_changes(pd, res);
+			stop_streaming(ps);
+			ps->run = RUN_ROWS;
+		}
+		return DB_ROW;
+	}
+	if (rs == PGRES_TUPLES_OK || rs == PGRES_COMMAND_OK) {
+		if (res)
+			note_changes(pd, res);
+	} else {
+		r = pg_fail(pd, res);
+	}
+	PQclear(res);
+end:
+	stop_streaming(ps);
+	ps->run = RUN_DONE;
+	drop_result(ps);
+	return r;
+}
+
+/* The next row of res, then of the rows read ahead, then what ended them. */
+static int next_row(struct pgstmt *ps)
+{
+	struct pgdb *pd = pgdb_of(ps->base.d);
+	int r = DB_DONE;
+
+	if (ps->res && ps->row + 1 < ps->ntuples) {
+		ps->row++;
+		return DB_ROW;
+	}
+	if (ps->rest && PQntuples(ps->rest) > 0) {
+		PQclear(ps->res);
+		ps->res = ps->rest;
+		ps->rest = NULL;
+		ps->row = 0;
+		ps->ntuples = PQntuples(ps->res);
+		if (ps->kinds)
+			return DB_ROW;
+		ps->ncols = PQnfields(ps->res);
+		r = classify_columns(ps);
+		if (r == SEMQ_OK)
+			return DB_ROW;
+	} else if (ps->ahead == AHEAD_NOMEM) {
+		r = db_seterr(&pd->base, DB_E_OTHER,
+			      "out of memory reading rows ahead");
+	} else if (ps->ahead == AHEAD_RESET) {
+		r = db_seterr(&pd->base, DB_E_LOST,
+			      "the connection was reset before the last rows "
+			      "were read");
+	} else if (ps->fail) {
+		r = pg_fail(pd, ps->fail);
+	}
+	ps->run = RUN_DONE;
+	drop_result(ps);
 	return r;
 }
 
@@ -799,23 +1050,19 @@ int dbpg_step(struct db_stmt *s)
 
 	db_clearerr(s->d);
 	s->busy = 1;
-	if (ps->run == RUN_DONE) /* stepped past the end: stays done */
-		return DB_DONE;
-	if (ps->run == RUN_FRESH) {
+	switch (ps->run) {
+	case RUN_DONE: return DB_DONE; /* stepped past the end: stays done */
+	case RUN_FRESH:
 		r = execute(ps);
 		if (r != SEMQ_OK) {
 			ps->run = RUN_DONE;
 			return r;
 		}
-		ps->run = RUN_ROWS;
+		return ps->run == RUN_STREAM ? stream_next(ps) : next_row(ps);
+	case RUN_STREAM: return stream_next(ps);
+	case RUN_ROWS: break;
 	}
-	if (ps->res && ps->row + 1 < ps->ntuples) {
-		ps->row++;
-		return DB_ROW;
-	}
-	ps->run = RUN_DONE;
-	drop_result(ps);
-	return DB_DONE;
+	return next_row(ps);
 }
 
 void dbpg_reset(struct db_stmt *s)
@@ -823,6 +1070,7 @@ void dbpg_reset(struct db_stmt *s)
 	struct pgstmt *ps = pgstmt_of(s);
 	int k;
 
+	stop_streaming(ps);
 	drop_result(ps);
 	for (k = 0; k < ps->nparams; k++) {
 		ps->vals[k] = NULL;
@@ -918,4 +1166,13 @@ const void *dbpg_col_blob(struct db_stmt *s, int c, size_t *n)
 		return NULL;
 	*n = (size_t)len;
 	return v;
+}
+
+const char *dbpg_col_name(struct db_stmt *s, int c)
+{
+	struct pgstmt *ps = pgstmt_of(s);
+
+	if (!ps->res || c < 0 || c >= PQnfields(ps->res))
+		return NULL;
+	return PQfname(ps->res, c);
 }

@@ -475,6 +475,13 @@ const void *dblite_col_blob(struct db_stmt *s, int c, size_t *n)
 	return p;
 }
 
+const char *dblite_col_name(struct db_stmt *s, int c)
+{
+	if (c < 0 || c >= sqlite3_column_count(S(s)))
+		return NULL;
+	return sqlite3_column_name(S(s), c);
+}
+
 int dblite_in_tx(struct db *d)
 {
 	return !sqlite3_get_autocommit(L(d)->db);

@@ -50,9 +50,57 @@ void store__copy_err(const struct store *st, char *err, size_t errsz)
 
 /* ---- statements ----------------------------------------------------------- */
 
+/*
+ * The statements that may return many rows (scans, listings, the wheel's
+ * refill): prepared with db_prepare_bulk, so that PostgreSQL hands their
+ * rows over one at a time instead of holding the whole result in memory
+ * (node/db.h). Their callbacks may still call the store: the driver reads
+ * the rows left ahead when another statement needs the connection. A new
+ * statement of that kind belongs here.
+ */
+static const unsigned char bulk[Q__N] = {
+	/* inbound streams and tb_0030 */
+	[Q_W_LIST] = 1,
+	[Q_IN_UNACKED] = 1,
+	[Q_IN_RUN] = 1,
+	[Q_IN_LIST_ALL] = 1,
+	[Q_IN_LIST] = 1,
+	/* tb_0033 */
+	[Q_REDO_DUE] = 1,
+	[Q_REDO_LIST_ALL] = 1,
+	[Q_REDO_LIST] = 1,
+	/* tb_0031 and its streams */
+	[Q_OUT_SENDABLE] = 1,
+	[Q_OUT_IN_DOUBT] = 1,
+	[Q_OUT_TOMBSTONES] = 1,
+	[Q_OUT_LIST_ALL] = 1,
+	[Q_OUT_LIST] = 1,
+	[Q_OUT_CHAIN] = 1,
+	[Q_OUT_STREAMS] = 1,
+	[Q_RELAY_LIST] = 1,
+	/* custody */
+	[Q_OUT_TOMBSTONES_TO] = 1,
+	[Q_OUT_WAITING] = 1,
+	[Q_COPIES_FOR] = 1,
+	[Q_CUSTODY_LIST] = 1,
+	[Q_DEST_UNKNOWN] = 1,
+	/* lives, status */
+	[Q_LIVES] = 1,
+	[Q_STAT_OUT] = 1,
+	[Q_STAT_IN] = 1,
+	[Q_STAT_REDO] = 1,
+};
+
 static const char *q_text(const struct store *st, enum q i)
 {
 	return st->pg && store__q[i].pg ? store__q[i].pg : store__q[i].lite;
+}
+
+static int q_prepare(struct store *st, enum q i, const char *sql,
+		     struct db_stmt **out)
+{
+	return bulk[i] ? db_prepare_bulk(st->db, sql, out)
+		       : db_prepare(st->db, sql, out);
 }
 
 /* The statement for `i`, reset and unbound; NULL (errmsg set) on failure.
@@ -69,8 +117,7 @@ struct db_stmt *store__q_get(struct store *st, enum q i)
 		return NULL;
 	}
 	if (!st->busy[i]) {
-		if (!st->q[i] &&
-		    db_prepare(st->db, sql, &st->q[i]) != SEMQ_OK) {
+		if (!st->q[i] && q_prepare(st, i, sql, &st->q[i]) != SEMQ_OK) {
 			st->q[i] = NULL;
 			dberr(st, "preparing a statement");
 			return NULL;
@@ -79,7 +126,7 @@ struct db_stmt *store__q_get(struct store *st, enum q i)
 		return st->q[i];
 	}
 	/* Re-entered from a callback while q[i] is stepping: a private one. */
-	if (db_prepare(st->db, sql, &s) != SEMQ_OK) {
+	if (q_prepare(st, i, sql, &s) != SEMQ_OK) {
 		dberr(st, "preparing a statement");
 		return NULL;
 	}
@@ -353,7 +400,17 @@ int store__col_int(struct db_stmt *s, int col)
 	return (int)db_col_int64(s, col);
 }
 
-/* MSG_COLS (0..7) and created_at (8) into m; m->payload is malloc'd. */
+/* Column 7 of a message read: the payload, or (`length(payload) AS
+ * payload_len`, store_sql.c's listings) only its length. */
+static int col_is_payload_len(struct db_stmt *s)
+{
+	const char *name = db_col_name(s, 7);
+
+	return name && strcmp(name, "payload_len") == 0;
+}
+
+/* MSG_COLS (0..7) and created_at (8) into m; m->payload is malloc'd, or
+ * NULL with payload_len set when the statement read only the length. */
 static int col_msg(struct store *st, struct db_stmt *s, struct msg *m)
 {
 	const void *p;
@@ -370,6 +427,13 @@ static int col_msg(struct store *st, struct db_stmt *s, struct msg *m)
 	}
 	m->prev_seq = (uint64_t)db_col_int64(s, 5);
 	m->deliver_at = db_col_int64(s, 6);
+	if (col_is_payload_len(s)) {
+		int64_t len = db_col_int64(s, 7);
+
+		m->payload_len = len > 0 ? (size_t)len : 0;
+		m->created_at = db_col_int64(s, 8);
+		return SEMQ_OK;
+	}
 	p = db_col_blob(s, 7, &n);
 	if (n > 0) {
 		m->payload = malloc(n);
@@ -408,6 +472,7 @@ int store__col_out(struct store *st, struct db_stmt *s, struct msg *m,
 	m->id.digest = db_col_null(s, 18) ? 0 : (uint64_t)db_col_int64(s, 18);
 	m->prev_digest = db_col_null(s, 19) ? 0 : (uint64_t)db_col_int64(s, 19);
 	col_text(row->custodian, sizeof row->custodian, s, 20);
+	m->hops = (unsigned)col_int(s, 21);
 	/* A cancelled outbound row stands for its tombstone. */
 	m->tombstone = row->status == SS_CANCELLED;
 	return SEMQ_OK;

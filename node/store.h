@@ -151,7 +151,12 @@ int store_outbound_moved(struct store *st, const struct msgid *id,
 
 /* Callback for listings: `m` and `row` are borrowed until it returns. Return
  * non-zero to stop the iteration (the listing then returns SEMQ_OK). The
- * callback may call the store. m->tombstone is set for a cancelled row. */
+ * callback may call the store. m->tombstone is set for a cancelled row.
+ * Scans and listings that do not send the message (store_fetch_in_doubt,
+ * store_outbound_list) hand it over without its payload: m->payload is
+ * NULL and m->payload_len the payload's length. Such an m is no message to
+ * store again or to compute a digest of; store_outbound_get() reads the
+ * bytes. Rows are read one at a time, never the whole result at once. */
 struct out_row {
 	int64_t rowid;
 	int status; /* enum out_status */
@@ -212,7 +217,8 @@ int store_drop_copy(struct store *st, const struct msgid *id);
  * any other verdict (it took effect first) makes it 100. */
 int store_fetch_tombstones(struct store *st, int64_t now, unsigned limit,
 			   store_out_cb cb, void *ctx);
-/* Rows in status 4 or 6 whose next_attempt_at <= now: in doubt, to query. */
+/* Rows in status 4 or 6 whose next_attempt_at <= now: in doubt, to query.
+ * Without their payloads (payload NULL, payload_len set). */
 int store_fetch_in_doubt(struct store *st, int64_t now, unsigned limit,
 			 store_out_cb cb, void *ctx);
 /* Operator cancel: any status but 100 -> -2 (already -2: SEMQ_OK), with
@@ -294,7 +300,8 @@ int store_redo_purge(struct store *st, int64_t now, int64_t retention_ms,
 /* One outbound row by id (m's payload owned by the caller: msg_clear). */
 int store_outbound_get(struct store *st, const struct msgid *id, struct msg *m,
 		       struct out_row *row);
-/* Listing of tb_0031 (status < -99 = all), newest first, at most limit. */
+/* Listing of tb_0031 (status < -99 = all), newest first, at most limit;
+ * without the payloads (payload NULL, payload_len set). */
 int store_outbound_list(struct store *st, int status, unsigned limit,
 			store_out_cb cb, void *ctx);
 
@@ -559,10 +566,14 @@ struct redo_row {
 	const char *last_error;     /* NULL when none */
 	const char *discard_reason; /* NULL when none */
 };
+/* Callback for store_redo_due and store_redo_list, as store_out_cb: the
+ * entries come without their payloads (m->payload NULL, m->payload_len
+ * the payload's length); store_redo_get() reads one with its bytes. */
 typedef int (*store_redo_cb)(void *ctx, const struct msg *m,
 			     const struct redo_row *row);
 
-/* Pending entries due at `now` (next_attempt_at <= now), oldest first. */
+/* Pending entries due at `now` (next_attempt_at <= now), oldest first,
+ * without their payloads. */
 int store_redo_due(struct store *st, int64_t now, unsigned limit,
 		   store_redo_cb cb, void *ctx);
 /* What a waiting entry (status 1) of message m waits for: the head of its
@@ -590,7 +601,8 @@ int store_redo_next_due(struct store *st, int64_t *at);
  */
 int store_redo_run(struct store *st, int64_t id, int64_t now,
 		   store_apply_fn apply, void *ctx, int *status_out);
-/* Listing (status < -99 = all), by id, at most limit. */
+/* Listing (status < -99 = all), by id, at most limit, without the
+ * payloads. */
 int store_redo_list(struct store *st, int status, unsigned limit,
 		    store_redo_cb cb, void *ctx);
 /* One entry: payload owned by the caller (msg_clear); row strings valid until
@@ -627,6 +639,33 @@ int store_stats(struct store *st, store_stat_cb cb, void *ctx);
 typedef int (*store_stream_cb)(void *ctx, const char *origin, const char *dest,
 			       uint64_t life, uint64_t confirmed_through);
 int store_streams_in(struct store *st, store_stream_cb cb, void *ctx);
+
+/* ---- counts without scans (store_stat.c) ---------------------------------- */
+
+/*
+ * What /metrics, /streams and `semqctl status` read: O(streams) rows, never
+ * a scan of a queue (semq_counts, kept by triggers of schema 5 in the
+ * transaction of every change, whoever makes it). store_stats above counts
+ * the rows themselves (a scan of each table): for tests and checks only.
+ *
+ * store_counts: every count that is not 0, by table, stream and status, as
+ * store_stats gives them (r->table, r->origin, r->dest borrowed until the
+ * callback returns); r->oldest is the created_at (tb_0030: received_at) of
+ * the first unconfirmed row of the stream in that status, found by one
+ * index seek: tb_0031 unsent (the first in stream order), sent and
+ * relay-acked (the oldest in flight, or the first handed to each relay that
+ * holds some in custody), tb_0030 unacked (the first above the watermark);
+ * 0 for the other statuses. On PostgreSQL it first folds other connections'
+ * counts into this one's (a write: in the open batch or a transaction of its
+ * own).
+ */
+int store_counts(struct store *st, store_stat_cb cb, void *ctx);
+/* As store_custody_waiting (this node's rows in a relay's custody, per
+ * destination and relay, with the earliest hand-over), from the counts. */
+int store_counts_waiting(struct store *st, store_waiting_cb cb, void *ctx);
+/* As store_custody_list (a relay's custody per origin and destination),
+ * with the oldest copy found by one seek per life of the stream. */
+int store_counts_custody(struct store *st, store_custody_cb cb, void *ctx);
 
 /* The open transaction for plugins (borrowed while the store lives):
  * {SEMQ_DB_SQLITE, sqlite3 *} or {SEMQ_DB_PG, PGconn *}. */

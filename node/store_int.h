@@ -106,7 +106,7 @@
 	MSG_COLS                                                               \
 	", created_at, status, attempts, next_attempt_at, sent_at,"            \
 	" acked_at, result, last_error, id, life, digest, prev_digest,"        \
-	" custodian"
+	" custodian, hops"
 #define REDO_COLS                                                              \
 	MSG_COLS ", msg_created_at, status, tries, level, next_attempt_at,"    \
 		 " created_at, updated_at, last_error, discard_reason, id, "   \
@@ -249,6 +249,11 @@ enum q {
 	/* disk space */
 	Q_PROBE_SET,
 	Q_PROBE_DEL,
+	/* counts without scans (store_stat.c, semq_counts of schema 5) */
+	Q_CNT_FOLD, /* PostgreSQL only */
+	Q_CNT_LIST,
+	Q_CNT_WAITING,
+	Q_CNT_CUSTODY,
 	Q__N
 };
 

@@ -151,6 +151,7 @@ int store_enqueue_copy(struct store *st, const struct msg *m, int64_t now)
 	db_bind_int64(s, 12, now);
 	bind_digest(s, 13, m->id.digest);
 	bind_digest(s, 14, m->prev_digest);
+	db_bind_int64(s, 15, m->hops);
 	rc = db_step(s);
 	q_put(st, Q_OUT_COPY, s);
 	s = NULL;

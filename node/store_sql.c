@@ -26,6 +26,32 @@
 #define NOT_OWN                                                                \
 	" AND origin <> (SELECT value FROM semq_meta WHERE key = 'node_id')"
 
+/*
+ * OUT_COLS and REDO_COLS with the payload's length in place of the payload,
+ * for the scans and listings that never use the bytes (the wheel's refill,
+ * the in-doubt scan, semqctl's and /redo's listings): store.c's col_msg
+ * reads a column 7 named payload_len as the length and leaves m->payload
+ * NULL. length() of a blob reads neither SQLite's overflow pages nor
+ * PostgreSQL's TOAST (it is byteaoctetlen there). The static asserts keep
+ * these lists the length of store_int.h's.
+ */
+#define MSG_COLS_LEN                                                           \
+	"origin, dest, seq, type, msg_key, prev_seq, deliver_at,"              \
+	" length(payload) AS payload_len"
+#define OUT_TAIL                                                               \
+	", created_at, status, attempts, next_attempt_at, sent_at,"            \
+	" acked_at, result, last_error, id, life, digest, prev_digest,"        \
+	" custodian, hops"
+#define REDO_TAIL                                                              \
+	", msg_created_at, status, tries, level, next_attempt_at,"             \
+	" created_at, updated_at, last_error, discard_reason, id, life"
+#define OUT_COLS_LEN MSG_COLS_LEN OUT_TAIL
+#define REDO_COLS_LEN MSG_COLS_LEN REDO_TAIL
+_Static_assert(sizeof(MSG_COLS OUT_TAIL) == sizeof(OUT_COLS),
+	       "OUT_TAIL is not the rest of OUT_COLS");
+_Static_assert(sizeof(MSG_COLS REDO_TAIL) == sizeof(REDO_COLS),
+	       "REDO_TAIL is not the rest of REDO_COLS");
+
 const struct q_text store__q[Q__N] = {
 	[Q_BEGIN] = {"BEGIN IMMEDIATE", "BEGIN ISOLATION LEVEL READ COMMITTED"},
 	[Q_COMMIT] = {"COMMIT"},
@@ -146,14 +172,15 @@ const struct q_text store__q[Q__N] = {
 	[Q_REDO_GET] = {"SELECT " REDO_COLS " FROM tb_0033 WHERE id = ?1"},
 	[Q_REDO_STATUS_OF] = {"SELECT status FROM tb_0033 WHERE origin = ?1"
 			      " AND dest = ?2 AND seq = ?3 AND life = ?4"},
-	[Q_REDO_DUE] = {"SELECT " REDO_COLS " FROM tb_0033"
+	[Q_REDO_DUE] = {"SELECT " REDO_COLS_LEN " FROM tb_0033"
 			" WHERE status = 0 AND next_attempt_at <= ?1"
 			" ORDER BY next_attempt_at, id LIMIT ?2"},
 	[Q_REDO_NEXT_DUE] = {"SELECT min(next_attempt_at) FROM tb_0033"
 			     " WHERE status = 0"},
-	[Q_REDO_LIST_ALL] = {"SELECT " REDO_COLS " FROM tb_0033"
+	[Q_REDO_LIST_ALL] = {"SELECT " REDO_COLS_LEN " FROM tb_0033"
 			     " ORDER BY id LIMIT ?1"},
-	[Q_REDO_LIST] = {"SELECT " REDO_COLS " FROM tb_0033 WHERE status = ?1"
+	[Q_REDO_LIST] = {"SELECT " REDO_COLS_LEN
+			 " FROM tb_0033 WHERE status = ?1"
 			 " ORDER BY id LIMIT ?2"},
 	[Q_REDO_UPDATE] = {"UPDATE tb_0033 SET status = ?2, tries = ?3,"
 			   " level = ?4, next_attempt_at = ?5,"
@@ -194,9 +221,9 @@ const struct q_text store__q[Q__N] = {
 	[Q_OUT_SEQ] = {"SELECT seq FROM tb_0031 WHERE id = ?1"},
 	[Q_OUT_COPY] = {"INSERT INTO tb_0031(origin, dest, seq, life, type,"
 			" msg_key, prev_seq, deliver_at, payload, created_at,"
-			" status, next_attempt_at, digest, prev_digest)"
+			" status, next_attempt_at, digest, prev_digest, hops)"
 			" VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10,"
-			" ?11, ?12, ?13, ?14)"
+			" ?11, ?12, ?13, ?14, ?15)"
 			" ON CONFLICT (origin, dest, life, seq) DO NOTHING"},
 	/* Skip-scan over the partial index idx_0031_unsent (dest, origin,
 	 * seq): one seek per stream. Without statistics the planner would
@@ -322,7 +349,7 @@ const struct q_text store__q[Q__N] = {
 			" WHERE origin = ?1 AND dest = ?2 AND seq = ?3"
 			" AND life = ?4 AND (status BETWEEN 0 AND 6"
 			" OR (status = -2 AND result IS NULL))"},
-	[Q_OUT_IN_DOUBT] = {"SELECT " OUT_COLS " FROM tb_0031"
+	[Q_OUT_IN_DOUBT] = {"SELECT " OUT_COLS_LEN " FROM tb_0031"
 			    " WHERE status IN (4, 6) AND next_attempt_at <= ?1"
 			    " ORDER BY next_attempt_at, id LIMIT ?2"},
 	[Q_OUT_DEFER] = {"UPDATE tb_0031 SET next_attempt_at = ?5"
@@ -369,9 +396,9 @@ const struct q_text store__q[Q__N] = {
 	[Q_OUT_MOVED] = {"SELECT seq FROM tb_0031 WHERE origin = ?1"
 			 " AND dest = ?2 AND life = ?4 AND seq > ?3"
 			 " AND digest = ?5 LIMIT 1"},
-	[Q_OUT_LIST_ALL] = {"SELECT " OUT_COLS " FROM tb_0031"
+	[Q_OUT_LIST_ALL] = {"SELECT " OUT_COLS_LEN " FROM tb_0031"
 			    " ORDER BY id DESC LIMIT ?1"},
-	[Q_OUT_LIST] = {"SELECT " OUT_COLS " FROM tb_0031 WHERE status = ?1"
+	[Q_OUT_LIST] = {"SELECT " OUT_COLS_LEN " FROM tb_0031 WHERE status = ?1"
 			" ORDER BY id DESC LIMIT ?2"},
 
 	/* ---- renumbering and stream counters ---- */
@@ -714,4 +741,147 @@ const struct q_text store__q[Q__N] = {
 		 " g)) ON CONFLICT (key) DO UPDATE"
 		 " SET value = excluded.value"},
 	[Q_PROBE_DEL] = {"DELETE FROM semq_meta WHERE key = 'disk_probe'"},
+
+	/* ---- counts without scans (store_stat.c) ---- */
+	/* Every statement below reads O(streams) rows: semq_counts (kept by
+	 * the triggers of schema 5), the stream tables, and for each count
+	 * of unconfirmed rows one seek for the first of them. test_store's
+	 * test_count_plans checks their plans and that their work does not
+	 * grow with the rows. */
+	/* PostgreSQL: the counts of other connections that no transaction
+	 * holds now go into this connection's shard (db/postgresql/
+	 * 0005_counts.sql). */
+	[Q_CNT_FOLD] =
+		{NULL,
+		 "WITH moved AS (DELETE FROM semq_counts WHERE ctid = ANY"
+		 " (ARRAY(SELECT ctid FROM semq_counts"
+		 " WHERE shard <> pg_backend_pid() FOR UPDATE SKIP LOCKED))"
+		 " RETURNING tbl, origin, dest, status, relay, n)"
+		 " INSERT INTO semq_counts AS c (tbl, origin, dest, status,"
+		 " relay, shard, n) SELECT tbl, origin, dest, status, relay,"
+		 " pg_backend_pid(), sum(n) FROM moved"
+		 " GROUP BY tbl, origin, dest, status, relay HAVING sum(n) <> 0"
+		 " ON CONFLICT (tbl, origin, dest, status, relay, shard)"
+		 " DO UPDATE SET n = c.n + excluded.n"},
+	/* Per table, stream and status: the rows, and the created_at
+	 * (received_at) of the first of them where an index finds it in one
+	 * seek: tb_0031 unsent (idx_0031_unsent, stream order), in flight
+	 * (idx_0031_flight, oldest row first), in a relay's custody
+	 * (idx_0031_held, first handed over); tb_0030 unacknowledged (the
+	 * first above the watermark of each life, over idx_0030_1); NULL for
+	 * the others. */
+	[Q_CNT_LIST] =
+		{"SELECT tbl, origin, dest, status, sum(n), min(CASE"
+		 " WHEN tbl = 'tb_0031' AND status = 0 THEN (SELECT created_at"
+		 " FROM tb_0031 INDEXED BY idx_0031_unsent"
+		 " WHERE tb_0031.status = 0"
+		 " AND tb_0031.dest = semq_counts.dest"
+		 " AND tb_0031.origin = semq_counts.origin"
+		 " ORDER BY tb_0031.life, tb_0031.seq LIMIT 1)"
+		 " WHEN tbl = 'tb_0031' AND relay = ''"
+		 " AND (status = 4 OR status = 6) THEN (SELECT created_at"
+		 " FROM tb_0031 INDEXED BY idx_0031_flight"
+		 " WHERE (tb_0031.status = 4 OR (tb_0031.status = 6"
+		 " AND tb_0031.custodian IS NULL))"
+		 " AND tb_0031.origin = semq_counts.origin"
+		 " AND tb_0031.dest = semq_counts.dest"
+		 " AND tb_0031.status = semq_counts.status"
+		 " ORDER BY tb_0031.id LIMIT 1)"
+		 " WHEN tbl = 'tb_0031' AND relay <> '' THEN (SELECT created_at"
+		 " FROM tb_0031 INDEXED BY idx_0031_held"
+		 " WHERE tb_0031.origin = semq_counts.origin"
+		 " AND tb_0031.dest = semq_counts.dest"
+		 " AND tb_0031.custodian = semq_counts.relay"
+		 " AND tb_0031.status = semq_counts.status"
+		 " ORDER BY tb_0031.sent_at LIMIT 1)"
+		 " WHEN tbl = 'tb_0030' AND status = 0 THEN (SELECT"
+		 " min((SELECT received_at FROM tb_0030"
+		 " WHERE tb_0030.origin = semq_stream_in.origin"
+		 " AND tb_0030.dest = semq_stream_in.dest"
+		 " AND tb_0030.life = semq_stream_in.life"
+		 " AND tb_0030.seq > semq_stream_in.confirmed_through"
+		 " AND tb_0030.ack_status = 0 ORDER BY tb_0030.seq LIMIT 1))"
+		 " FROM semq_stream_in"
+		 " WHERE semq_stream_in.origin = semq_counts.origin"
+		 " AND semq_stream_in.dest = semq_counts.dest)"
+		 " END) FROM semq_counts WHERE n <> 0"
+		 " GROUP BY tbl, origin, dest, status HAVING sum(n) <> 0"
+		 " ORDER BY tbl, origin, dest, status",
+		 "SELECT tbl, origin, dest, status, sum(n)::bigint, min(CASE"
+		 " WHEN tbl = 'tb_0031' AND status = 0 THEN (SELECT created_at"
+		 " FROM tb_0031 WHERE tb_0031.status = 0"
+		 " AND tb_0031.dest = c.dest AND tb_0031.origin = c.origin"
+		 " ORDER BY tb_0031.life, tb_0031.seq LIMIT 1)"
+		 " WHEN tbl = 'tb_0031' AND relay = ''"
+		 " AND (status = 4 OR status = 6) THEN (SELECT created_at"
+		 " FROM tb_0031 WHERE (tb_0031.status = 4"
+		 " OR (tb_0031.status = 6 AND tb_0031.custodian IS NULL))"
+		 " AND tb_0031.origin = c.origin AND tb_0031.dest = c.dest"
+		 " AND tb_0031.status = c.status ORDER BY tb_0031.id LIMIT 1)"
+		 " WHEN tbl = 'tb_0031' AND relay <> '' THEN (SELECT created_at"
+		 " FROM tb_0031 WHERE tb_0031.origin = c.origin"
+		 " AND tb_0031.dest = c.dest AND tb_0031.custodian = c.relay"
+		 " AND tb_0031.status = c.status"
+		 " ORDER BY tb_0031.sent_at LIMIT 1)"
+		 " WHEN tbl = 'tb_0030' AND status = 0 THEN (SELECT"
+		 " min((SELECT received_at FROM tb_0030"
+		 " WHERE tb_0030.origin = w.origin AND tb_0030.dest = w.dest"
+		 " AND tb_0030.life = w.life"
+		 " AND tb_0030.seq > w.confirmed_through"
+		 " AND tb_0030.ack_status = 0 ORDER BY tb_0030.seq LIMIT 1))"
+		 " FROM semq_stream_in w"
+		 " WHERE w.origin = c.origin AND w.dest = c.dest)"
+		 " END) FROM (SELECT tbl, origin, dest, status, relay,"
+		 " sum(n) AS n FROM semq_counts"
+		 " GROUP BY tbl, origin, dest, status, relay"
+		 " HAVING sum(n) <> 0) c"
+		 " GROUP BY tbl, origin, dest, status"
+		 " ORDER BY tbl, origin, dest, status"},
+	/* This node's (?1) rows in a relay's custody, per destination and
+	 * relay, with the earliest hand-over. */
+	[Q_CNT_WAITING] =
+		{"SELECT dest, relay, sum(n), (SELECT min(sent_at)"
+		 " FROM tb_0031 INDEXED BY idx_0031_held"
+		 " WHERE tb_0031.origin = ?1"
+		 " AND tb_0031.dest = semq_counts.dest"
+		 " AND tb_0031.custodian = semq_counts.relay)"
+		 " FROM semq_counts WHERE tbl = 'tb_0031' AND origin = ?1"
+		 " AND relay <> '' AND (status = 6 OR status = -2) AND n <> 0"
+		 " GROUP BY dest, relay HAVING sum(n) > 0"
+		 " ORDER BY dest, relay",
+		 "SELECT dest, relay, sum(n)::bigint, (SELECT min(sent_at)"
+		 " FROM tb_0031 WHERE tb_0031.origin = ?1"
+		 " AND tb_0031.dest = c.dest AND tb_0031.custodian = c.relay)"
+		 " FROM semq_counts c WHERE tbl = 'tb_0031' AND origin = ?1"
+		 " AND relay <> '' AND (status = 6 OR status = -2)"
+		 " GROUP BY dest, relay HAVING sum(n) > 0"
+		 " ORDER BY dest, relay"},
+	/* A relay's custody per (origin, dest) and its oldest copy: the
+	 * first of each life the relay knows of the stream, and the first of
+	 * the stream (a life it has no record of). */
+	[Q_CNT_CUSTODY] =
+		{"SELECT origin, dest, messages, bytes, (SELECT min(at) FROM"
+		 " (SELECT (SELECT created_at FROM tb_0031"
+		 " WHERE tb_0031.origin = semq_custody.origin"
+		 " AND tb_0031.dest = semq_custody.dest"
+		 " ORDER BY tb_0031.life, tb_0031.seq LIMIT 1) AS at"
+		 " UNION ALL SELECT (SELECT created_at FROM tb_0031"
+		 " WHERE tb_0031.origin = semq_stream_relay.origin"
+		 " AND tb_0031.dest = semq_stream_relay.dest"
+		 " AND tb_0031.life = semq_stream_relay.life"
+		 " ORDER BY tb_0031.seq LIMIT 1) FROM semq_stream_relay"
+		 " WHERE semq_stream_relay.origin = semq_custody.origin"
+		 " AND semq_stream_relay.dest = semq_custody.dest))"
+		 " FROM semq_custody WHERE messages > 0 ORDER BY origin, dest",
+		 "SELECT origin, dest, messages, bytes, (SELECT min(at) FROM"
+		 " (SELECT (SELECT created_at FROM tb_0031"
+		 " WHERE tb_0031.origin = k.origin AND tb_0031.dest = k.dest"
+		 " ORDER BY tb_0031.life, tb_0031.seq LIMIT 1) AS at"
+		 " UNION ALL SELECT (SELECT created_at FROM tb_0031"
+		 " WHERE tb_0031.origin = r.origin AND tb_0031.dest = r.dest"
+		 " AND tb_0031.life = r.life ORDER BY tb_0031.seq LIMIT 1)"
+		 " FROM semq_stream_relay r WHERE r.origin = k.origin"
+		 " AND r.dest = k.dest) u)"
+		 " FROM semq_custody k WHERE messages > 0"
+		 " ORDER BY origin" BYTES ", dest" BYTES},
 };

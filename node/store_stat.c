@@ -2,6 +2,19 @@
 /*
  * Counts for `semqctl status` and the admin reports: rows per table, stream
  * and status.
+ *
+ * DESIGN
+ *  - store_counts(), store_counts_waiting() and store_counts_custody() are
+ *    what /metrics, /streams and `semqctl status` read, inside the store
+ *    thread's write transaction (or semqctl's own): O(streams), never
+ *    O(rows). The counts are semq_counts, which triggers on tb_0031, tb_0030
+ *    and tb_0033 keep in the transaction of every change (schema 5); the age
+ *    of the oldest unconfirmed message is the first row of an index per
+ *    stream (Q_CNT_LIST says which). test_store's test_count_plans proves it
+ *    (the plans, and work that does not grow with the rows).
+ *  - store_stats() counts the rows themselves (GROUP BY over the three
+ *    tables): for tests and checks, never on a path that runs while the node
+ *    serves.
  */
 #include "store_int.h"
 
@@ -52,5 +65,121 @@ int store_stats(struct store *st, store_stat_cb cb, void *ctx)
 		r = stats_of(st, Q_STAT_IN, "tb_0030", cb, ctx, &stopped);
 	if (!r && !stopped)
 		r = stats_of(st, Q_STAT_REDO, "tb_0033", cb, ctx, &stopped);
+	return r;
+}
+
+/* ---- counts without scans -------------------------------------------------- */
+
+/*
+ * PostgreSQL: the other connections' shards of semq_counts that nobody holds
+ * now go into this connection's (db/postgresql/0005_counts.sql), so that
+ * the counts keep about one row per writer. A write: in the open batch, or a
+ * transaction of its own. SQLite has one writer and no shards.
+ */
+static int counts_fold(struct store *st)
+{
+	int own = 0, r;
+
+	if (!st->pg)
+		return SEMQ_OK;
+	r = tx_open(st, &own);
+	if (r == SEMQ_OK)
+		r = q_exec(st, Q_CNT_FOLD, "folding semq_counts");
+	return tx_close(st, own, r);
+}
+
+int store_counts(struct store *st, store_stat_cb cb, void *ctx)
+{
+	struct db_stmt *s;
+	int rc, r;
+
+	if (!st)
+		return SEMQ_ERR_INVALID;
+	if (!cb)
+		return seterr(st, SEMQ_ERR_INVALID, "%s",
+			      "counts: callback is missing");
+	r = counts_fold(st);
+	if (r != SEMQ_OK)
+		return r;
+	s = q_get(st, Q_CNT_LIST);
+	if (!s)
+		return SEMQ_ERR_DB;
+	while ((rc = db_step(s)) == DB_ROW) {
+		char table[16], origin[SEMQ_ID_MAX + 1], dest[SEMQ_ID_MAX + 1];
+		struct stat_row sr;
+
+		col_text(table, sizeof table, s, 0);
+		col_text(origin, sizeof origin, s, 1);
+		col_text(dest, sizeof dest, s, 2);
+		sr.table = table;
+		sr.origin = origin;
+		sr.dest = dest;
+		sr.status = col_int(s, 3);
+		sr.count = db_col_int64(s, 4);
+		sr.oldest = db_col_null(s, 5) ? 0 : db_col_int64(s, 5);
+		if (cb(ctx, &sr))
+			break;
+	}
+	if (rc < 0)
+		r = dberr(st, "reading semq_counts");
+	q_put(st, Q_CNT_LIST, s);
+	return r;
+}
+
+int store_counts_waiting(struct store *st, store_waiting_cb cb, void *ctx)
+{
+	struct db_stmt *s;
+	int rc, r = SEMQ_OK;
+
+	if (!st)
+		return SEMQ_ERR_INVALID;
+	if (!cb)
+		return seterr(st, SEMQ_ERR_INVALID, "%s",
+			      "counts: callback is missing");
+	s = q_get(st, Q_CNT_WAITING);
+	if (!s)
+		return SEMQ_ERR_DB;
+	db_bind_text(s, 1, st->node_id);
+	while ((rc = db_step(s)) == DB_ROW) {
+		char dest[SEMQ_ID_MAX + 1], relay[SEMQ_ID_MAX + 1];
+
+		col_text(dest, sizeof dest, s, 0);
+		col_text(relay, sizeof relay, s, 1);
+		if (cb(ctx, dest, relay, db_col_int64(s, 2),
+		       db_col_null(s, 3) ? 0 : db_col_int64(s, 3)))
+			break;
+	}
+	if (rc < 0)
+		r = dberr(st, "reading semq_counts");
+	q_put(st, Q_CNT_WAITING, s);
+	return r;
+}
+
+int store_counts_custody(struct store *st, store_custody_cb cb, void *ctx)
+{
+	struct db_stmt *s;
+	int rc, r = SEMQ_OK;
+
+	if (!st)
+		return SEMQ_ERR_INVALID;
+	if (!cb)
+		return seterr(st, SEMQ_ERR_INVALID, "%s",
+			      "counts: callback is missing");
+	s = q_get(st, Q_CNT_CUSTODY);
+	if (!s)
+		return SEMQ_ERR_DB;
+	while ((rc = db_step(s)) == DB_ROW) {
+		char origin[SEMQ_ID_MAX + 1], dest[SEMQ_ID_MAX + 1];
+
+		col_text(origin, sizeof origin, s, 0);
+		col_text(dest, sizeof dest, s, 1);
+		if (cb(ctx, origin, dest, db_col_int64(s, 2),
+		       db_col_int64(s, 3),
+		       db_col_null(s, 4) ? 0 : db_col_int64(s, 4)))
+			break;
+	}
+	if (rc < 0)
+		r = dberr(st, "reading semq_custody");
+	q_put(st, Q_CNT_CUSTODY, s);
 	return r;
 }

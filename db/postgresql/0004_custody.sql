@@ -4,6 +4,7 @@
 
 ALTER TABLE tb_0031 ADD COLUMN custodian TEXT COLLATE "C";
 ALTER TABLE semq_stream_out ADD COLUMN life_hidden INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE tb_0031 ADD COLUMN hops INTEGER NOT NULL DEFAULT 0;
 
 CREATE INDEX idx_0031_flight ON tb_0031(origin, dest)
     WHERE status = 4 OR (status = 6 AND custodian IS NULL);

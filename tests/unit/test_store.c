@@ -5342,6 +5342,1030 @@ static void test_pg_aborted_batch_not_committed(void **state)
 	recv_expect(st, &m, &a, NOW, SEMQ_OK, RES_PROCESSED);
 }
 
+/* ---- scans and listings without payloads ---------------------------------- */
+
+/* What a scan or listing handed out: ids, lengths, and how many rows came
+ * with payload bytes. With `st` set, each row re-enters the store. */
+struct bare_seen {
+	int n;
+	int64_t id[320];
+	uint64_t seq[320];
+	size_t len[320];
+	int with_bytes;
+	struct store *st;
+	int64_t now;
+	int run;   /* redo: run the entry (its plugin) from the callback */
+	int defer; /* outbound: defer the row from the callback */
+	int nested_n;
+};
+
+/* A payload of n bytes that tells its message: byte i is (seq + i). */
+static uint8_t *pattern(uint64_t seq, size_t n)
+{
+	uint8_t *p = malloc(n ? n : 1);
+	size_t i;
+
+	assert_non_null(p);
+	for (i = 0; i < n; i++)
+		p[i] = (uint8_t)(seq + i);
+	return p;
+}
+
+static void expect_pattern(const struct msg *m, size_t n)
+{
+	size_t i;
+
+	assert_int_equal(m->payload_len, n);
+	if (!n)
+		return;
+	assert_non_null(m->payload);
+	for (i = 0; i < n; i++)
+		if (m->payload[i] != (uint8_t)(m->id.seq + i))
+			fail_msg("seq %llu: byte %zu is %u",
+				 (unsigned long long)m->id.seq, i,
+				 m->payload[i]);
+}
+
+static int redo_count(void *ctx, const struct msg *m,
+		      const struct redo_row *row)
+{
+	(void)m;
+	(void)row;
+	((struct bare_seen *)ctx)->nested_n++;
+	return 0;
+}
+
+static int redo_bare(void *ctx, const struct msg *m, const struct redo_row *row)
+{
+	struct bare_seen *c = ctx;
+	struct applier a = {0};
+	struct redo_row r2;
+	struct msg full;
+	int status = -9;
+
+	assert_true(c->n < 320);
+	c->id[c->n] = row->id;
+	c->seq[c->n] = m->id.seq;
+	c->len[c->n] = m->payload_len;
+	c->with_bytes += m->payload != NULL;
+	c->n++;
+	if (!c->st)
+		return 0;
+	/* One entry read whole, a scan within the scan, a run (its plugin
+	 * writes through the store's connection) from inside the scan. */
+	assert_int_equal(store_redo_get(c->st, row->id, &full, &r2), SEMQ_OK);
+	expect_pattern(&full, m->payload_len);
+	msg_clear(&full);
+	if (c->n % 50 == 1)
+		assert_int_equal(
+			store_redo_due(c->st, INT64_MAX, 1000, redo_count, c),
+			SEMQ_OK);
+	if (c->run) {
+		assert_int_equal(store_redo_run(c->st, row->id, c->now,
+						apply_cb, &a, &status),
+				 SEMQ_OK);
+		assert_int_equal(status, RS_DONE);
+	}
+	return 0;
+}
+
+static int out_bare(void *ctx, const struct msg *m, const struct out_row *row)
+{
+	struct bare_seen *c = ctx;
+	struct out_row r2;
+	struct msg full;
+
+	(void)row;
+	assert_true(c->n < 320);
+	c->seq[c->n] = m->id.seq;
+	c->len[c->n] = m->payload_len;
+	c->with_bytes += m->payload != NULL;
+	c->n++;
+	if (!c->st)
+		return 0;
+	assert_int_equal(store_outbound_get(c->st, &m->id, &full, &r2),
+			 SEMQ_OK);
+	expect_pattern(&full, m->payload_len);
+	msg_clear(&full);
+	if (c->defer)
+		assert_int_equal(store_defer(c->st, &m->id, c->now), SEMQ_OK);
+	return 0;
+}
+
+/* The payload length of row k of a listing that is seq-ordered `up`. */
+static void expect_bare(const struct bare_seen *c, int n, const size_t *sizes,
+			int newest_first)
+{
+	int k;
+
+	assert_int_equal(c->n, n);
+	assert_int_equal(c->with_bytes, 0);
+	for (k = 0; k < n; k++) {
+		int i = newest_first ? n - 1 - k : k;
+
+		assert_int_equal(c->seq[k], (uint64_t)i + 1);
+		assert_int_equal(c->len[k], sizes[i]);
+	}
+}
+
+/*
+ * The redo timer's refill (store_redo_due), the in-doubt scan
+ * (store_fetch_in_doubt) and the listings (store_redo_list,
+ * store_outbound_list) hand out no payload bytes, only payload_len, on rows
+ * with payloads up to 1 MiB; store_fetch_sendable, store_outbound_get and
+ * store_redo_get still give the bytes.
+ */
+static void test_listings_without_payload(void **state)
+{
+	static const size_t sizes[] = {(size_t)1 << 20, 300000, 0, 5};
+	struct fx *fx = *state;
+	struct store *st = open_ok(fx, "R1", NULL);
+	struct bare_seen c;
+	struct out_seen sent;
+	struct redo_row rrow;
+	struct out_row orow;
+	struct applier a;
+	struct msgid id;
+	struct msg m;
+	uint8_t *p;
+	char err[SEMQ_ERRLEN];
+	int i;
+
+	for (i = 0; i < 4; i++) {
+		uint64_t seq = 0;
+
+		mkmsg(&m, "", "S1", 0, NULL, 0);
+		p = pattern((uint64_t)i + 1, sizes[i]);
+		m.payload = p;
+		m.payload_len = sizes[i];
+		if (store_enqueue(st, &m, &seq, err, sizeof err) != SEMQ_OK)
+			fail_msg("enqueue: %s", err);
+		assert_int_equal(seq, (uint64_t)i + 1);
+		free(p);
+	}
+	/* What is sent carries its bytes. */
+	memset(&sent, 0, sizeof sent);
+	memset(&c, 0, sizeof c);
+	assert_int_equal(
+		store_fetch_sendable(st, NULL, NOW, 10, 10, out_bare, &c),
+		SEMQ_OK);
+	assert_int_equal(c.n, 4);
+	assert_int_equal(c.with_bytes, 3); /* all but the empty one */
+	for (i = 0; i < 4; i++) {
+		mkid(&id, "R1", "S1", (uint64_t)i + 1);
+		assert_int_equal(store_mark_sent(st, &id, NOW, NOW), SEMQ_OK);
+	}
+	memset(&c, 0, sizeof c);
+	assert_int_equal(store_fetch_in_doubt(st, NOW, 10, out_bare, &c),
+			 SEMQ_OK);
+	expect_bare(&c, 4, sizes, 0);
+	memset(&c, 0, sizeof c);
+	assert_int_equal(store_outbound_list(st, -100, 10, out_bare, &c),
+			 SEMQ_OK);
+	expect_bare(&c, 4, sizes, 1);
+	memset(&c, 0, sizeof c);
+	assert_int_equal(store_outbound_list(st, SS_SEND, 10, out_bare, &c),
+			 SEMQ_OK);
+	expect_bare(&c, 4, sizes, 1);
+	for (i = 0; i < 4; i++) {
+		mkid(&id, "R1", "S1", (uint64_t)i + 1);
+		assert_int_equal(store_outbound_get(st, &id, &m, &orow),
+				 SEMQ_OK);
+		expect_pattern(&m, sizes[i]);
+		msg_clear(&m);
+	}
+
+	/* Redo entries of received messages whose plugin asked to retry. */
+	for (i = 0; i < 4; i++) {
+		memset(&a, 0, sizeof a);
+		verdicts(&a, 1, SEMQ_PLUGIN_RETRY);
+		mkmsg(&m, "R9", "R1", (uint64_t)i + 1, NULL, 0);
+		p = pattern((uint64_t)i + 1, sizes[i]);
+		m.payload = p;
+		m.payload_len = sizes[i];
+		recv_expect(st, &m, &a, NOW, SEMQ_OK, RES_REDO);
+		free(p);
+	}
+	memset(&c, 0, sizeof c);
+	assert_int_equal(store_redo_due(st, NOW + 4999, 10, redo_bare, &c),
+			 SEMQ_OK);
+	assert_int_equal(c.n, 0);
+	assert_int_equal(store_redo_due(st, NOW + 5000, 10, redo_bare, &c),
+			 SEMQ_OK);
+	expect_bare(&c, 4, sizes, 0);
+	memset(&c, 0, sizeof c);
+	assert_int_equal(store_redo_list(st, -100, 10, redo_bare, &c), SEMQ_OK);
+	expect_bare(&c, 4, sizes, 0);
+	memset(&c, 0, sizeof c);
+	assert_int_equal(store_redo_list(st, RS_PENDING, 10, redo_bare, &c),
+			 SEMQ_OK);
+	expect_bare(&c, 4, sizes, 0);
+	for (i = 0; i < 4; i++) {
+		assert_int_equal(store_redo_get(st, c.id[i], &m, &rrow),
+				 SEMQ_OK);
+		expect_pattern(&m, sizes[i]);
+		msg_clear(&m);
+	}
+}
+
+/*
+ * The bulk reads are read row by row on PostgreSQL; their callbacks still
+ * re-enter the store, whatever they run: 300 redo entries listed while each
+ * is read whole and the due ones are scanned within the scan; then run one
+ * by one (their plugin writing through the store's connection) from inside
+ * store_redo_due, outside a batch; 300 in-doubt rows deferred from inside
+ * store_fetch_in_doubt, in a batch. Every row comes once, in order.
+ */
+static void test_bulk_reads_reenter(void **state)
+{
+	enum { N = 300, LEN = 2048 };
+	struct fx *fx = *state;
+	struct store *st = open_ok(fx, "R1", NULL);
+	struct bare_seen c;
+	struct applier a;
+	struct msgid id;
+	struct msg m;
+	uint8_t *p;
+	int i;
+
+	assert_int_equal(store_begin(st), SEMQ_OK);
+	for (i = 1; i <= N; i++) {
+		memset(&a, 0, sizeof a);
+		verdicts(&a, 1, SEMQ_PLUGIN_RETRY);
+		mkmsg(&m, "R9", "R1", (uint64_t)i, NULL, 0);
+		p = pattern((uint64_t)i, LEN);
+		m.payload = p;
+		m.payload_len = LEN;
+		recv_expect(st, &m, &a, NOW, SEMQ_OK, RES_REDO);
+		mkmsg(&m, "", "S1", 0, NULL, 0);
+		m.payload = p;
+		m.payload_len = LEN;
+		if (store_enqueue(st, &m, NULL, NULL, 0) != SEMQ_OK)
+			fail_msg("enqueue: %s", store_errmsg(st));
+		free(p);
+		mkid(&id, "R1", "S1", (uint64_t)i);
+		assert_int_equal(store_mark_sent(st, &id, NOW, NOW), SEMQ_OK);
+	}
+	assert_int_equal(store_commit(st), SEMQ_OK);
+
+	memset(&c, 0, sizeof c);
+	c.st = st;
+	assert_int_equal(store_redo_list(st, -100, 1000, redo_bare, &c),
+			 SEMQ_OK);
+	assert_int_equal(c.n, N);
+	assert_int_equal(c.with_bytes, 0);
+	assert_int_equal(c.nested_n, (N / 50) * N);
+	for (i = 0; i < N; i++) {
+		assert_int_equal(c.seq[i], (uint64_t)i + 1);
+		assert_int_equal(c.len[i], LEN);
+		if (i)
+			assert_true(c.id[i] > c.id[i - 1]);
+	}
+
+	memset(&c, 0, sizeof c);
+	c.st = st;
+	c.run = 1;
+	c.now = NOW + 5000;
+	assert_int_equal(store_redo_due(st, NOW + 5000, 1000, redo_bare, &c),
+			 SEMQ_OK);
+	assert_int_equal(c.n, N);
+	for (i = 0; i < N; i++)
+		assert_int_equal(c.seq[i], (uint64_t)i + 1);
+	assert_int_equal(
+		q1(st, "SELECT count(*) FROM tb_0033 WHERE status = 2"), N);
+	assert_int_equal(q1(st, "SELECT count(*) FROM effect"), N);
+
+	assert_int_equal(store_begin(st), SEMQ_OK);
+	memset(&c, 0, sizeof c);
+	c.st = st;
+	c.defer = 1;
+	c.now = NOW + 7000;
+	assert_int_equal(store_fetch_in_doubt(st, NOW, 1000, out_bare, &c),
+			 SEMQ_OK);
+	assert_int_equal(store_commit(st), SEMQ_OK);
+	assert_int_equal(c.n, N);
+	assert_int_equal(c.with_bytes, 0);
+	assert_int_equal(q1(st, "SELECT count(*) FROM tb_0031"
+				" WHERE next_attempt_at = 1700000007000"),
+			 N);
+	memset(&c, 0, sizeof c);
+	assert_int_equal(store_fetch_in_doubt(st, NOW, 1000, out_bare, &c),
+			 SEMQ_OK);
+	assert_int_equal(c.n, 0);
+}
+
+/* ---- counts without scans (semq_counts, schema 5) ------------------------ */
+
+/* A copy of what a counts listing said, to compare two of them. */
+struct cnt_seen {
+	int n;
+	struct {
+		char table[8], a[SEMQ_ID_MAX + 1], b[SEMQ_ID_MAX + 1];
+		int status;
+		int64_t count, bytes, oldest;
+	} r[48];
+};
+
+static int cnt_stat(void *ctx, const struct stat_row *r)
+{
+	struct cnt_seen *c = ctx;
+
+	assert_true(c->n < 48);
+	snprintf(c->r[c->n].table, sizeof c->r[c->n].table, "%s", r->table);
+	snprintf(c->r[c->n].a, sizeof c->r[c->n].a, "%s", r->origin);
+	snprintf(c->r[c->n].b, sizeof c->r[c->n].b, "%s", r->dest);
+	c->r[c->n].status = r->status;
+	c->r[c->n].count = r->count;
+	c->r[c->n].oldest = r->oldest;
+	c->n++;
+	return 0;
+}
+
+static int cnt_waiting(void *ctx, const char *dest, const char *relay,
+		       int64_t n, int64_t since)
+{
+	struct cnt_seen *c = ctx;
+
+	assert_true(c->n < 48);
+	snprintf(c->r[c->n].a, sizeof c->r[c->n].a, "%s", dest);
+	snprintf(c->r[c->n].b, sizeof c->r[c->n].b, "%s", relay);
+	c->r[c->n].count = n;
+	c->r[c->n].oldest = since;
+	c->n++;
+	return 0;
+}
+
+static int cnt_custody(void *ctx, const char *origin, const char *dest,
+		       int64_t messages, int64_t bytes, int64_t oldest)
+{
+	struct cnt_seen *c = ctx;
+
+	assert_true(c->n < 48);
+	snprintf(c->r[c->n].a, sizeof c->r[c->n].a, "%s", origin);
+	snprintf(c->r[c->n].b, sizeof c->r[c->n].b, "%s", dest);
+	c->r[c->n].count = messages;
+	c->r[c->n].bytes = bytes;
+	c->r[c->n].oldest = oldest;
+	c->n++;
+	return 0;
+}
+
+/* Does `c` hold the line of x (table, a, b, status, count; with_oldest:
+ * and oldest; bytes too)? */
+static int cnt_has(const struct cnt_seen *c, const struct cnt_seen *x, int i,
+		   int with_oldest)
+{
+	int k;
+
+	for (k = 0; k < c->n; k++)
+		if (!strcmp(c->r[k].table, x->r[i].table) &&
+		    !strcmp(c->r[k].a, x->r[i].a) &&
+		    !strcmp(c->r[k].b, x->r[i].b) &&
+		    c->r[k].status == x->r[i].status &&
+		    c->r[k].count == x->r[i].count &&
+		    c->r[k].bytes == x->r[i].bytes &&
+		    (!with_oldest || c->r[k].oldest == x->r[i].oldest))
+			return 1;
+	return 0;
+}
+
+/* Two listings say the same, line for line (in any order). */
+static void cnt_same(const char *what, const struct cnt_seen *want,
+		     const struct cnt_seen *got, int with_oldest)
+{
+	int i;
+
+	for (i = 0; i < want->n; i++)
+		if (!cnt_has(got, want, i, with_oldest))
+			fail_msg("%s: %s %s>%s status %d: %lld rows (oldest "
+				 "%lld) not in the counts",
+				 what, want->r[i].table, want->r[i].a,
+				 want->r[i].b, want->r[i].status,
+				 (long long)want->r[i].count,
+				 (long long)want->r[i].oldest);
+	if (got->n != want->n)
+		fail_msg("%s: %d counts, %d lines counted from the rows", what,
+			 got->n, want->n);
+}
+
+/*
+ * What the counts say (store_counts, store_counts_waiting,
+ * store_counts_custody) is what counting the rows says (store_stats, a
+ * GROUP BY over the tables; store_custody_waiting, store_custody_list).
+ * The oldest rows are compared where both read the same row.
+ */
+static void counts_agree(struct store *st, const char *when)
+{
+	struct cnt_seen want, got;
+	char what[128];
+
+	memset(&want, 0, sizeof want);
+	memset(&got, 0, sizeof got);
+	assert_int_equal(store_stats(st, cnt_stat, &want), SEMQ_OK);
+	assert_int_equal(store_counts(st, cnt_stat, &got), SEMQ_OK);
+	snprintf(what, sizeof what, "%s: counts", when);
+	cnt_same(what, &want, &got, 0);
+	memset(&want, 0, sizeof want);
+	memset(&got, 0, sizeof got);
+	assert_int_equal(store_custody_waiting(st, cnt_waiting, &want),
+			 SEMQ_OK);
+	assert_int_equal(store_counts_waiting(st, cnt_waiting, &got), SEMQ_OK);
+	snprintf(what, sizeof what, "%s: waiting", when);
+	cnt_same(what, &want, &got, 1);
+	memset(&want, 0, sizeof want);
+	memset(&got, 0, sizeof got);
+	assert_int_equal(store_custody_list(st, cnt_custody, &want), SEMQ_OK);
+	assert_int_equal(store_counts_custody(st, cnt_custody, &got), SEMQ_OK);
+	snprintf(what, sizeof what, "%s: custody", when);
+	cnt_same(what, &want, &got, 1);
+}
+
+/* The count of one line of store_counts (0 when there is none) and its
+ * oldest. */
+static int64_t count_of(struct store *st, const char *table, const char *origin,
+			const char *dest, int status, int64_t *oldest)
+{
+	struct cnt_seen c;
+	int i;
+
+	memset(&c, 0, sizeof c);
+	assert_int_equal(store_counts(st, cnt_stat, &c), SEMQ_OK);
+	for (i = 0; i < c.n; i++)
+		if (!strcmp(c.r[i].table, table) && !strcmp(c.r[i].a, origin) &&
+		    !strcmp(c.r[i].b, dest) && c.r[i].status == status) {
+			if (oldest)
+				*oldest = c.r[i].oldest;
+			return c.r[i].count;
+		}
+	if (oldest)
+		*oldest = 0;
+	return 0;
+}
+
+static void mark(struct store *st, const char *dest, uint64_t seq, int what,
+		 const char *relay, int64_t at)
+{
+	struct msgid id;
+
+	mkid(&id, own_node, dest, seq);
+	switch (what) {
+	case SS_SEND:
+		assert_int_equal(store_mark_sent(st, &id, at, at + 30000),
+				 SEMQ_OK);
+		break;
+	case SS_ACK:
+		if (relay)
+			assert_int_equal(
+				store_mark_custody(st, &id, relay, at + 30000),
+				SEMQ_OK);
+		else
+			assert_int_equal(
+				store_mark_relay_acked(st, &id, at, at + 30000),
+				SEMQ_OK);
+		break;
+	case SS_ACK2:
+		assert_int_equal(
+			store_mark_confirmed(st, &id, RES_PROCESSED, at),
+			SEMQ_OK);
+		break;
+	case SS_CANCELLED:
+		assert_int_equal(store_cancel(st, &id, at), SEMQ_OK);
+		break;
+	default: fail_msg("mark: %d", what);
+	}
+}
+
+/*
+ * semq_counts follows every change of the three tables, whoever makes it —
+ * the store's calls, an application's INSERT, an operator's UPDATE and
+ * DELETE, a relay's copies, the purges — and a rolled-back batch takes its
+ * counts back with its rows. After each step the counts are what a GROUP BY
+ * over the tables says, and the custody views what the scanning ones say.
+ */
+static void test_counts_follow_changes(void **state)
+{
+	struct fx *fx = *state;
+	struct store *st = open_ok(fx, "P1", NULL);
+	struct applier a = {.why = "down"};
+	struct msgid id;
+	struct msg m;
+	int64_t oldest;
+	unsigned n;
+	int i;
+
+	counts_agree(st, "empty");
+	/* Own messages, from the store and from an application's INSERT. */
+	for (i = 0; i < 6; i++)
+		enqueue(st, "S1", NULL);
+	exec(st, be_sql("INSERT INTO tb_0031(dest, type, payload, created_at)"
+			" VALUES ('S2', 1, x'00', 1700000000005)",
+			"INSERT INTO tb_0031(dest, type, payload, created_at)"
+			" VALUES ('S2', 1, '\\x00'::bytea, 1700000000005)"));
+	counts_agree(st, "enqueued");
+	assert_int_equal(
+		count_of(st, "tb_0031", "P1", "S1", SS_UNSEND, &oldest), 6);
+	assert_int_equal(oldest, NOW - 1000);
+	assert_int_equal(
+		count_of(st, "tb_0031", "P1", "S2", SS_UNSEND, &oldest), 1);
+	assert_int_equal(oldest, NOW + 5);
+
+	/* Every transition of tb_0031. */
+	mark(st, "S1", 1, SS_SEND, NULL, NOW);
+	mark(st, "S1", 2, SS_SEND, NULL, NOW);
+	mark(st, "S1", 2, SS_ACK, NULL, NOW);
+	mark(st, "S1", 3, SS_SEND, NULL, NOW + 1);
+	mark(st, "S1", 3, SS_ACK, "Q1", NOW + 1);
+	mark(st, "S1", 4, SS_SEND, NULL, NOW + 2);
+	mark(st, "S1", 4, SS_ACK, "Q2", NOW + 2);
+	mark(st, "S1", 4, SS_CANCELLED, NULL, NOW + 3); /* held by Q2 */
+	mark(st, "S1", 5, SS_SEND, NULL, NOW + 3);
+	mark(st, "S1", 5, SS_ACK2, NULL, NOW + 4);
+	mkid(&id, "P1", "S1", 6);
+	assert_int_equal(store_hold(st, &id, RES_UNDECIDED, "test", NOW),
+			 SEMQ_OK);
+	counts_agree(st, "transitions");
+	assert_int_equal(count_of(st, "tb_0031", "P1", "S1", SS_ACK, NULL), 2);
+	assert_int_equal(count_of(st, "tb_0031", "P1", "S1", SS_SEND, NULL), 1);
+
+	/* A relay's copies: stored, refreshed, dropped. */
+	for (i = 1; i <= 3; i++) {
+		mkmsg(&m, "R1", "S1", (uint64_t)i, NULL, 0);
+		assert_int_equal(store_enqueue_copy(st, &m, NOW), SEMQ_OK);
+	}
+	assert_int_equal(store_enqueue_copy(st, &m, NOW), SEMQ_DUPLICATE);
+	assert_int_equal(
+		store_relay_note(st, "R1", "S1", SEMQ_LIFE_LEGACY, 3, NOW),
+		SEMQ_OK);
+	mkid(&id, "R1", "S1", 1);
+	assert_int_equal(store_drop_copy(st, &id), SEMQ_OK);
+	mkid(&id, "R1", "S1", 2);
+	assert_int_equal(store_copy_cancel(st, &id, NOW), SEMQ_OK);
+	counts_agree(st, "copies");
+	assert_int_equal(count_of(st, "tb_0031", "R1", "S1", SS_UNSEND, NULL),
+			 1);
+
+	/* Received messages and the redo queue. */
+	for (i = 1; i <= 4; i++) {
+		mkmsg(&m, "R1", "P1", (uint64_t)i, NULL, 0);
+		recv_expect(st, &m, &a, NOW + i, SEMQ_OK, RES_PROCESSED);
+	}
+	verdicts(&a, 2, SEMQ_PLUGIN_RETRY, SEMQ_PLUGIN_PERMANENT);
+	mkmsg(&m, "R2", "P1", 1, "k", 0);
+	recv_expect(st, &m, &a, NOW, SEMQ_OK, RES_REDO);
+	mkmsg(&m, "R2", "P1", 2, "k2", 0);
+	recv_expect(st, &m, &a, NOW, SEMQ_OK, RES_DEAD);
+	mkmsg(&m, "R2", "P1", 3, "k", 1);
+	recv_expect(st, &m, &a, NOW, SEMQ_OK, RES_REDO); /* waiting */
+	mkid(&id, "R1", "P1", 1);
+	assert_int_equal(store_ack_response(st, &id, CONFIRM_ORIGIN, &i),
+			 SEMQ_OK);
+	mkid(&id, "R1", "P1", 2);
+	assert_int_equal(store_ack_response(st, &id, CONFIRM_ORIGIN, &i),
+			 SEMQ_OK);
+	counts_agree(st, "received");
+	assert_int_equal(count_of(st, "tb_0030", "R1", "P1", AS_INIT, &oldest),
+			 2);
+	assert_int_equal(oldest, NOW + 3);
+	assert_int_equal(store_advance_watermarks(st, &n), SEMQ_OK);
+	assert_int_equal(count_of(st, "tb_0030", "R1", "P1", AS_INIT, &oldest),
+			 2);
+	assert_int_equal(oldest, NOW + 3); /* the first above the watermark */
+	assert_int_equal(store_redo_retry_all_dead(st, NOW, &n), SEMQ_OK);
+	assert_int_equal(store_redo_discard(st, redo_id_of(st, 2), "test", NOW),
+			 SEMQ_OK);
+	counts_agree(st, "redo");
+
+	/* A rolled-back batch leaves the counts as they were. */
+	assert_int_equal(store_begin(st), SEMQ_OK);
+	enqueue(st, "S1", NULL);
+	enqueue(st, "S3", NULL);
+	mark(st, "S1", 1, SS_ACK2, NULL, NOW + 9);
+	mkmsg(&m, "R1", "P1", 9, NULL, 0);
+	recv_expect(st, &m, &a, NOW, SEMQ_OK, RES_PROCESSED);
+	mkmsg(&m, "R3", "P1", 1, NULL, 0);
+	verdicts(&a, 1, SEMQ_PLUGIN_PERMANENT);
+	recv_expect(st, &m, &a, NOW, SEMQ_OK, RES_DEAD);
+	assert_int_equal(store_rollback(st), SEMQ_OK);
+	counts_agree(st, "rolled back");
+	assert_int_equal(count_of(st, "tb_0031", "P1", "S3", SS_UNSEND, NULL),
+			 0);
+
+	/* The purges. */
+	assert_int_equal(store_purge(st, NOW + 100000, 0, 100, &n), SEMQ_OK);
+	assert_true(n >= 1);
+	assert_int_equal(store_receipt_purge(st, NOW + 100000, 0, 100, &n),
+			 SEMQ_OK);
+	assert_true(n >= 1);
+	assert_int_equal(store_redo_purge(st, NOW + 100000, 0, 100, &n),
+			 SEMQ_OK);
+	assert_true(n >= 1);
+	counts_agree(st, "purged");
+
+	/* An operator's SQL. */
+	exec(st, "UPDATE tb_0031 SET status = 0, custodian = NULL"
+		 " WHERE status = 6 AND custodian = 'Q1'");
+	exec(st, "UPDATE tb_0030 SET origin = 'R7' WHERE seq = 4");
+	exec(st, "UPDATE tb_0033 SET status = -1 WHERE status = 0");
+	exec(st, "DELETE FROM tb_0031 WHERE dest = 'S2'");
+	exec(st, "DELETE FROM tb_0030 WHERE seq = 3");
+	counts_agree(st, "manual SQL");
+	if (be_pg()) {
+		exec(st, "TRUNCATE tb_0033");
+		counts_agree(st, "TRUNCATE");
+	}
+	exec(st, "DELETE FROM tb_0031");
+	exec(st, "DELETE FROM tb_0030");
+	exec(st, "DELETE FROM tb_0033");
+	counts_agree(st, "all deleted");
+}
+
+/*
+ * A database of schema 4 with rows in it gets its counts at the migration
+ * to schema 5: one pass over the tables, in the migration's transaction.
+ */
+static void test_counts_from_migration(void **state)
+{
+	struct fx *fx = *state;
+	struct store *st = open_ok(fx, "P1", NULL);
+	struct applier a = {0};
+	struct msg m;
+	int i;
+
+	for (i = 0; i < 3; i++)
+		enqueue(st, "S1", NULL);
+	mark(st, "S1", 1, SS_SEND, NULL, NOW);
+	mark(st, "S1", 1, SS_ACK, "Q1", NOW);
+	mkmsg(&m, "R1", "S1", 4, NULL, 0);
+	assert_int_equal(store_enqueue_copy(st, &m, NOW), SEMQ_OK);
+	mkmsg(&m, "R1", "P1", 1, NULL, 0);
+	recv_expect(st, &m, &a, NOW, SEMQ_OK, RES_PROCESSED);
+	/* Back to schema 4, as a database written before this one. */
+	exec(st, "DROP TABLE semq_counts");
+	exec(st, "DELETE FROM semq_schema WHERE version >= 5");
+	if (be_pg())
+		exec(st, "DROP FUNCTION tb_0031_count() CASCADE;"
+			 " DROP FUNCTION tb_0030_count() CASCADE;"
+			 " DROP FUNCTION tb_0033_count() CASCADE;"
+			 " DROP FUNCTION semq_count_truncate() CASCADE;"
+			 " DROP INDEX idx_0031_held");
+	else
+		exec(st, "DROP TRIGGER tb_0031_count_add;"
+			 " DROP TRIGGER tb_0031_count_fill;"
+			 " DROP TRIGGER tb_0031_count_move;"
+			 " DROP TRIGGER tb_0031_count_drop;"
+			 " DROP TRIGGER tb_0030_count_add;"
+			 " DROP TRIGGER tb_0030_count_move;"
+			 " DROP TRIGGER tb_0030_count_drop;"
+			 " DROP TRIGGER tb_0033_count_add;"
+			 " DROP TRIGGER tb_0033_count_move;"
+			 " DROP TRIGGER tb_0033_count_drop;"
+			 " DROP INDEX idx_0031_held");
+	reopen(fx, "P1", NULL);
+	st = fx->st;
+	assert_int_equal(store_migrated_from(st), 4);
+	if (!be_pg()) /* the copy kept before migrating: not the test's */
+		unlink(store_backup(st));
+	assert_int_equal(store_schema_version(st), store_schema_latest());
+	counts_agree(st, "migrated");
+	assert_int_equal(count_of(st, "tb_0031", "P1", "S1", SS_UNSEND, NULL),
+			 2);
+	assert_int_equal(count_of(st, "tb_0031", "P1", "S1", SS_ACK, NULL), 1);
+	assert_int_equal(count_of(st, "tb_0031", "R1", "S1", SS_UNSEND, NULL),
+			 1);
+	assert_int_equal(count_of(st, "tb_0030", "R1", "P1", AS_INIT, NULL), 1);
+	enqueue(st, "S1", NULL);
+	counts_agree(st, "after the migration");
+}
+
+/* ---- the plans of the counts' reads (SQLite) ---- */
+
+/* The statements a read ran (their SQL) and the virtual machine steps they
+ * took: sqlite3_trace_v2's profile event, at the end of each run. */
+struct read_trace {
+	int n;
+	char sql[24][4096];
+	int64_t steps;
+};
+
+static int read_trace_cb(unsigned type, void *ctx, void *p, void *x)
+{
+	struct read_trace *t = ctx;
+	sqlite3_stmt *s = p;
+	const char *sql = sqlite3_sql(s);
+	int i;
+
+	(void)x;
+	if (type != SQLITE_TRACE_PROFILE || !sql)
+		return 0;
+	t->steps += sqlite3_stmt_status(s, SQLITE_STMTSTATUS_VM_STEP, 1);
+	for (i = 0; i < t->n; i++)
+		if (!strcmp(t->sql[i], sql))
+			return 0;
+	if (t->n < 24)
+		snprintf(t->sql[t->n++], sizeof t->sql[0], "%s", sql);
+	return 0;
+}
+
+static int read_ignore(void *ctx, const void *r)
+{
+	(void)ctx;
+	(void)r;
+	return 0;
+}
+
+static int stat_ignore(void *ctx, const struct stat_row *r)
+{
+	return read_ignore(ctx, r);
+}
+
+static int waiting_ignore(void *ctx, const char *dest, const char *relay,
+			  int64_t n, int64_t since)
+{
+	(void)dest;
+	(void)relay;
+	(void)n;
+	(void)since;
+	return read_ignore(ctx, NULL);
+}
+
+static int custody_ignore(void *ctx, const char *origin, const char *dest,
+			  int64_t messages, int64_t bytes, int64_t oldest)
+{
+	(void)origin;
+	(void)dest;
+	(void)messages;
+	(void)bytes;
+	(void)oldest;
+	return read_ignore(ctx, NULL);
+}
+
+static int in_ignore(void *ctx, const char *origin, const char *dest,
+		     uint64_t life, uint64_t w)
+{
+	(void)origin;
+	(void)dest;
+	(void)life;
+	(void)w;
+	return read_ignore(ctx, NULL);
+}
+
+static int out_ignore(void *ctx, const struct out_stream *os)
+{
+	return read_ignore(ctx, os);
+}
+
+/* Runs every read of /metrics and /streams (report.c streams_read) and of
+ * `semqctl status`, traced into t. */
+static void report_reads(struct store *st, struct read_trace *t)
+{
+	sqlite3 *db = dbof(st);
+	sqlite3_stmt *s = NULL;
+
+	/* Counters of earlier runs are not this one's. */
+	while ((s = sqlite3_next_stmt(db, s)))
+		sqlite3_stmt_status(s, SQLITE_STMTSTATUS_VM_STEP, 1);
+	memset(t, 0, sizeof *t);
+	sqlite3_trace_v2(db, SQLITE_TRACE_PROFILE, read_trace_cb, t);
+	assert_int_equal(store_counts(st, stat_ignore, NULL), SEMQ_OK);
+	assert_int_equal(store_streams_in(st, in_ignore, NULL), SEMQ_OK);
+	assert_int_equal(store_streams_out(st, out_ignore, NULL), SEMQ_OK);
+	assert_int_equal(store_counts_custody(st, custody_ignore, NULL),
+			 SEMQ_OK);
+	assert_int_equal(store_counts_waiting(st, waiting_ignore, NULL),
+			 SEMQ_OK);
+	sqlite3_trace_v2(db, 0, NULL, NULL);
+}
+
+/* The tables whose size is the number of streams (or less): a read may
+ * go through all of them. */
+static int small_table(const char *name)
+{
+	static const char *const small[] = {
+		"semq_counts",  "semq_stream_in",    "semq_stream_out",
+		"semq_custody", "semq_stream_relay", "semq_meta"};
+	size_t i, n;
+
+	for (i = 0; i < sizeof small / sizeof small[0]; i++) {
+		n = strlen(small[i]);
+		if (!strncmp(name, small[i], n) &&
+		    (name[n] == '\0' || name[n] == ' '))
+			return 1;
+	}
+	return 0;
+}
+
+/*
+ * The plan of sql: no SCAN of a table but the small ones, and no temporary
+ * b-tree (a sort) beside a search of a queue — a search that sorts what it
+ * found reads all of it. Fails naming the statement and the plan.
+ */
+static void plan_check(sqlite3 *db, const char *sql)
+{
+	struct {
+		int id, parent;
+		char detail[256];
+	} p[64];
+	char q[4200], plan[4096] = "";
+	sqlite3_stmt *s = NULL;
+	int n = 0, i, k, bad = 0;
+
+	snprintf(q, sizeof q, "EXPLAIN QUERY PLAN %s", sql);
+	if (sqlite3_prepare_v2(db, q, -1, &s, NULL) != SQLITE_OK)
+		fail_msg("%s: %s", q, sqlite3_errmsg(db));
+	while (sqlite3_step(s) == SQLITE_ROW && n < 64) {
+		p[n].id = sqlite3_column_int(s, 0);
+		p[n].parent = sqlite3_column_int(s, 1);
+		snprintf(p[n].detail, sizeof p[n].detail, "%s",
+			 (const char *)sqlite3_column_text(s, 3));
+		snprintf(plan + strlen(plan), sizeof plan - strlen(plan),
+			 "\n  %s", p[n].detail);
+		n++;
+	}
+	sqlite3_finalize(s);
+	for (i = 0; i < n; i++) {
+		if (!strncmp(p[i].detail, "SCAN ", 5) &&
+		    !small_table(p[i].detail + 5) &&
+		    strncmp(p[i].detail + 5, "CONSTANT ROW", 12) &&
+		    p[i].detail[5] != '(')
+			bad = 1;
+		if (strncmp(p[i].detail, "USE TEMP B-TREE", 15))
+			continue;
+		for (k = 0; k < n; k++)
+			if (p[k].parent == p[i].parent &&
+			    !strncmp(p[k].detail, "SEARCH tb_00", 12))
+				bad = 1;
+	}
+	if (bad)
+		fail_msg("a read of the reports scans a queue:\n%s\nplan:%s",
+			 sql, plan);
+}
+
+/*
+ * Every read of /metrics, /streams and `semqctl status` is O(streams), not
+ * O(rows): its plan scans no queue (tb_0031, tb_0030, tb_0033) and sorts
+ * nothing it found in one, and the work it does (SQLite's virtual machine
+ * steps) is the same with ten times the rows in the same streams and
+ * statuses. SQLite only: PostgreSQL plans by the statistics of the moment.
+ */
+static void test_count_plans(void **state)
+{
+	enum { MORE = 300 };
+	struct fx *fx = *state;
+	struct store *st;
+	struct applier a = {0};
+	struct read_trace t1, t2;
+	struct msgid id;
+	struct msg m;
+	char sql[1024];
+	unsigned n;
+	int i;
+
+	if (be_pg())
+		skip();
+	st = open_ok(fx, "P1", NULL);
+	/* Every kind of count the reads look into. */
+	for (i = 0; i < 8; i++)
+		enqueue(st, "S1", NULL);
+	mark(st, "S1", 1, SS_SEND, NULL, NOW);
+	mark(st, "S1", 2, SS_SEND, NULL, NOW);
+	mark(st, "S1", 2, SS_ACK, NULL, NOW);
+	mark(st, "S1", 3, SS_SEND, NULL, NOW);
+	mark(st, "S1", 3, SS_ACK, "Q1", NOW);
+	mark(st, "S1", 4, SS_SEND, NULL, NOW);
+	mark(st, "S1", 4, SS_ACK2, NULL, NOW);
+	mark(st, "S1", 5, SS_CANCELLED, NULL, NOW);
+	for (i = 1; i <= 2; i++) {
+		mkmsg(&m, "R1", "S1", (uint64_t)i, NULL, 0);
+		assert_int_equal(store_enqueue_copy(st, &m, NOW), SEMQ_OK);
+	}
+	assert_int_equal(
+		store_relay_note(st, "R1", "S1", SEMQ_LIFE_LEGACY, 2, NOW),
+		SEMQ_OK);
+	for (i = 1; i <= 3; i++) {
+		mkmsg(&m, "R1", "P1", (uint64_t)i, NULL, 0);
+		recv_expect(st, &m, &a, NOW, SEMQ_OK, RES_PROCESSED);
+	}
+	mkid(&id, "R1", "P1", 1);
+	assert_int_equal(store_ack_response(st, &id, CONFIRM_ORIGIN, &i),
+			 SEMQ_OK);
+	assert_int_equal(store_advance_watermarks(st, &n), SEMQ_OK);
+	verdicts(&a, 2, SEMQ_PLUGIN_RETRY, SEMQ_PLUGIN_PERMANENT);
+	mkmsg(&m, "R2", "P1", 1, NULL, 0);
+	recv_expect(st, &m, &a, NOW, SEMQ_OK, RES_REDO);
+	mkmsg(&m, "R2", "P1", 2, NULL, 0);
+	recv_expect(st, &m, &a, NOW, SEMQ_OK, RES_DEAD);
+	report_reads(st, &t1);
+
+	/* Ten times the rows, in the same streams and statuses, each behind
+	 * the first of its kind. */
+#define MORE_ROWS(status, extra_cols, extra_vals, base)                        \
+	snprintf(sql, sizeof sql,                                              \
+		 "WITH RECURSIVE g(i) AS (SELECT 1 UNION ALL SELECT i + 1"     \
+		 " FROM g WHERE i < %d) INSERT INTO tb_0031(origin, dest,"     \
+		 " seq, life, type, payload, created_at, status" extra_cols    \
+		 ") SELECT 'P1', 'S1', %d + i, %" PRId64 ", 1, x'00',"         \
+		 " %" PRId64 " + i, %d" extra_vals " FROM g",                  \
+		 MORE, base, (int64_t)own_life, NOW, status);                  \
+	exec(st, sql)
+	MORE_ROWS(SS_ACK2, "", "", 1000);
+	MORE_ROWS(SS_UNSEND, "", "", 2000);
+	MORE_ROWS(SS_SEND, ", sent_at", ", 1700000000000 + i", 3000);
+	MORE_ROWS(SS_ACK, ", sent_at", ", 1700000000000 + i", 4000);
+	MORE_ROWS(SS_ACK, ", sent_at, custodian", ", 1700000000000 + i, 'Q1'",
+		  5000);
+	MORE_ROWS(SS_CANCELLED, "", "", 6000);
+#undef MORE_ROWS
+	snprintf(sql, sizeof sql,
+		 "WITH RECURSIVE g(i) AS (SELECT 1 UNION ALL SELECT i + 1"
+		 " FROM g WHERE i < %d) INSERT INTO tb_0031(origin, dest,"
+		 " seq, life, type, payload, created_at) SELECT 'R1', 'S1',"
+		 " 100 + i, 1, 1, x'00', %" PRId64 " + i FROM g",
+		 MORE, NOW);
+	exec(st, sql);
+	snprintf(sql, sizeof sql,
+		 "WITH RECURSIVE g(i) AS (SELECT 1 UNION ALL SELECT i + 1"
+		 " FROM g WHERE i < %d) INSERT INTO tb_0030(origin, dest,"
+		 " seq, life, type, received_at, result, ack_status)"
+		 " SELECT 'R1', 'P1', 100 + i, 1, 1, %" PRId64 " + i, 0, %d"
+		 " FROM g",
+		 MORE, NOW, AS_OK);
+	exec(st, sql);
+	snprintf(sql, sizeof sql,
+		 "WITH RECURSIVE g(i) AS (SELECT 1 UNION ALL SELECT i + 1"
+		 " FROM g WHERE i < %d) INSERT INTO tb_0030(origin, dest,"
+		 " seq, life, type, received_at, result, ack_status)"
+		 " SELECT 'R1', 'P1', 1000 + i, 1, 1, %" PRId64 " + i, 0, %d"
+		 " FROM g",
+		 MORE, NOW, AS_INIT);
+	exec(st, sql);
+	snprintf(sql, sizeof sql,
+		 "WITH RECURSIVE g(i) AS (SELECT 1 UNION ALL SELECT i + 1"
+		 " FROM g WHERE i < %d) INSERT INTO tb_0033(origin, dest,"
+		 " seq, life, type, payload, status, created_at, updated_at)"
+		 " SELECT 'R2', 'P1', s.b + i, 1, 1, x'00', s.v, 1, 1"
+		 " FROM g, (SELECT 0 AS v, 100 AS b UNION ALL"
+		 " SELECT -1, 1000) s",
+		 MORE);
+	exec(st, sql);
+	assert_true(q1(st, "SELECT count(*) FROM tb_0031") > 7 * MORE);
+	report_reads(st, &t2);
+
+	assert_true(t1.n >= 5);
+	assert_int_equal(t1.n, t2.n);
+	for (i = 0; i < t2.n; i++)
+		plan_check(dbof(st), t2.sql[i]);
+	if (t2.steps != t1.steps)
+		fail_msg("the reads took %lld steps, %lld with %d times the "
+			 "rows: they grow with the rows",
+			 (long long)t1.steps, (long long)t2.steps, MORE);
+	counts_agree(st, "plans");
+}
+
+/*
+ * PostgreSQL: every connection counts into rows of its own (its backend pid),
+ * so that writers never wait for each other's counts: semqd's batch goes on
+ * while an application's (or another instance's) open transaction holds the
+ * counts of the same stream and status, and a reader neither waits for it
+ * nor sees its rows. The reader folds the other connections' committed
+ * counts into its own.
+ */
+static void test_pg_counts_no_hot_rows(void **state)
+{
+	struct fx *fx = *state;
+	const struct store_opts quick = {.synchronous = -1,
+					 .busy_timeout_ms = 300};
+	struct store *st = open_ok(fx, "P1", &quick), *st2;
+	char err[SEMQ_ERRLEN];
+
+	enqueue(st, "S1", NULL);
+	enqueue(st, "S1", NULL);
+	assert_int_equal(open_opts(fx, "P1", &quick, &fx->st2, err), SEMQ_OK);
+	st2 = fx->st2;
+	/* The other connection's batch holds its counts of P1>S1 unsent. */
+	assert_int_equal(store_begin(st2), SEMQ_OK);
+	enqueue(st2, "S2", NULL);
+	mark(st2, "S1", 2, SS_SEND, NULL, NOW);
+	/* This one sends another row of the stream: no wait for those. */
+	mark(st, "S1", 1, SS_SEND, NULL, NOW);
+	assert_int_equal(count_of(st, "tb_0031", "P1", "S1", SS_UNSEND, NULL),
+			 1);
+	assert_int_equal(count_of(st, "tb_0031", "P1", "S1", SS_SEND, NULL), 1);
+	assert_int_equal(count_of(st, "tb_0031", "P1", "S2", SS_UNSEND, NULL),
+			 0);
+	assert_int_equal(store_commit(st2), SEMQ_OK);
+	/* Once committed, its counts are folded into the reader's. */
+	assert_int_equal(count_of(st, "tb_0031", "P1", "S1", SS_SEND, NULL), 2);
+	assert_int_equal(count_of(st, "tb_0031", "P1", "S1", SS_UNSEND, NULL),
+			 0);
+	assert_int_equal(count_of(st, "tb_0031", "P1", "S2", SS_UNSEND, NULL),
+			 1);
+	assert_int_equal(q1(st, "SELECT count(*) FROM semq_counts"
+				" WHERE shard <> pg_backend_pid()"),
+			 0);
+	counts_agree(st, "folded");
+	counts_agree(st2, "folded back");
+}
+
 int main(int argc, char **argv)
 {
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
@@ -5399,6 +6423,11 @@ int main(int argc, char **argv)
 		T(test_dests),
 		T(test_copies_for),
 		T(test_hide_life),
+		T(test_listings_without_payload),
+		T(test_bulk_reads_reenter),
+		T(test_counts_follow_changes),
+		T(test_counts_from_migration),
+		T(test_count_plans),
 	};
 	const struct CMUnitTest pg_tests[] = {
 		T(test_pg_two_instances_receive),
@@ -5407,6 +6436,7 @@ int main(int argc, char **argv)
 		T(test_pg_advance_skips_locked),
 		T(test_pg_connection_lost),
 		T(test_pg_aborted_batch_not_committed),
+		T(test_pg_counts_no_hot_rows),
 	};
 #undef T
 
