@@ -6,12 +6,20 @@
  * finish the open batch, say goodbye to peers, exit 0.
  *
  * Exit codes: 0 ok, 1 runtime failure, 2 usage or configuration error.
+ *
+ * Every file semqd creates (the SQLite database, its WAL and SHM, the log)
+ * is its owner's only: the umask is 077 from the first line of main(). A
+ * database that must be shared with an application running as another user
+ * is created beforehand with the mode wanted; SQLite gives its WAL and SHM
+ * the database's mode.
  */
 #include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
 
 #include <event2/thread.h>
 #include <sqlite3.h>
@@ -19,8 +27,12 @@
 #include "config.h"
 #include "log.h"
 #include "net.h"
+#include "tls.h"
 #include "types.h"
 #include "worker.h"
+
+/* --check warns about a certificate that expires within this long. */
+#define CERT_EXPIRY_WARN_S (30 * 86400)
 
 static void usage(FILE *f)
 {
@@ -32,6 +44,55 @@ static void usage(FILE *f)
 		   "                     and the plugins, then exit\n"
 		   "  -h, --help         this text\n"
 		   "  -V, --version      print the version\n");
+}
+
+/*
+ * --check: this node's certificate as its peers will see it. Refused (one
+ * line naming the file and what to do, SEMQ_ERR_CONFIG) when the key does
+ * not match it, when it is expired or not valid yet, not signed by [tls] ca
+ * or revoked by [tls] crl; a warning when it expires within 30 days. A node
+ * without a listener or peers needs no TLS and is not checked.
+ */
+static int check_tls(const struct config *c)
+{
+	SSL_CTX *ctx = NULL; /* owned */
+	char err[1024] = "", when[64];
+	int64_t now = (int64_t)time(NULL), not_after;
+	int r;
+
+	if (!c->listen.set && !c->n_peers)
+		return SEMQ_OK;
+	ctx = tls_ctx_new(c->tls_cert, c->tls_key, c->tls_ca, c->tls_crl, c->id,
+			  err, sizeof err);
+	if (!ctx) {
+		log_error("main", "%s", err);
+		r = SEMQ_ERR_CONFIG;
+		goto out;
+	}
+	r = tls_check_own(ctx, now, c->tls_cert, c->tls_ca, c->tls_crl, err,
+			  sizeof err);
+	if (r != SEMQ_OK) {
+		log_error("main", "%s", err);
+		goto out;
+	}
+	not_after = tls_cert_not_after(ctx);
+	if (not_after && not_after - now < CERT_EXPIRY_WARN_S) {
+		time_t t = (time_t)not_after;
+		struct tm tm;
+
+		if (!gmtime_r(&t, &tm) ||
+		    !strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S UTC", &tm))
+			snprintf(when, sizeof when, "%lld",
+				 (long long)not_after);
+		log_warn("main",
+			 "%s: certificate expires on %s, in %lld day(s): make "
+			 "a new one for this node before then",
+			 c->tls_cert, when,
+			 (long long)((not_after - now) / 86400));
+	}
+out:
+	SSL_CTX_free(ctx);
+	return r;
 }
 
 int main(int argc, char **argv)
@@ -51,6 +112,7 @@ int main(int argc, char **argv)
 	struct net *n = NULL;
 	int check = 0, opt, r, rc = 1;
 
+	umask(077); /* see the head of this file */
 	opterr = 0;
 	while ((opt = getopt_long(argc, argv, ":c:thV", opts, NULL)) != -1) {
 		switch (opt) {
@@ -101,6 +163,9 @@ int main(int argc, char **argv)
 		config_free(c);
 		return 2;
 	}
+	/* --check reports on the terminal; the log file only had to open. */
+	if (check && c->log_file)
+		log_open(NULL);
 
 	signal(SIGPIPE, SIG_IGN);
 	evthread_use_pthreads();
@@ -109,6 +174,10 @@ int main(int argc, char **argv)
 	 * costs (4-8 % of a node's CPU measured). Must precede any use. */
 	sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
 
+	if (check && check_tls(c) != SEMQ_OK) {
+		rc = 2;
+		goto out;
+	}
 	r = net_new(c, &n, err, sizeof err);
 	if (r != SEMQ_OK) {
 		log_error("main", "%s", err);

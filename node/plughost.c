@@ -20,18 +20,52 @@
  *  - Nothing of the config is kept: the name and types are copied; the
  *    options are handed to init (borrowed for that call, as the ABI says) and
  *    not needed afterwards, so the config may be freed after plughost_new().
+ *  - The crash guard (plughost.h) is one page of a file mapped MAP_SHARED:
+ *    a store into it is in the page cache as soon as it is made, so it is
+ *    there for the next semqd even if this one is killed in the middle of a
+ *    plugin call. It holds the call running now and up to GUARD_SUSPECTS
+ *    messages that were running when the node died, with how many times.
+ *  - The call running now is also kept under a mutex for the watchdog
+ *    (plughost_stuck), which the network thread and the worker's watchdog
+ *    read while the store thread is inside the call.
  */
 #include "plughost.h"
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <semq/error.h>
+
+#include "log.h"
+
+#define GUARD_MAGIC 0x53514741u /* "SQGA" */
+#define GUARD_SUSPECTS 32
+#define GUARD_CRASHES 2 /* a message that crashed the node this often */
+#define GUARD_IDLEN 160 /* "origin/dest/seq@life" */
+
+/* The mapped page (plughost.h, "The crash guard"). */
+struct guard_page {
+	uint32_t magic;
+	uint32_t busy; /* a call is running: `now` names it */
+	char now[GUARD_IDLEN];
+	char plugin[SEMQ_ID_MAX + 1];
+	int64_t started; /* unix ms */
+	struct suspect {
+		char id[GUARD_IDLEN];
+		uint32_t crashes;
+	} s[GUARD_SUSPECTS];
+};
 
 struct plugin {
 	char *name; /* owned; names the plugin in apply's messages */
@@ -47,6 +81,11 @@ struct plugin {
 struct plughost {
 	struct plugin *v; /* owned; n used of cap */
 	size_t n, cap;
+	struct guard_page *guard; /* mapped; NULL: no guard */
+	pthread_mutex_t mu;       /* the call running now, for the watchdog */
+	int busy;
+	int64_t started;
+	char busy_id[GUARD_IDLEN], busy_plugin[SEMQ_ID_MAX + 1];
 };
 
 __attribute__((format(printf, 3, 4))) static void errf(char *err, size_t errsz,
@@ -90,7 +129,11 @@ static void plugin_release(struct plugin *p)
 
 struct plughost *plughost_empty(void)
 {
-	return calloc(1, sizeof(struct plughost));
+	struct plughost *h = calloc(1, sizeof(struct plughost));
+
+	if (h)
+		pthread_mutex_init(&h->mu, NULL);
+	return h;
 }
 
 void plughost_free(struct plughost *h)
@@ -102,7 +145,141 @@ void plughost_free(struct plughost *h)
 	for (i = h->n; i > 0; i--)
 		plugin_release(&h->v[i - 1]);
 	free(h->v);
+	if (h->guard)
+		munmap(h->guard, sizeof *h->guard);
+	pthread_mutex_destroy(&h->mu);
 	free(h);
+}
+
+static int64_t wall_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* "R1/S1/7@0123456789abcdef": a message, its life included. */
+static void guard_id(const struct msg *m, char *buf, size_t sz)
+{
+	char idb[MSGID_STRLEN], lb[SEMQ_LIFE_STRLEN];
+
+	snprintf(buf, sz, "%s@%s", msgid_str(&m->id, idb, sizeof idb),
+		 semq_life_str(m->id.life, lb, sizeof lb));
+}
+
+static struct suspect *suspect_of(struct guard_page *g, const char *id)
+{
+	size_t i;
+
+	for (i = 0; i < GUARD_SUSPECTS; i++)
+		if (g->s[i].crashes && !strcmp(g->s[i].id, id))
+			return &g->s[i];
+	return NULL;
+}
+
+int plughost_guard_open(struct plughost *h, const char *path, char *err,
+			size_t errsz)
+{
+	struct guard_page *g;
+	struct stat sb;
+	int fd;
+
+	if (!h || !path)
+		return SEMQ_ERR_INVALID;
+	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0) {
+		errf(err, errsz, "%s: %s", path, strerror(errno));
+		return SEMQ_ERR_IO;
+	}
+	if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) ||
+	    sb.st_uid != geteuid() ||
+	    ((size_t)sb.st_size < sizeof *g &&
+	     ftruncate(fd, (off_t)sizeof *g) != 0)) {
+		errf(err, errsz, "%s: not a regular file of this user, or %s",
+		     path, strerror(errno));
+		close(fd);
+		return SEMQ_ERR_IO;
+	}
+	g = mmap(NULL, sizeof *g, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	close(fd);
+	if (g == MAP_FAILED) {
+		errf(err, errsz, "%s: mmap: %s", path, strerror(errno));
+		return SEMQ_ERR_IO;
+	}
+	if (g->magic != GUARD_MAGIC) {
+		memset(g, 0, sizeof *g);
+		g->magic = GUARD_MAGIC;
+	}
+	if (g->busy) {
+		/* The last semqd died inside this call. */
+		struct suspect *s;
+		size_t i;
+
+		g->now[sizeof g->now - 1] = '\0';
+		s = suspect_of(g, g->now);
+		for (i = 0; !s && i < GUARD_SUSPECTS; i++)
+			if (!g->s[i].crashes)
+				s = &g->s[i];
+		if (!s) /* full: the oldest entry goes */
+			s = &g->s[0];
+		if (!s->crashes)
+			snprintf(s->id, sizeof s->id, "%s", g->now);
+		s->crashes++;
+		log_msg(LOG_ERROR, "plughost", NULL, NULL,
+			"semqd stopped while plugin '%.64s' was handling %s "
+			"(crash %u of %d): %s",
+			g->plugin, s->id, s->crashes, GUARD_CRASHES,
+			s->crashes >= GUARD_CRASHES
+				? "it is not handed to a plugin again; it goes "
+				  "dead in the redo queue"
+				: "it is tried once more");
+		g->busy = 0;
+	}
+	h->guard = g;
+	return SEMQ_OK;
+}
+
+int plughost_stuck(struct plughost *h, int64_t now, int64_t timeout_ms,
+		   char *what, size_t whatsz)
+{
+	int stuck;
+
+	if (!h)
+		return 0;
+	pthread_mutex_lock(&h->mu);
+	stuck = h->busy && now - h->started > timeout_ms;
+	if (stuck && what && whatsz)
+		snprintf(what, whatsz,
+			 "plugin '%s' has been handling %s for %" PRId64 " ms",
+			 h->busy_plugin, h->busy_id, now - h->started);
+	pthread_mutex_unlock(&h->mu);
+	return stuck;
+}
+
+/* A call begins (1) or ends (0): the guard page and the watchdog's view. */
+static void call_mark(struct plughost *h, int busy, const char *id,
+		      const char *plugin)
+{
+	int64_t now = busy ? wall_ms() : 0;
+
+	pthread_mutex_lock(&h->mu);
+	h->busy = busy;
+	h->started = now;
+	if (busy) {
+		snprintf(h->busy_id, sizeof h->busy_id, "%s", id);
+		snprintf(h->busy_plugin, sizeof h->busy_plugin, "%s", plugin);
+	}
+	pthread_mutex_unlock(&h->mu);
+	if (!h->guard)
+		return;
+	if (busy) {
+		snprintf(h->guard->now, sizeof h->guard->now, "%s", id);
+		snprintf(h->guard->plugin, sizeof h->guard->plugin, "%s",
+			 plugin);
+		h->guard->started = now;
+	}
+	__atomic_store_n(&h->guard->busy, (uint32_t)busy, __ATOMIC_SEQ_CST);
 }
 
 /* "plugin 'journal' (node.ini:20)" or "plugin 'journal'", for messages. */
@@ -371,10 +548,11 @@ int plughost_handles(const struct plughost *h, uint32_t type)
 int plughost_apply(void *host, const struct msg *m, unsigned tries,
 		   const struct semq_plugin_tx *tx, char *err, size_t errsz)
 {
-	const struct plughost *h = host;
+	struct plughost *h = host;
 	struct plugin *p;
 	struct semq_plugin_msg pm;
-	char perr[SEMQ_ERRLEN];
+	struct suspect *s = NULL;
+	char perr[SEMQ_ERRLEN], gid[GUARD_IDLEN];
 	int rc;
 
 	if (err && errsz > 0)
@@ -404,8 +582,22 @@ int plughost_apply(void *host, const struct msg *m, unsigned tries,
 	pm.payload_len = m->payload_len;
 	pm.tries = tries;
 
+	guard_id(m, gid, sizeof gid);
+	if (h->guard)
+		s = suspect_of(h->guard, gid);
+	if (s && s->crashes >= GUARD_CRASHES) {
+		errf(err, errsz,
+		     "crashed the node %u times (plugin '%s'): not handed to "
+		     "it again",
+		     s->crashes, p->name);
+		return SEMQ_PLUGIN_PERMANENT;
+	}
 	memset(perr, 0, sizeof perr);
+	call_mark(h, 1, gid, p->name);
 	rc = p->handle_fn(p->handle, &pm, tx, perr, sizeof perr);
+	call_mark(h, 0, NULL, NULL);
+	if (s) /* it returned: forgiven */
+		memset(s, 0, sizeof *s);
 	err_tidy(perr, sizeof perr);
 	switch (rc) {
 	case SEMQ_PLUGIN_OK: break;

@@ -54,4 +54,26 @@ int plughost_handles(const struct plughost *h, uint32_t type);
 int plughost_apply(void *host, const struct msg *m, unsigned tries,
 		   const struct semq_plugin_tx *tx, char *err, size_t errsz);
 
+/*
+ * The crash guard: before each plugin call the message's id goes into a
+ * small file mapped shared (`path`; written to memory, no fsync: it only has
+ * to survive the process, not the machine), and is cleared when the call
+ * returns. Opening it after semqd died inside a call counts one crash for
+ * that message; a message that took the node down twice is not handed to a
+ * plugin again but fails PERMANENT with "crashed the node twice", so that it
+ * lands dead in tb_0033 instead of crash-looping the node. A message whose
+ * call returns is forgiven. Without a guard (not opened, or the file could
+ * not be made: err says why, the caller logs it) every call goes through.
+ */
+int plughost_guard_open(struct plughost *h, const char *path, char *err,
+			size_t errsz);
+
+/*
+ * Is a plugin call running for longer than timeout_ms at `now` (unix ms)?
+ * Then 1, and `what` says which plugin, which message and since when. Safe
+ * from any thread.
+ */
+int plughost_stuck(struct plughost *h, int64_t now, int64_t timeout_ms,
+		   char *what, size_t whatsz);
+
 #endif

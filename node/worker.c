@@ -17,10 +17,17 @@
  * in a transaction of its own, commits: a batch that happens to write little
  * is not taken for space regained. The probe's row is removed by the next
  * batch.
+ *
+ * A watchdog thread looks every WATCH_MS at the plugin call running on the
+ * store thread (plughost_stuck): one running longer than [node]
+ * plugin_timeout is logged once (and /health says so, worker_stuck), its
+ * return logged again. The plugin host's crash guard lives in a file
+ * beside the database (guard_path).
  */
 #include "worker.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +40,7 @@
 #include "store.h"
 
 #define JOBS_PER_BATCH 512
+#define WATCH_MS 1000                /* the watchdog looks this often */
 #define DISK_FULL_RETRY_MS 2000      /* a full disk is tried this often */
 #define DISK_FULL_PROBE (256 * 1024) /* bytes a retry must be able to write */
 
@@ -68,6 +76,23 @@ struct worker {
 	int probe_left; /* the probe's row is still in the table */
 	int failed;     /* the last batch failed (while disk_full: wait) */
 	int64_t probed; /* mono_us of the last probe */
+
+	/* [node] memory_budget (worker.h), under mu */
+	size_t queued_bytes;
+	size_t held_bytes; /* proto_held_bytes() after the last batch */
+	struct conn_bytes {
+		uint64_t conn;
+		size_t bytes;
+	} * held_by; /* per connection with queued jobs */
+	size_t n_held_by, cap_held_by;
+	int pressed; /* went over; relief() when below half */
+	void (*relief)(void *ctx);
+	void *relief_ctx;
+
+	pthread_t watch_th; /* the plugin watchdog */
+	int watching;
+	int watch_stop;          /* under mu */
+	pthread_cond_t watch_cv; /* with mu */
 };
 
 int64_t clock_real_ms(void *ctx)
@@ -105,6 +130,24 @@ static int64_t mono_us(void)
 	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
+/*
+ * The plugin host's crash guard file: beside a SQLite database
+ * ("DB-guard"); for a PostgreSQL database, which has no directory here,
+ * in $STATE_DIRECTORY (systemd's StateDirectory=) or /var/tmp, named after
+ * the node and its instance.
+ */
+static void guard_path(const struct config *c, char *buf, size_t sz)
+{
+	const char *dir = getenv("STATE_DIRECTORY");
+
+	if (!c->db_url)
+		snprintf(buf, sz, "%s-guard", c->db);
+	else
+		snprintf(buf, sz, "%s/semq-%s%s%s.guard",
+			 dir && dir[0] ? dir : "/var/tmp", c->id,
+			 c->instance[0] ? "-" : "", c->instance);
+}
+
 int worker_new(const struct config *c, worker_output_fn out, void *out_ctx,
 	       clock_fn clock, void *clock_ctx, struct worker **wout, char *err,
 	       size_t errsz)
@@ -129,6 +172,7 @@ int worker_new(const struct config *c, worker_output_fn out, void *out_ctx,
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&w->cv, &ca);
+	pthread_cond_init(&w->watch_cv, &ca);
 	pthread_condattr_destroy(&ca);
 	hist_init(&w->stats.batch_jobs, jobs_bounds,
 		  sizeof jobs_bounds / sizeof jobs_bounds[0]);
@@ -165,6 +209,18 @@ int worker_new(const struct config *c, worker_output_fn out, void *out_ctx,
 		r = SEMQ_ERR_PLUGIN;
 		goto out;
 	}
+	if (c->n_plugins) {
+		char gpath[4096], gerr[SEMQ_ERRLEN];
+
+		guard_path(c, gpath, sizeof gpath);
+		if (plughost_guard_open(w->ph, gpath, gerr, sizeof gerr) !=
+		    SEMQ_OK)
+			log_msg(LOG_WARN, "plughost", NULL, NULL,
+				"no crash guard (%s): a document that crashes "
+				"the node will be handed to its plugin again "
+				"at every start",
+				gerr);
+	}
 	w->p = proto_new(w->st, w->ph, c);
 	if (!w->p) {
 		snprintf(err, errsz, "out of memory");
@@ -177,6 +233,45 @@ int worker_new(const struct config *c, worker_output_fn out, void *out_ctx,
 out:
 	worker_free(w);
 	return r;
+}
+
+/* Counts bytes of conn in (+) or out (-), under mu. */
+static void count_bytes(struct worker *w, uint64_t conn, size_t bytes, int in)
+{
+	size_t i;
+
+	if (!bytes)
+		return;
+	if (in)
+		w->queued_bytes += bytes;
+	else
+		w->queued_bytes -=
+			bytes < w->queued_bytes ? bytes : w->queued_bytes;
+	for (i = 0; i < w->n_held_by && w->held_by[i].conn != conn; i++)
+		;
+	if (i == w->n_held_by) {
+		if (!in)
+			return;
+		if (w->n_held_by == w->cap_held_by) {
+			size_t cap = w->cap_held_by ? 2 * w->cap_held_by : 16;
+			void *v = realloc(w->held_by, cap * sizeof *w->held_by);
+			if (!v)
+				return; /* counted in all, not per connection */
+			w->held_by = v;
+			w->cap_held_by = cap;
+		}
+		w->held_by[i].conn = conn;
+		w->held_by[i].bytes = 0;
+		w->n_held_by++;
+	}
+	if (in) {
+		w->held_by[i].bytes += bytes;
+		return;
+	}
+	w->held_by[i].bytes -=
+		bytes < w->held_by[i].bytes ? bytes : w->held_by[i].bytes;
+	if (!w->held_by[i].bytes)
+		w->held_by[i] = w->held_by[--w->n_held_by];
 }
 
 /* Hands an outbox that is now true to the network thread. */
@@ -260,6 +355,8 @@ static void batch(struct worker *w, struct job *jobs, size_t n)
 {
 	struct proto_counts cnt = {0};
 	struct outbox ob;
+	void (*relief)(void *ctx);
+	void *relief_ctx;
 	int64_t t0 = mono_us();
 	uint64_t us, msgs;
 	struct job *j;
@@ -327,7 +424,19 @@ static void batch(struct worker *w, struct job *jobs, size_t n)
 		hist_observe(&w->stats.batch_messages, msgs);
 		hist_observe(&w->stats.commit_us, us);
 	}
+	for (j = jobs; j; j = j->next)
+		count_bytes(w, j->conn_id, j->bytes, 0);
+	w->held_bytes = proto_held_bytes(w->p);
+	relief = w->pressed && w->queued_bytes + w->held_bytes <
+					 w->c->memory_budget / 2
+			 ? w->relief
+			 : NULL;
+	if (relief)
+		w->pressed = 0;
+	relief_ctx = w->relief_ctx;
 	pthread_mutex_unlock(&w->mu);
+	if (relief)
+		relief(relief_ctx);
 	while (jobs) {
 		j = jobs->next;
 		job_free(jobs);
@@ -393,18 +502,110 @@ static void *run(void *arg)
 	return NULL;
 }
 
+/* The plugin watchdog (see DESIGN). */
+static void *watch(void *arg)
+{
+	struct worker *w = arg;
+	char what[256] = "";
+	int was = 0;
+
+	pthread_mutex_lock(&w->mu);
+	while (!w->watch_stop) {
+		struct timespec ts;
+		int now_stuck;
+
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		ts.tv_sec += WATCH_MS / 1000;
+		ts.tv_nsec += (WATCH_MS % 1000) * 1000000L;
+		if (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
+		pthread_cond_timedwait(&w->watch_cv, &w->mu, &ts);
+		if (w->watch_stop)
+			break;
+		pthread_mutex_unlock(&w->mu);
+		now_stuck = plughost_stuck(w->ph, clock_real_ms(NULL),
+					   w->c->plugin_timeout_ms, what,
+					   sizeof what);
+		if (now_stuck && !was)
+			log_msg(LOG_ERROR, "plughost", NULL, NULL,
+				"%s, longer than plugin_timeout (%" PRId64
+				" ms): the store thread waits for it; /health "
+				"says unhealthy until it returns",
+				what, w->c->plugin_timeout_ms);
+		else if (!now_stuck && was)
+			log_msg(LOG_WARN, "plughost", NULL, NULL,
+				"the plugin call that was stuck returned; "
+				"healthy again");
+		was = now_stuck;
+		pthread_mutex_lock(&w->mu);
+	}
+	pthread_mutex_unlock(&w->mu);
+	return NULL;
+}
+
 int worker_start(struct worker *w)
 {
 	if (pthread_create(&w->th, NULL, run, w) != 0)
 		return SEMQ_ERR_INTERNAL;
 	w->started = 1;
+	if (w->c->n_plugins &&
+	    pthread_create(&w->watch_th, NULL, watch, w) == 0)
+		w->watching = 1;
 	return SEMQ_OK;
+}
+
+int worker_stuck(struct worker *w, char *what, size_t whatsz)
+{
+	return plughost_stuck(w->ph, clock_real_ms(NULL),
+			      w->c->plugin_timeout_ms, what, whatsz);
+}
+
+int worker_heavy(struct worker *w, uint64_t conn)
+{
+	size_t i, share, mine = 0;
+	int heavy = 0;
+
+	pthread_mutex_lock(&w->mu);
+	if (w->queued_bytes + w->held_bytes > w->c->memory_budget) {
+		w->pressed = 1;
+		share = w->c->memory_budget /
+			(2 * (w->n_held_by ? w->n_held_by : 1));
+		for (i = 0; i < w->n_held_by; i++)
+			if (w->held_by[i].conn == conn)
+				mine = w->held_by[i].bytes;
+		heavy = mine >= share;
+	}
+	pthread_mutex_unlock(&w->mu);
+	return heavy;
+}
+
+void worker_set_relief(struct worker *w, void (*relief)(void *ctx), void *ctx)
+{
+	pthread_mutex_lock(&w->mu);
+	w->relief = relief;
+	w->relief_ctx = ctx;
+	pthread_mutex_unlock(&w->mu);
+}
+
+size_t worker_queued_bytes(struct worker *w, int *over)
+{
+	size_t b;
+
+	pthread_mutex_lock(&w->mu);
+	b = w->queued_bytes + w->held_bytes;
+	if (over)
+		*over = b > w->c->memory_budget;
+	pthread_mutex_unlock(&w->mu);
+	return b;
 }
 
 void worker_submit(struct worker *w, struct job *j)
 {
 	j->next = NULL;
 	pthread_mutex_lock(&w->mu);
+	count_bytes(w, j->conn_id, j->bytes, 1);
 	if (w->tail)
 		w->tail->next = j;
 	else
@@ -417,6 +618,14 @@ void worker_submit(struct worker *w, struct job *j)
 
 void worker_stop(struct worker *w)
 {
+	if (w && w->watching) {
+		pthread_mutex_lock(&w->mu);
+		w->watch_stop = 1;
+		pthread_cond_signal(&w->watch_cv);
+		pthread_mutex_unlock(&w->mu);
+		pthread_join(w->watch_th, NULL);
+		w->watching = 0;
+	}
 	if (!w || !w->started)
 		return;
 	pthread_mutex_lock(&w->mu);
@@ -441,6 +650,8 @@ void worker_free(struct worker *w)
 	plughost_free(w->ph);
 	store_free(w->st);
 	pthread_cond_destroy(&w->cv);
+	pthread_cond_destroy(&w->watch_cv);
+	free(w->held_by);
 	pthread_mutex_destroy(&w->mu);
 	free(w);
 }

@@ -58,6 +58,24 @@ uint64_t worker_life(const struct worker *w);
  * Data meanwhile, /health reports it. Any thread. */
 int worker_disk_full(struct worker *w);
 
+/*
+ * [node] memory_budget: bytes held by queued jobs (job.bytes) and by the
+ * messages proto holds for a missing predecessor. worker_submit() counts a
+ * job in, per connection; it is counted out when its batch is done. Over
+ * the budget, worker_heavy() says whether connection conn holds more than
+ * its share (half the budget over the connections that hold any) — the one
+ * to stop reading from; the others go on. Once the queue is below half the
+ * budget again the worker calls relief(ctx) (from the store thread), once
+ * per time it went over.
+ */
+int worker_heavy(struct worker *w, uint64_t conn);
+void worker_set_relief(struct worker *w, void (*relief)(void *ctx), void *ctx);
+/* The bytes counted now, and whether over the budget (any thread). */
+size_t worker_queued_bytes(struct worker *w, int *over);
+/* Is a plugin call running longer than [node] plugin_timeout? Then 1, and
+ * `what` says which (any thread). */
+int worker_stuck(struct worker *w, char *what, size_t whatsz);
+
 /* A histogram for metrics: n buckets with ascending upper bounds, the last
  * one unbounded (+Inf, its bound unused); count[i] is what fell in bucket i
  * alone (not cumulative); sum and total of every observation. */

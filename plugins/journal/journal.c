@@ -12,6 +12,11 @@
  *   fail_rate = 0.3          that share of calls returns RETRY (0 to 1)
  *   fail_seed = 42           seed of the failure sequence (default 1)
  *   permanent_keys = A,B     messages with these keys fail PERMANENT
+ *   crash_keys = A,B         a message with one of these keys kills the
+ *                            process (abort): a plugin that crashes on a
+ *                            document, for the host's crash guard
+ *   stall_keys = A,B         a message with one of these keys makes the
+ *   stall_ms = 3000          call sleep this long first: a hung plugin
  *
  * It works on both node databases: SQLite (tx->db is a `sqlite3 *`) and
  * PostgreSQL (tx->db is a `PGconn *`), with the same table, the same columns
@@ -56,7 +61,9 @@ int semq_plugin_handle(void *handle, const struct semq_plugin_msg *m,
 		       size_t errsz);
 void semq_plugin_fini(void *handle);
 
-#define OPTIONS_TEXT "(fail_rate, fail_seed, permanent_keys)"
+#define OPTIONS_TEXT                                                           \
+	"(fail_rate, fail_seed, permanent_keys, crash_keys, stall_keys, "      \
+	"stall_ms)"
 #define DB_KINDS "(1 SQLite, 2 PostgreSQL)"
 
 /*
@@ -76,11 +83,17 @@ void semq_plugin_fini(void *handle);
 	"payload_len BIGINT, handled_at BIGINT); "                             \
 	"END IF; END $semq$"
 
+/* A list of message keys (an option). */
+struct keys {
+	char **v; /* owned, n strings */
+	size_t n;
+};
+
 struct journal {
 	double fail_rate; /* 0..1 */
 	uint64_t rng;     /* splitmix64 state */
-	char **perm_keys; /* owned, n_perm strings */
-	size_t n_perm;
+	struct keys perm, crash, stall;
+	long stall_ms;
 	sqlite3 *db;       /* the connection `ins` was prepared on (borrowed) */
 	sqlite3_stmt *ins; /* owned; NULL until the first handle */
 	PGconn *pg;        /* the connection `pg_ins` was prepared on
@@ -161,9 +174,15 @@ static void journal_free(struct journal *j)
 	if (!j)
 		return;
 	sqlite3_finalize(j->ins);
-	for (i = 0; i < j->n_perm; i++)
-		free(j->perm_keys[i]);
-	free(j->perm_keys);
+	for (i = 0; i < j->perm.n; i++)
+		free(j->perm.v[i]);
+	for (i = 0; i < j->crash.n; i++)
+		free(j->crash.v[i]);
+	for (i = 0; i < j->stall.n; i++)
+		free(j->stall.v[i]);
+	free(j->perm.v);
+	free(j->crash.v);
+	free(j->stall.v);
 	free(j);
 }
 
@@ -211,9 +230,10 @@ static int parse_seed(const char *where, const char *v, uint64_t *out,
 	return 0;
 }
 
-/* Splits "A, B,C" into j->perm_keys; blanks around a key are dropped. */
-static int parse_keys(struct journal *j, const char *where, const char *v,
-		      char *err, size_t errsz)
+/* Splits "A, B,C" into l; blanks around a key are dropped. `name` is the
+ * option's, for messages. */
+static int parse_keys(struct keys *l, const char *name, const char *where,
+		      const char *v, char *err, size_t errsz)
 {
 	const char *s = v;
 
@@ -234,19 +254,18 @@ static int parse_keys(struct journal *j, const char *where, const char *v,
 			len--;
 		if (len == 0) {
 			errf(err, errsz,
-			     "journal: %s: permanent_keys '%s' has an empty "
-			     "key",
-			     where, v);
+			     "journal: %s: %s '%s' has an empty key", where,
+			     name, v);
 			return -1;
 		}
-		nk = realloc(j->perm_keys, (j->n_perm + 1) * sizeof *nk);
+		nk = realloc(l->v, (l->n + 1) * sizeof *nk);
 		if (!nk)
 			goto nomem;
-		j->perm_keys = nk;
-		j->perm_keys[j->n_perm] = strndup(b, len);
-		if (!j->perm_keys[j->n_perm])
+		l->v = nk;
+		l->v[l->n] = strndup(b, len);
+		if (!l->v[l->n])
 			goto nomem;
-		j->n_perm++;
+		l->n++;
 		if (!*e)
 			return 0;
 		s = e + 1;
@@ -266,7 +285,8 @@ int semq_plugin_init(const struct semq_plugin_init_args *a, void **handle_out,
 {
 	int r = SEMQ_PLUGIN_PERMANENT;
 	struct journal *j = NULL;
-	int seen_rate = 0, seen_seed = 0, seen_keys = 0;
+	int seen_rate = 0, seen_seed = 0, seen_keys = 0, seen_crash = 0;
+	int seen_stall = 0, seen_ms = 0;
 	char *msg = NULL;     /* sqlite3_free */
 	PGresult *res = NULL; /* PQclear */
 	size_t i;
@@ -308,6 +328,12 @@ int semq_plugin_init(const struct semq_plugin_init_args *a, void **handle_out,
 			seen = &seen_seed;
 		else if (strcmp(k, "permanent_keys") == 0)
 			seen = &seen_keys;
+		else if (strcmp(k, "crash_keys") == 0)
+			seen = &seen_crash;
+		else if (strcmp(k, "stall_keys") == 0)
+			seen = &seen_stall;
+		else if (strcmp(k, "stall_ms") == 0)
+			seen = &seen_ms;
 		else {
 			errf(err, errsz,
 			     "journal: %s: unknown option '%s' " OPTIONS_TEXT,
@@ -326,8 +352,29 @@ int semq_plugin_init(const struct semq_plugin_init_args *a, void **handle_out,
 		if (seen == &seen_seed &&
 		    parse_seed(where, v, &j->rng, err, errsz))
 			goto out;
-		if (seen == &seen_keys && parse_keys(j, where, v, err, errsz))
+		if (seen == &seen_keys &&
+		    parse_keys(&j->perm, k, where, v, err, errsz))
 			goto out;
+		if (seen == &seen_crash &&
+		    parse_keys(&j->crash, k, where, v, err, errsz))
+			goto out;
+		if (seen == &seen_stall &&
+		    parse_keys(&j->stall, k, where, v, err, errsz))
+			goto out;
+		if (seen == &seen_ms) {
+			char *end;
+
+			errno = 0;
+			j->stall_ms = strtol(v, &end, 10);
+			if (!v[0] || *end || errno || j->stall_ms < 0 ||
+			    j->stall_ms > 3600000) {
+				errf(err, errsz,
+				     "journal: %s: stall_ms '%s' is not a "
+				     "number of ms 0..3600000",
+				     where, v);
+				goto out;
+			}
+		}
 	}
 
 	if (a->tx->db_kind == SEMQ_DB_PG) {
@@ -361,12 +408,12 @@ out:
 	return r;
 }
 
-static int is_permanent_key(const struct journal *j, const char *key)
+static int has_key(const struct keys *l, const char *key)
 {
 	size_t i;
 
-	for (i = 0; i < j->n_perm; i++)
-		if (strcmp(j->perm_keys[i], key) == 0)
+	for (i = 0; key && i < l->n; i++)
+		if (strcmp(l->v[i], key) == 0)
 			return 1;
 	return 0;
 }
@@ -487,7 +534,16 @@ int semq_plugin_handle(void *handle, const struct semq_plugin_msg *m,
 		     tx->db_kind);
 		return SEMQ_PLUGIN_PERMANENT;
 	}
-	if (m->key && is_permanent_key(j, m->key)) {
+	if (has_key(&j->crash, m->key))
+		abort(); /* as a plugin that crashes on a document */
+	if (has_key(&j->stall, m->key)) {
+		struct timespec ts = {j->stall_ms / 1000,
+				      (j->stall_ms % 1000) * 1000000L};
+
+		while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+			;
+	}
+	if (has_key(&j->perm, m->key)) {
 		errf(err, errsz, "journal: key %s is listed in permanent_keys",
 		     m->key);
 		return SEMQ_PLUGIN_PERMANENT;

@@ -14,9 +14,12 @@
 
 #include <cmocka.h>
 
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -76,6 +79,8 @@ static int teardown(void **state)
 	snprintf(p, sizeof p, "%s-shm", f->dbpath);
 	unlink(p);
 	unlink(f->finipath);
+	snprintf(p, sizeof p, "%s/guard", f->dir);
+	unlink(p);
 	snprintf(p, sizeof p, "%s/garbage.so", f->dir);
 	unlink(p);
 	rmdir(f->dir);
@@ -704,7 +709,8 @@ static void test_journal_bad_options(void **state)
 
 	expect_journal_refusal(f, "bogus", "1", "node.ini:31",
 			       "journal: node.ini:31: unknown option 'bogus' "
-			       "(fail_rate, fail_seed, permanent_keys)");
+			       "(fail_rate, fail_seed, permanent_keys, "
+			       "crash_keys, stall_keys, stall_ms)");
 	expect_journal_refusal(f, "fail_rate", "2", "node.ini:32",
 			       "journal: node.ini:32: fail_rate '2' is not "
 			       "between 0 and 1");
@@ -734,7 +740,14 @@ static void test_journal_bad_options(void **state)
 	/* Options given without a config line. */
 	expect_journal_refusal(f, "colour", "red", NULL,
 			       "journal: options: unknown option 'colour' "
-			       "(fail_rate, fail_seed, permanent_keys)");
+			       "(fail_rate, fail_seed, permanent_keys, "
+			       "crash_keys, stall_keys, stall_ms)");
+	expect_journal_refusal(f, "crash_keys", "A,", "node.ini:40",
+			       "journal: node.ini:40: crash_keys 'A,' has an "
+			       "empty key");
+	expect_journal_refusal(f, "stall_ms", "-5", "node.ini:41",
+			       "journal: node.ini:41: stall_ms '-5' is not a "
+			       "number of ms 0..3600000");
 
 	h = plughost_empty();
 	assert_non_null(h);
@@ -985,6 +998,175 @@ static void test_new_failure_unloads(void **state)
 	cfg_free(c);
 }
 
+/* A host with the journal plugin (options opts) and the crash guard in the
+ * fixture's directory, on its own connection to the fixture's database. */
+static struct plughost *guarded_journal(struct fx *f,
+					const struct semq_plugin_option *opts,
+					size_t n_opts, sqlite3 **db,
+					struct semq_plugin_tx *tx)
+{
+	struct plughost *h = plughost_empty();
+	char err[SEMQ_ERRLEN], gpath[1200];
+
+	assert_non_null(h);
+	assert_int_equal(sqlite3_open(f->dbpath, db), SQLITE_OK);
+	tx->db_kind = SEMQ_DB_SQLITE;
+	tx->db = *db;
+	assert_int_equal(plughost_add(h, "journal", JOURNAL_SO, NULL, 0, opts,
+				      n_opts, "S1", tx, err, sizeof err),
+			 SEMQ_OK);
+	snprintf(gpath, sizeof gpath, "%s/guard", f->dir);
+	assert_int_equal(plughost_guard_open(h, gpath, err, sizeof err),
+			 SEMQ_OK);
+	return h;
+}
+
+/* A child process handles R1/S1/seq (key) once with the journal whose
+ * crash_keys is "BOOM", and dies if the plugin crashes; its exit status. */
+static int child_apply(struct fx *f, uint64_t seq, const char *key)
+{
+	const struct semq_plugin_option crash[1] = {
+		{"crash_keys", "BOOM", "test"}};
+	pid_t pid = fork();
+	int status = 0;
+
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		struct semq_plugin_tx tx;
+		struct plughost *h;
+		struct msg m;
+		sqlite3 *db;
+		char err[SEMQ_ERRLEN];
+
+		h = guarded_journal(f, crash, 1, &db, &tx);
+		mkmsg(&m, 2800, seq, key);
+		_exit(plughost_apply(h, &m, 0, &tx, err, sizeof err) ==
+				      SEMQ_PLUGIN_OK
+			      ? 0
+			      : 3);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	return status;
+}
+
+/*
+ * The crash guard: a document on which the plugin crashes the process is
+ * counted at the next start, and after two crashes it is not handed to the
+ * plugin again: PERMANENT "crashed the node 2 times", nothing written. Other
+ * documents go on; one whose call returns is forgiven.
+ */
+static void test_guard_crashing_document(void **state)
+{
+	struct fx *f = *state;
+	const struct semq_plugin_option crash[1] = {
+		{"crash_keys", "BOOM", "test"}};
+	struct semq_plugin_tx tx;
+	struct plughost *h;
+	struct msg m;
+	sqlite3 *db;
+	char err[SEMQ_ERRLEN];
+	int st;
+
+	/* twice it takes the process down */
+	st = child_apply(f, 7, "BOOM");
+	assert_true(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT);
+	st = child_apply(f, 7, "BOOM");
+	assert_true(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT);
+	/* the third start: counted twice, not handed over */
+	h = guarded_journal(f, crash, 1, &db, &tx);
+	mkmsg(&m, 2800, 7, "BOOM");
+	assert_int_equal(plughost_apply(h, &m, 0, &tx, err, sizeof err),
+			 SEMQ_PLUGIN_PERMANENT);
+	assert_non_null(strstr(err, "crashed the node 2 times"));
+	assert_non_null(strstr(err, "journal"));
+	/* others go on */
+	mkmsg(&m, 2800, 8, "K");
+	assert_int_equal(plughost_apply(h, &m, 0, &tx, err, sizeof err),
+			 SEMQ_PLUGIN_OK);
+	assert_int_equal(q_int(db, "SELECT count(*) FROM journal"), 1);
+	plughost_free(h);
+	sqlite3_close(db);
+
+	/* a crash once, then a call that returns: forgiven */
+	st = child_apply(f, 9, "BOOM");
+	assert_true(WIFSIGNALED(st));
+	{
+		const struct semq_plugin_option none[1] = {
+			{"crash_keys", "OTHER", "test"}};
+
+		h = guarded_journal(f, none, 1, &db, &tx);
+		mkmsg(&m, 2800, 9, "BOOM");
+		assert_int_equal(plughost_apply(h, &m, 0, &tx, err, sizeof err),
+				 SEMQ_PLUGIN_OK);
+		plughost_free(h);
+		sqlite3_close(db);
+	}
+	st = child_apply(f, 9, "BOOM");
+	assert_true(WIFSIGNALED(st));
+	h = guarded_journal(f, crash, 1, &db, &tx);
+	mkmsg(&m, 2800, 9, "OK-NOW");
+	m.has_key = 0;
+	/* R1/S1/9 crashed once since it was forgiven: handed over again
+	 * (with another key, so that it returns) */
+	assert_int_equal(plughost_apply(h, &m, 0, &tx, err, sizeof err),
+			 SEMQ_PLUGIN_OK);
+	plughost_free(h);
+	sqlite3_close(db);
+}
+
+struct stall_call {
+	struct plughost *h;
+	struct semq_plugin_tx *tx;
+	int rc;
+};
+
+static void *stall_thread(void *arg)
+{
+	struct stall_call *c = arg;
+	struct msg m;
+	char err[SEMQ_ERRLEN];
+
+	mkmsg(&m, 2800, 11, "SLOW");
+	c->rc = plughost_apply(c->h, &m, 0, c->tx, err, sizeof err);
+	return NULL;
+}
+
+/* plughost_stuck: a call running longer than the timeout is reported, with
+ * the plugin and the message; not before it started, not after it
+ * returned. */
+static void test_guard_stuck_call(void **state)
+{
+	struct fx *f = *state;
+	const struct semq_plugin_option stall[2] = {
+		{"stall_keys", "SLOW", "test"}, {"stall_ms", "1500", "test"}};
+	struct semq_plugin_tx tx;
+	struct stall_call c;
+	pthread_t th;
+	sqlite3 *db;
+	char what[256];
+	int seen = 0, i;
+
+	c.h = guarded_journal(f, stall, 2, &db, &tx);
+	c.tx = &tx;
+	assert_false(plughost_stuck(c.h, wall_ms(), 100, what, sizeof what));
+	assert_int_equal(pthread_create(&th, NULL, stall_thread, &c), 0);
+	for (i = 0; i < 200 && !seen; i++) { /* waits for the event */
+		struct timespec ts = {0, 20 * 1000 * 1000};
+
+		seen = plughost_stuck(c.h, wall_ms(), 100, what, sizeof what);
+		if (!seen)
+			nanosleep(&ts, NULL);
+	}
+	assert_true(seen);
+	assert_non_null(strstr(what, "plugin 'journal'"));
+	assert_non_null(strstr(what, "R1/S1/11"));
+	assert_int_equal(pthread_join(th, NULL), 0);
+	assert_int_equal(c.rc, SEMQ_PLUGIN_OK);
+	assert_false(plughost_stuck(c.h, wall_ms(), 100, what, sizeof what));
+	plughost_free(c.h);
+	sqlite3_close(db);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1001,6 +1183,10 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_plugin_results_checked,
 						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_guard_crashing_document,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_guard_stuck_call, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(test_journal_rows, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_journal_fail_rate, setup,
