@@ -25,6 +25,16 @@
  *     feeds are discarded, and next() returns the same error and message
  *     forever. The connection must close; nothing after a bad frame is
  *     trusted.
+ *
+ * DESIGN (decoding memory)
+ *   protobuf-c allocates every message, string and list of a frame while it
+ *   unpacks, before any limit of ours is checked: 1,000,000 empty Messages
+ *   are 2 MB on the wire and 200 MB unpacked. Frames are therefore unpacked
+ *   with an allocator that counts, and refuses to go past UNPACK_FACTOR
+ *   times the frame's size plus UNPACK_SLACK (a legitimate frame takes at
+ *   most about eight times its size); a frame over it does not decode. Each
+ *   block carries its size in a header, so that frames are freed with the
+ *   same allocator whichever thread frees them (codec_frame_free).
  */
 #include "codec.h"
 
@@ -46,6 +56,43 @@
 #define READER_KEEP 65536 /* an idle reader keeps a buffer up to this size */
 #define QUOTE_MAX 72      /* bytes of a bad value shown in a message */
 #define PATH_MAX_LEN 96   /* "AckIndication.verdicts[65535].id" and such */
+#define UNPACK_FACTOR 16
+#define UNPACK_SLACK (1024 * 1024)
+#define BLOCK_HDR 16 /* size_t, aligned like malloc */
+
+/* What one unpack may still allocate (see DESIGN). */
+struct unpack_budget {
+	size_t left;
+	int refused; /* an allocation went over it */
+};
+
+static void *budget_alloc(void *data, size_t size)
+{
+	struct unpack_budget *b = data;
+	unsigned char *p;
+
+	if (b && (size > b->left || b->left - size < BLOCK_HDR)) {
+		b->refused = 1;
+		return NULL;
+	}
+	p = malloc(size + BLOCK_HDR);
+	if (!p)
+		return NULL;
+	if (b)
+		b->left -= size + BLOCK_HDR;
+	memcpy(p, &size, sizeof size);
+	return p + BLOCK_HDR;
+}
+
+static void budget_free(void *data, void *ptr)
+{
+	(void)data;
+	if (ptr)
+		free((unsigned char *)ptr - BLOCK_HDR);
+}
+
+/* Frees what budget_alloc() made, from any thread. */
+static ProtobufCAllocator frame_allocator = {budget_alloc, budget_free, NULL};
 
 static int fail(char *err, size_t errsz, int code, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
@@ -277,6 +324,10 @@ static int check_message(const char *path, const Semq__Message *m, char *err,
 			    "%s.prev_seq: %llu is not below seq %llu", path,
 			    (unsigned long long)m->prev_seq,
 			    (unsigned long long)m->seq);
+	if (m->hops > SEMQ_HOPS_MAX)
+		return fail(err, errsz, SEMQ_ERR_PROTO,
+			    "%s.hops: %u (at most %d)", path, m->hops,
+			    SEMQ_HOPS_MAX);
 	snprintf(p, sizeof p, "%s.key", path);
 	if ((r = check_text(p, m->key, SEMQ_KEY_MAX, err, errsz)))
 		return r;
@@ -364,7 +415,7 @@ static int check_relay_ack(const Semq__RelayAck *a, char *err, size_t errsz)
 			    "UNREACHABLE",
 			    (int)a->kind);
 	if ((int)a->reason < SEMQ__RELAY_REFUSAL__RELAY_REFUSAL_NONE ||
-	    (int)a->reason > SEMQ__RELAY_REFUSAL__NOT_A_RELAY)
+	    (int)a->reason > SEMQ__RELAY_REFUSAL__LOOP)
 		return fail(err, errsz, SEMQ_ERR_PROTO,
 			    "RelayAck.reason: %d is not a known reason",
 			    (int)a->reason);
@@ -765,11 +816,20 @@ int codec_decode_body(const uint8_t *body, size_t len, Semq__Frame **out,
 	if (!body && len)
 		return fail(err, errsz, SEMQ_ERR_PROTO,
 			    "frame body: %zu bytes but no data", len);
-	f = semq__frame__unpack(NULL, len, body);
-	if (!f) {
-		r = fail(err, errsz, SEMQ_ERR_PROTO,
-			 "frame does not decode (%zu bytes)", len);
-		goto out;
+	{
+		struct unpack_budget b = {len * UNPACK_FACTOR + UNPACK_SLACK,
+					  0};
+		ProtobufCAllocator a = {budget_alloc, budget_free, &b};
+
+		f = semq__frame__unpack(&a, len, body);
+		if (!f) {
+			r = fail(err, errsz, SEMQ_ERR_PROTO,
+				 "frame does not decode (%zu bytes)%s", len,
+				 b.refused ? ": it would take more than 16 "
+					     "times its size in memory"
+					   : "");
+			goto out;
+		}
 	}
 	if ((r = check_nul(&semq__frame__descriptor, body, len, "Frame", err,
 			   errsz)))
@@ -787,7 +847,7 @@ out:
 void codec_frame_free(Semq__Frame *f)
 {
 	if (f)
-		semq__frame__free_unpacked(f, NULL);
+		semq__frame__free_unpacked(f, &frame_allocator);
 }
 
 int codec_encode(const Semq__Frame *f, size_t max_frame, uint8_t **out,
@@ -978,6 +1038,7 @@ void codec_msg_from_wire(const Semq__Message *w, struct msg *m)
 	m->id.life = w->life;
 	m->id.digest = w->digest;
 	m->prev_digest = w->prev_digest;
+	m->hops = w->hops;
 }
 
 void codec_msg_to_wire(const struct msg *m, Semq__Message *w)
@@ -998,6 +1059,7 @@ void codec_msg_to_wire(const struct msg *m, Semq__Message *w)
 	w->life = m->id.life;
 	w->digest = m->id.digest;
 	w->prev_digest = m->prev_digest;
+	w->hops = m->hops;
 }
 
 int codec_check_msg(const struct msg *m, char *err, size_t errsz)

@@ -103,6 +103,7 @@ struct job {
 	struct routes *routes;      /* JOB_ROUTES: owned by the job */
 	struct admin_req *admin;    /* JOB_ADMIN: owned by the job */
 	int64_t enqueued_at;        /* for latency metrics */
+	size_t bytes; /* memory it holds, counted in [node] memory_budget */
 };
 
 /* One encoded frame to write to a connection (bytes include the header);

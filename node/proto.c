@@ -32,6 +32,7 @@
 #define HORIZON_MS 60000  /* what the wheel holds ahead of now */
 #define WHEEL_MAX 50000   /* entries the wheel holds at most */
 #define NOTED_MAX 64      /* streams whose resync was logged this run */
+#define REFUSALS (SEMQ__RELAY_REFUSAL__LOOP + 1) /* RelayAck reasons */
 
 /* A list of node ids. */
 struct names {
@@ -66,6 +67,7 @@ static int names_add(struct names *l, const char *id)
 }
 
 static int life_hidden(struct proto *p, const char *dest);
+static const struct route_hop *hop_of(const struct proto *p, uint64_t conn);
 
 struct held {
 	struct held *next;
@@ -83,6 +85,7 @@ struct proto {
 	struct routes *routes;
 	struct held *held;
 	size_t n_held;
+	size_t held_bytes; /* their payloads */
 	int more_to_send;
 	int wm_dirty;
 	int64_t last_unacked_pass;
@@ -519,6 +522,7 @@ static void held_free_all(struct proto *p)
 		free(h);
 	}
 	p->n_held = 0;
+	p->held_bytes = 0;
 }
 
 void proto_free(struct proto *p)
@@ -530,6 +534,11 @@ void proto_free(struct proto *p)
 	wheel_free(p->wheel);
 	free(p->hidden.v);
 	free(p);
+}
+
+size_t proto_held_bytes(const struct proto *p)
+{
+	return p->held_bytes + p->n_held * sizeof(struct held);
 }
 
 int proto_busy(const struct proto *p)
@@ -711,11 +720,13 @@ static int hold(struct proto *p, const struct msg *m, const char *via,
 
 	if (is_held(p, &m->id))
 		return SEMQ_OK;
-	if (p->n_held >= HELD_MAX) {
+	/* At most HELD_MAX, and a quarter of [node] memory_budget. */
+	if (p->n_held >= HELD_MAX ||
+	    p->held_bytes + m->payload_len > p->c->memory_budget / 4) {
 		log_msg(LOG_WARN, "proto", via, &m->id,
-			"dropped: %d messages already wait for predecessors; "
-			"the sender will resend",
-			HELD_MAX);
+			"dropped: %zu messages (%zu bytes) already wait for "
+			"predecessors; the sender will resend",
+			p->n_held, p->held_bytes);
 		return SEMQ_OK;
 	}
 	h = calloc(1, sizeof *h);
@@ -739,6 +750,7 @@ static int hold(struct proto *p, const struct msg *m, const char *via,
 	h->next = p->held;
 	p->held = h;
 	p->n_held++;
+	p->held_bytes += m->payload_len;
 	log_msg(LOG_DEBUG, "proto", via, &m->id,
 		"held: predecessor %" PRIu64 " not yet received", m->prev_seq);
 	return SEMQ_OK;
@@ -1024,7 +1036,7 @@ struct data_answers {
 	struct idlist forwarded; /* RelayAck FORWARDED */
 	struct idlist stored;    /* RelayAck STORED */
 	/* RelayAck UNREACHABLE, by reason (RELAY_REFUSAL_*) */
-	struct idlist refused[SEMQ__RELAY_REFUSAL__NOT_A_RELAY + 1];
+	struct idlist refused[REFUSALS];
 	char quota_why[SEMQ_ERRLEN]; /* the detail of a QUOTA refusal */
 };
 
@@ -1150,6 +1162,15 @@ static int relay_one(struct proto *p, const struct job *j, Semq__Message *w,
 	if (!p->c->relay)
 		return idlist_add(&a->refused[SEMQ__RELAY_REFUSAL__NOT_A_RELAY],
 				  &m->id, 0);
+	/* Passing this relay: one hop more, if it may (a routing loop
+	 * ends here). The copy kept and the frame passed on carry it. */
+	if (m->hops + 1 > p->c->max_hops) {
+		p->cnt.relay_refused[SEMQ__RELAY_REFUSAL__LOOP]++;
+		return idlist_add(&a->refused[SEMQ__RELAY_REFUSAL__LOOP],
+				  &m->id, 0);
+	}
+	m->hops++;
+	w->hops = m->hops;
 	if (m->payload_len > p->c->max_payload) {
 		log_msg(LOG_WARN, "proto", j->peer, &m->id,
 			"refused: a payload of %zu bytes is over this relay's "
@@ -1279,6 +1300,8 @@ static const char *refusal_detail(const struct proto *p, int reason,
 		return "payload over the relay's max_payload";
 	case SEMQ__RELAY_REFUSAL__NOT_A_RELAY:
 		return "this node does not relay";
+	case SEMQ__RELAY_REFUSAL__LOOP:
+		return "it has passed [node] max_hops relays: a routing loop";
 	}
 	return "";
 }
@@ -1289,6 +1312,7 @@ static void log_refusals(const struct proto *p, const struct job *j,
 {
 	const struct idlist *q = &a->refused[SEMQ__RELAY_REFUSAL__QUOTA];
 	const struct idlist *u = &a->refused[SEMQ__RELAY_REFUSAL__UNKNOWN_DEST];
+	const struct idlist *l = &a->refused[SEMQ__RELAY_REFUSAL__LOOP];
 
 	if (q->n)
 		log_msg(LOG_WARN, "proto", j->peer, &q->ids[0],
@@ -1303,6 +1327,12 @@ static void log_refusals(const struct proto *p, const struct job *j,
 			"origin puts them dead for its operator",
 			u->n, u->ids[0].dest, u->ids[0].dest,
 			p->c->unknown_dest_after_ms);
+	if (l->n)
+		log_msg(LOG_WARN, "proto", j->peer, &l->ids[0],
+			"%zu message(s) refused: they have passed [node] "
+			"max_hops (%u) relays, a routing loop (check [route] "
+			"on the relays); their origin puts them dead",
+			l->n, p->c->max_hops);
 }
 
 static int on_data(struct proto *p, const struct job *j, int64_t now,
@@ -1357,7 +1387,7 @@ static int on_data(struct proto *p, const struct job *j, int64_t now,
 		r = emit_relay_ack(p, ob, j->conn_id,
 				   SEMQ__RELAY_ACK__KIND__STORED, 0, 0,
 				   &a.stored, NULL);
-	for (k = 1; k <= SEMQ__RELAY_REFUSAL__NOT_A_RELAY && r == SEMQ_OK; k++)
+	for (k = 1; k < REFUSALS && r == SEMQ_OK; k++)
 		r = emit_relay_ack(p, ob, j->conn_id,
 				   SEMQ__RELAY_ACK__KIND__UNREACHABLE, k, 0,
 				   &a.refused[k], refusal_detail(p, k, &a));
@@ -1367,7 +1397,7 @@ static int on_data(struct proto *p, const struct job *j, int64_t now,
 	idlist_free(&a.verdicts);
 	idlist_free(&a.forwarded);
 	idlist_free(&a.stored);
-	for (k = 0; k <= SEMQ__RELAY_REFUSAL__NOT_A_RELAY; k++)
+	for (k = 0; k < REFUSALS; k++)
 		idlist_free(&a.refused[k]);
 	return r;
 }
@@ -1409,6 +1439,7 @@ static int retry_held(struct proto *p, int64_t now, struct outbox *ob)
 		}
 		/* recorded, or waited too long (the sender will query) */
 		*pp = h->next;
+		p->held_bytes -= h->m.payload_len;
 		msg_clear(&h->m);
 		free(h);
 		p->n_held--;
@@ -1893,7 +1924,7 @@ static int on_query(struct proto *p, const struct job *j, int64_t now,
 	const Semq__Query *q = j->frame->query;
 	struct idlist ans = {0};
 	/* RelayAck answers: [0] STORED, [reason] UNREACHABLE */
-	struct idlist ra[SEMQ__RELAY_REFUSAL__NOT_A_RELAY + 1];
+	struct idlist ra[REFUSALS];
 	struct relay_frame rf;
 	struct fwd fw = {0};
 	size_t i;
@@ -1937,13 +1968,13 @@ static int on_query(struct proto *p, const struct job *j, int64_t now,
 		r = emit_relay_ack(p, ob, j->conn_id,
 				   SEMQ__RELAY_ACK__KIND__STORED, 0, 1, &ra[0],
 				   "held here for delivery");
-	for (k = 1; k <= SEMQ__RELAY_REFUSAL__NOT_A_RELAY && r == SEMQ_OK; k++)
+	for (k = 1; k < REFUSALS && r == SEMQ_OK; k++)
 		r = emit_relay_ack(p, ob, j->conn_id,
 				   SEMQ__RELAY_ACK__KIND__UNREACHABLE, k, 1,
 				   &ra[k], refusal_detail(p, k, NULL));
 	fwd_free(&fw);
 	idlist_free(&ans);
-	for (k = 0; k <= SEMQ__RELAY_REFUSAL__NOT_A_RELAY; k++)
+	for (k = 0; k < REFUSALS; k++)
 		idlist_free(&ra[k]);
 	return r;
 }
@@ -2125,6 +2156,7 @@ static const char *relay_reason_name(int reason)
 	case SEMQ__RELAY_REFUSAL__UNKNOWN_DEST: return "unknown destination";
 	case SEMQ__RELAY_REFUSAL__TOO_BIG: return "payload too big";
 	case SEMQ__RELAY_REFUSAL__NOT_A_RELAY: return "not a relay";
+	case SEMQ__RELAY_REFUSAL__LOOP: return "routing loop";
 	}
 	return "unreachable";
 }
@@ -2137,16 +2169,24 @@ static const char *relay_reason_name(int reason)
  * (`retract`).
  */
 static int undeliverable(struct proto *p, const struct msgid *id,
-			 const char *relay, const char *detail, int64_t now,
-			 struct idlist *retract_l, unsigned *newly)
+			 const char *relay, int reason, const char *detail,
+			 int64_t now, struct idlist *retract_l, unsigned *newly)
 {
 	char why[SEMQ_ERRLEN];
 	int r, settled = 0;
 
-	snprintf(why, sizeof why,
-		 "undeliverable: relay %s does not know %s (%s); semqctl redo "
-		 "retry sends it again, semqctl redo discard cancels it",
-		 relay, id->dest, detail);
+	if (reason == SEMQ__RELAY_REFUSAL__LOOP)
+		snprintf(why, sizeof why,
+			 "undeliverable: relay %s refused it, a routing loop "
+			 "(%s); fix [route] on the relays, then semqctl redo "
+			 "retry sends it again",
+			 relay, detail);
+	else
+		snprintf(why, sizeof why,
+			 "undeliverable: relay %s does not know %s (%s); "
+			 "semqctl redo retry sends it again, semqctl redo "
+			 "discard cancels it",
+			 relay, id->dest, detail);
 	r = store_undeliverable(p->st, id, why, now, &settled);
 	if (r == SEMQ_OK) {
 		p->cnt.undeliverable++;
@@ -2166,7 +2206,7 @@ static int on_relay_ack(struct proto *p, const struct job *j, int64_t now,
 	const Semq__RelayAck *ra = j->frame->relay_ack;
 	struct idlist take_back = {0};
 	struct connlists onward = {0};
-	unsigned newly = 0;
+	unsigned newly = 0, elsewhere = 0;
 	size_t i;
 	int r = SEMQ_OK;
 
@@ -2183,6 +2223,12 @@ static int on_relay_ack(struct proto *p, const struct job *j, int64_t now,
 		r = resolve_life(p, &id);
 		if (r != SEMQ_OK)
 			break;
+		/* Only the hop its stream goes to can say what became of a
+		 * message there. */
+		if (stream_conn(p->routes, p->c, id.dest, &id) != j->conn_id) {
+			elsewhere++;
+			continue;
+		}
 		own = strcmp(id.origin, p->c->id) == 0;
 		if (ra->kind == SEMQ__RELAY_ACK__KIND__FORWARDED) {
 			r = store_mark_relay_acked(p->st, &id, now,
@@ -2193,11 +2239,13 @@ static int on_relay_ack(struct proto *p, const struct job *j, int64_t now,
 			 * it). */
 			r = store_mark_custody(p->st, &id, j->peer,
 					       custody_recheck(p, now));
-		} else if (ra->reason == SEMQ__RELAY_REFUSAL__UNKNOWN_DEST &&
+		} else if ((ra->reason == SEMQ__RELAY_REFUSAL__UNKNOWN_DEST ||
+			    ra->reason == SEMQ__RELAY_REFUSAL__LOOP) &&
 			   own) {
-			r = undeliverable(p, &id, j->peer, ra->detail, now,
-					  &take_back, &newly);
-		} else if (ra->reason == SEMQ__RELAY_REFUSAL__UNKNOWN_DEST) {
+			r = undeliverable(p, &id, j->peer, ra->reason,
+					  ra->detail, now, &take_back, &newly);
+		} else if (ra->reason == SEMQ__RELAY_REFUSAL__UNKNOWN_DEST ||
+			   ra->reason == SEMQ__RELAY_REFUSAL__LOOP) {
 			/* A further relay's verdict on a copy we passed on:
 			 * its origin decides (and takes the copy back). */
 			uint64_t conn = next_hop(p, id.origin, &id, j->conn_id);
@@ -2247,12 +2295,17 @@ static int on_relay_ack(struct proto *p, const struct job *j, int64_t now,
 		if (r == SEMQ_DECLINED || r == SEMQ_ERR_NOT_FOUND)
 			r = SEMQ_OK;
 	}
+	if (elsewhere)
+		log_msg(LOG_WARN, "proto", j->peer, NULL,
+			"ignored a RelayAck about %u message(s) not sent "
+			"through %s",
+			elsewhere, j->peer);
 	if (r == SEMQ_OK && newly)
 		log_msg(LOG_WARN, "proto", j->peer, &take_back.ids[0],
-			"%u message(s) to %s undeliverable: relay %s does not "
-			"know the destination (%s); dead in the redo queue, "
-			"see semqctl redo list",
-			newly, take_back.ids[0].dest, j->peer, ra->detail);
+			"%u message(s) to %s undeliverable: relay %s: %s (%s); "
+			"dead in the redo queue, see semqctl redo list",
+			newly, take_back.ids[0].dest, j->peer,
+			relay_reason_name(ra->reason), ra->detail);
 	if (r == SEMQ_OK)
 		r = retract(p, take_back.ids, (unsigned)take_back.n, ob);
 	for (i = 0; i < onward.n && r == SEMQ_OK; i++)
@@ -2935,8 +2988,24 @@ struct send_ctx {
 	struct send_item *v;
 	size_t n, cap;
 	size_t fetched;
+	struct idlist too_big; /* larger than the next hop accepts */
+	struct names too_big_peer;
 	int r;
 };
+
+/* The largest frame the hop accepts, and ours. */
+static size_t frame_limit(const struct proto *p, const struct route_hop *h)
+{
+	size_t lim = p->c->max_frame;
+
+	if (h && h->max_frame && h->max_frame < lim)
+		lim = h->max_frame;
+	return lim;
+}
+
+/* The bytes a frame of this one message takes, about (Data and Message
+ * fields around the payload). */
+#define FRAME_OVERHEAD 4096
 
 /* The digest of m's key predecessor: from the rows fetched in this batch
  * (sent before it, in seq order), else the table (0 when it is gone). */
@@ -2991,6 +3060,14 @@ static int send_cb(void *ctx, const struct msg *m, const struct out_row *row)
 	if (conn && strcmp(m->id.origin, x->p->c->id) != 0 &&
 	    strcmp(hop->peer, m->id.origin) == 0)
 		conn = 0;
+	/* One the next hop would refuse as too big (its Hello's max_frame
+	 * is below ours) would close the link at every try. */
+	if (conn && m->payload_len + FRAME_OVERHEAD > frame_limit(x->p, hop)) {
+		x->r = idlist_add(&x->too_big, &m->id, 0);
+		if (x->r == SEMQ_OK)
+			x->r = names_add(&x->too_big_peer, hop->peer);
+		return x->r != SEMQ_OK;
+	}
 	if (!conn)
 		return 0;
 	if (x->n == x->cap) {
@@ -3043,6 +3120,56 @@ static int send_cb(void *ctx, const struct msg *m, const struct out_row *row)
 	return 0;
 }
 
+/*
+ * Messages larger than their next hop accepts (its Hello's max_frame):
+ * sending one would close the link at every try. This node's own goes dead
+ * for the operator (undeliverable, taken back from no one); a relay's copy
+ * is held (status 8) with the reason.
+ */
+static int too_big(struct proto *p, struct send_ctx *x, int64_t now,
+		   struct outbox *ob)
+{
+	struct idlist none = {0};
+	size_t i;
+	unsigned newly = 0;
+	int r = SEMQ_OK;
+
+	(void)ob;
+	for (i = 0; i < x->too_big.n && r == SEMQ_OK; i++) {
+		const struct msgid *id = &x->too_big.ids[i];
+		char why[SEMQ_ERRLEN];
+		int settled = 0;
+
+		snprintf(why, sizeof why,
+			 "undeliverable: larger than the next hop towards %s "
+			 "(%s) accepts in a frame (its max_frame); raise its "
+			 "[node] max_frame, then semqctl redo retry",
+			 id->dest,
+			 x->too_big_peer.n ? x->too_big_peer.v[0] : "?");
+		if (strcmp(id->origin, p->c->id) == 0) {
+			r = store_undeliverable(p->st, id, why, now, &settled);
+			if (r == SEMQ_OK) {
+				p->cnt.undeliverable++;
+				newly++;
+			}
+		} else {
+			r = store_hold(p->st, id, RES_UNDELIVERABLE, why, now);
+			if (r == SEMQ_OK)
+				newly++;
+		}
+		if (r == SEMQ_DECLINED || r == SEMQ_ERR_NOT_FOUND)
+			r = SEMQ_OK;
+	}
+	if (newly)
+		log_msg(LOG_ERROR, "proto", NULL, &x->too_big.ids[0],
+			"%u message(s) larger than %s accepts in a frame: held "
+			"for the operator (semqctl redo list / outbound list "
+			"--status held)",
+			newly, x->too_big_peer.n ? x->too_big_peer.v[0] : "?");
+	idlist_free(&none);
+	return r;
+}
+
 /* Emits the items of one connection as Data frames of bounded size. */
 static int emit_data(struct proto *p, struct outbox *ob, uint64_t conn,
 		     struct send_item *v, size_t n)
@@ -3050,6 +3177,7 @@ static int emit_data(struct proto *p, struct outbox *ob, uint64_t conn,
 	Semq__Message *w = calloc(n, sizeof *w);
 	Semq__Message **pw = calloc(n, sizeof *pw);
 	size_t i, start = 0, bytes = 0, k = 0;
+	size_t lim = frame_limit(p, hop_of(p, conn));
 	int r = SEMQ_OK;
 
 	if (!w || !pw) {
@@ -3063,7 +3191,7 @@ static int emit_data(struct proto *p, struct outbox *ob, uint64_t conn,
 			continue;
 		if (!flush && k > 0 &&
 		    (bytes + v[i].m.payload_len + 512 > DATA_FRAME_BYTES ||
-		     bytes + v[i].m.payload_len + 4096 > p->c->max_frame))
+		     bytes + v[i].m.payload_len + FRAME_OVERHEAD > lim))
 			flush = 2;
 		if (flush && k > 0) {
 			Semq__Frame f = SEMQ__FRAME__INIT;
@@ -3072,7 +3200,7 @@ static int emit_data(struct proto *p, struct outbox *ob, uint64_t conn,
 			d.messages = pw + start;
 			f.body_case = SEMQ__FRAME__BODY_DATA;
 			f.data = &d;
-			r = outbox_frame(ob, conn, &f, p->c->max_frame);
+			r = outbox_frame(ob, conn, &f, lim);
 			start += k;
 			k = 0;
 			bytes = 0;
@@ -3161,7 +3289,7 @@ static int fetch_reachable(struct proto *p, int64_t now, unsigned limit,
 
 static int send_pending(struct proto *p, int64_t now, struct outbox *ob)
 {
-	struct send_ctx x = {p, NULL, 0, 0, 0, SEMQ_OK};
+	struct send_ctx x = {p, NULL, 0, 0, 0, {0}, {0}, SEMQ_OK};
 	unsigned limit = p->c->batch_max;
 	size_t i, j, n_sent = 0;
 	int r;
@@ -3188,6 +3316,8 @@ static int send_pending(struct proto *p, int64_t now, struct outbox *ob)
 	r = fetch_reachable(p, now, limit, &x);
 	if (r == SEMQ_OK)
 		r = x.r;
+	if (r == SEMQ_OK && x.too_big.n)
+		r = too_big(p, &x, now, ob);
 	for (i = 0; i < x.n && r == SEMQ_OK; i++) {
 		int64_t again = now + p->c->query_after_ms;
 		if (x.v[i].m.tombstone)
@@ -3224,6 +3354,8 @@ static int send_pending(struct proto *p, int64_t now, struct outbox *ob)
 	for (i = 0; i < x.n; i++)
 		msg_clear(&x.v[i].m);
 	free(x.v);
+	idlist_free(&x.too_big);
+	free(x.too_big_peer.v);
 	return r;
 }
 

@@ -98,6 +98,10 @@ struct proto_counts {
 };
 void proto_take_counts(struct proto *p, struct proto_counts *c);
 
+/* Bytes of the messages held for a missing predecessor ([node]
+ * memory_budget counts them; at most a quarter of it). */
+size_t proto_held_bytes(const struct proto *p);
+
 /* Which connection reaches `dest` now: a direct hop, else the [route] for it,
  * else [route] default; 0 when none. */
 uint64_t route_lookup(const struct routes *r, const struct config *c,

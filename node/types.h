@@ -105,7 +105,9 @@ struct msg {
 	int tombstone;                   /* cancelled by the origin */
 	char stored_by[SEMQ_ID_MAX + 1]; /* relay holding a copy, or "" */
 	uint64_t prev_digest; /* digest of the prev_seq message; 0 = unknown */
+	unsigned hops;        /* relays it has passed (Message.hops) */
 };
+#define SEMQ_HOPS_MAX 255 /* Message.hops, at most */
 
 /*
  * The digest of a message's content: the first 64 bits of SHA-256 over

@@ -1184,6 +1184,38 @@ static void test_lengths_and_counts(void **state)
 	free(msgs);
 }
 
+/*
+ * A frame that would unpack to many times its size in memory (1,000,000
+ * empty Messages: 2 MB on the wire, about 200 MB unpacked) does not
+ * decode: the unpack stops at 16 times the frame's size, before any list
+ * limit is even looked at. The legitimate worst case (10,000 messages, in
+ * test_lengths_and_counts) decodes.
+ */
+static void test_unpack_budget(void **state)
+{
+	const size_t n = 1000000;
+	size_t dlen = 2 * n, k = 0, i;
+	uint8_t *body = malloc(16 + dlen);
+	Semq__Frame *o = NULL;
+	char err[256];
+
+	(void)state;
+	assert_non_null(body);
+	body[k++] = 0x12; /* Frame.data, length-delimited */
+	for (i = dlen; i >= 0x80; i >>= 7)
+		body[k++] = (uint8_t)(i | 0x80);
+	body[k++] = (uint8_t)i;
+	for (i = 0; i < n; i++) {
+		body[k++] = 0x0a; /* Data.messages, an empty Message */
+		body[k++] = 0x00;
+	}
+	assert_int_equal(codec_decode_body(body, k, &o, err, sizeof err),
+			 SEMQ_ERR_PROTO);
+	assert_null(o);
+	assert_non_null(strstr(err, "16 times its size"));
+	free(body);
+}
+
 static void test_null_pointers(void **state)
 {
 	Semq__Frame f = SEMQ__FRAME__INIT;
@@ -2126,6 +2158,7 @@ int main(void)
 		cmocka_unit_test(test_truncated_frame),
 		cmocka_unit_test(test_frame_len),
 		cmocka_unit_test(test_oversized_header),
+		cmocka_unit_test(test_unpack_budget),
 		cmocka_unit_test(test_zero_length),
 		cmocka_unit_test(test_garbage),
 		cmocka_unit_test(test_no_body),

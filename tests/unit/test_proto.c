@@ -107,6 +107,8 @@ static int setup(void **state)
 	fx->c.quota_bytes_per_origin = (size_t)1 << 30;
 	fx->c.unknown_dest_after_ms = 86400000;
 	fx->c.custody_query_after_ms = 600000;
+	fx->c.max_hops = 8; /* [node] defaults */
+	fx->c.memory_budget = (size_t)256 << 20;
 	fx->c.max_frame = fx->c.max_payload + 64 * 1024;
 	fx->c.routes = fx->routes;
 	fx->c.n_routes = 0;
@@ -4125,6 +4127,63 @@ static uint64_t sent_digest(const struct fx *fx, uint64_t conn, uint64_t seq)
 }
 
 /*
+ * A message larger than the next hop accepts in a frame (its Hello's
+ * max_frame, below ours) would close the link at every try: it is not
+ * sent; this node's own goes dead for the operator (held, 8, result 8,
+ * a dead tb_0033 entry saying to raise max_frame), counted once, and the
+ * messages around it go on.
+ */
+static void test_origin_too_big_for_hop(void **state)
+{
+	struct fx *fx = *state;
+	const struct route_hop hop = {"S1", 7, 0, "", 2, 0x5e1, 8192};
+	char err[SEMQ_ERRLEN] = "";
+	static uint8_t big[10000];
+	struct out_view v;
+	struct msg m;
+	uint64_t seq = 0;
+	sqlite3_stmt *s;
+
+	sender(fx, 1000);
+	enqueue(fx, "S1", 1);
+	memset(&m, 0, sizeof m);
+	snprintf(m.id.dest, sizeof m.id.dest, "S1");
+	m.type = 7;
+	m.payload = big;
+	m.payload_len = sizeof big;
+	m.created_at = T0;
+	if (store_enqueue(fx->st, &m, &seq, err, sizeof err) != SEMQ_OK)
+		fail_msg("store_enqueue: %s", err);
+	assert_int_equal(seq, 2);
+	enqueue_key(fx, "S1", NULL, "after");
+	push_routes(fx, &hop, 1);
+	(void)counts(fx);
+	batch(fx, T0);
+
+	/* 1 and 3 go; 2 is dead, not sent */
+	assert_int_equal(out_of(fx, "R1", "S1", 1).status, SS_SEND);
+	assert_int_equal(out_of(fx, "R1", "S1", 3).status, SS_SEND);
+	v = out_of(fx, "R1", "S1", 2);
+	assert_int_equal(v.status, SS_HELD);
+	assert_int_equal(v.result, RES_UNDELIVERABLE);
+	assert_non_null(strstr(v.last_error, "larger than the next hop"));
+	s = prep(fx, "SELECT status, last_error FROM tb_0033 WHERE"
+		     " origin = 'R1' AND dest = 'S1' AND seq = 2");
+	assert_int_equal(sqlite3_step(s), SQLITE_ROW);
+	assert_int_equal(sqlite3_column_int(s, 0), RS_DEAD);
+	assert_non_null(
+		strstr((const char *)sqlite3_column_text(s, 1), "max_frame"));
+	sqlite3_finalize(s);
+	assert_int_equal(counts(fx).undeliverable, 1);
+
+	/* Later passes neither send it nor count it again. */
+	batch(fx, T0 + 3 * fx->c.query_after_ms);
+	assert_int_equal(out_of(fx, "R1", "S1", 2).status, SS_HELD);
+	assert_int_equal(count_rows(fx, "SELECT count(*) FROM tb_0033"), 1);
+	assert_int_equal(counts(fx).undeliverable, 0);
+}
+
+/*
  * The relay refuses custody: QUOTA puts the row back to unsent with the
  * reason in last_error, sent again after a back-off; UNKNOWN_DEST makes
  * this node's message undeliverable (8, result 8, a dead tb_0033 entry of
@@ -4435,6 +4494,120 @@ static void test_origin_life_hidden_after_rev1(void **state)
 	assert_int_equal(out_of(fx, "R1", "S8", 1).status, SS_ACK2);
 }
 
+/* Data for S1 that has passed hops relays already, from R1 on conn 3. */
+static void push_hops(struct fx *fx, uint64_t seq, unsigned hops)
+{
+	Semq__Message w = SEMQ__MESSAGE__INIT, *pw = &w;
+	Semq__Data d = SEMQ__DATA__INIT;
+	Semq__Frame f = SEMQ__FRAME__INIT;
+
+	w.origin = "R1";
+	w.dest = "S1";
+	w.seq = seq;
+	w.type = 7;
+	w.key = "";
+	w.created_at = T0;
+	w.payload.data = (uint8_t *)"doc";
+	w.payload.len = 3;
+	w.hops = hops;
+	d.n_messages = 1;
+	d.messages = &pw;
+	f.body_case = SEMQ__FRAME__BODY_DATA;
+	f.data = &d;
+	push_frame(fx, 3, "R1", &f);
+}
+
+/*
+ * [node] max_hops: a relay passes a message on with one hop more, keeps
+ * that count with a copy and sends it with the copy; a message that has
+ * passed max_hops relays already is refused as a routing loop (RelayAck
+ * UNREACHABLE, LOOP), counted and not stored.
+ */
+static void test_relay_hop_limit(void **state)
+{
+	struct fx *fx = *state;
+	const struct route_hop r1 = {"R1", 3, 0, "", 2, 0x71, 0};
+	const struct route_hop both[2] = {{"R1", 3, 0, "", 2, 0x71, 0},
+					  {"S1", 9, 0, "", 2, 0x5e1, 0}};
+	const Semq__Message *msgs[4];
+	const Semq__RelayAck *ra;
+	struct proto_counts pc;
+
+	fx->c.max_hops = 3;
+	relay(fx);
+	push_routes(fx, &r1, 1);
+	push_hops(fx, 1, 1); /* stored, as passing its 2nd relay */
+	push_hops(fx, 2, 3); /* a 4th relay: one too many */
+	batch(fx, T0);
+	ra = relay_ack_of(fx, 3, SEMQ__RELAY_ACK__KIND__UNREACHABLE,
+			  SEMQ__RELAY_REFUSAL__LOOP);
+	assert_int_equal(ra->n_ids, 1);
+	assert_int_equal(ra->ids[0]->seq, 2);
+	assert_non_null(strstr(ra->detail, "max_hops"));
+	assert_int_equal(count_rows(fx, "SELECT count(*) FROM tb_0031"), 1);
+	assert_int_equal(count_rows(fx, "SELECT hops FROM tb_0031"), 2);
+	memset(&pc, 0, sizeof pc);
+	proto_take_counts(fx->p, &pc);
+	assert_int_equal(pc.relay_refused[SEMQ__RELAY_REFUSAL__LOOP], 1);
+
+	/* S1 comes: the copy goes with its count */
+	push_routes(fx, both, 2);
+	batch(fx, T0 + 10);
+	assert_int_equal(data_to(fx, 9, msgs, 4), 1);
+	assert_int_equal(msgs[0]->hops, 2);
+	/* forwarded at once: one hop more */
+	push_hops(fx, 3, 0);
+	batch(fx, T0 + 20);
+	assert_int_equal(data_to(fx, 9, msgs, 4), 1);
+	assert_int_equal(msgs[0]->seq, 3);
+	assert_int_equal(msgs[0]->hops, 1);
+}
+
+/*
+ * The origin: a LOOP refusal makes the message dead for the operator,
+ * as an undeliverable one; and a RelayAck is taken only from the hop its
+ * stream goes to — one from another peer about R1's rows changes nothing.
+ */
+static void test_origin_loop_and_foreign_relay_ack(void **state)
+{
+	struct fx *fx = *state;
+	const struct route_hop hops[2] = {{"P1", 5, 1, "", 2, 0x71, 0},
+					  {"X9", 6, 1, "", 2, 0x72, 0}};
+	uint64_t life, d1, d2;
+	struct out_view v;
+
+	sender_via_p1(fx, 1000, 2);
+	push_routes(fx, hops, 2);
+	life = store_life(fx->st);
+	enqueue(fx, "S9", 2);
+	batch(fx, T0);
+	d1 = sent_digest(fx, 5, 1);
+	d2 = sent_digest(fx, 5, 2);
+
+	/* X9 (not the hop) claims custody and a loop: nothing changes */
+	push_relay_ack2(fx, 6, "X9", SEMQ__RELAY_ACK__KIND__STORED, 0, 0, "R1",
+			"S9", 1, life, d1, "");
+	push_relay_ack2(fx, 6, "X9", SEMQ__RELAY_ACK__KIND__UNREACHABLE,
+			SEMQ__RELAY_REFUSAL__LOOP, 0, "R1", "S9", 2, life, d2,
+			"loop");
+	batch(fx, T0 + 10);
+	v = out_of(fx, "R1", "S9", 1);
+	assert_int_equal(v.status, SS_SEND);
+	v = out_of(fx, "R1", "S9", 2);
+	assert_int_equal(v.status, SS_SEND);
+
+	/* P1 (the hop) says loop: dead, taken back */
+	push_relay_ack2(fx, 5, "P1", SEMQ__RELAY_ACK__KIND__UNREACHABLE,
+			SEMQ__RELAY_REFUSAL__LOOP, 0, "R1", "S9", 2, life, d2,
+			"it has passed [node] max_hops relays: a routing loop");
+	batch(fx, T0 + 20);
+	v = out_of(fx, "R1", "S9", 2);
+	assert_int_equal(v.status, SS_HELD);
+	assert_int_equal(v.result, RES_UNDELIVERABLE);
+	assert_non_null(strstr(v.last_error, "routing loop"));
+	assert_int_equal(redo_at(fx, "R1", "S9", 2).status, RS_DEAD);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -4525,6 +4698,13 @@ int main(void)
 		cmocka_unit_test_setup_teardown(
 			test_origin_custody_outside_window, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_origin_forwarded_in_window,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_relay_hop_limit, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(
+			test_origin_loop_and_foreign_relay_ack, setup,
+			teardown),
+		cmocka_unit_test_setup_teardown(test_origin_too_big_for_hop,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_origin_relay_refusals,
 						setup, teardown),
