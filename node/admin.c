@@ -18,8 +18,19 @@
  *  - Nothing here reads the database or the worker's state beyond
  *    worker_get_stats() and worker_disk_full(), which are made for any
  *    thread; the connections are listed through net.c's callback.
+ *  - With [node] admin_token set, every request but GET /health needs
+ *    `Authorization: Bearer TOKEN` (401 with a JSON error and a
+ *    WWW-Authenticate header otherwise): the tables' reads (/metrics,
+ *    /streams, /redo, /redo/ID, which has a message's payload) and /peers
+ *    as much as the actions. The dashboard's own files load without it (they
+ *    hold no data); its script sends the token with every read. Without
+ *    admin_token, reads are served to anyone who reaches the address and
+ *    actions only to loopback clients; a payload is then never shown
+ *    (report.c).
  *  - The bearer token is compared in constant time (for a given token
  *    length), so response times do not reveal how much of a guess matched.
+ *    A refused request is logged at most once per REFUSED_LOG_S, with how
+ *    many were refused meanwhile, so guessing cannot flood the log.
  */
 #include "admin.h"
 
@@ -35,6 +46,7 @@
 #include <time.h>
 
 #include <event2/buffer.h>
+#include <event2/event.h>
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
 #include <event2/listener.h>
@@ -43,6 +55,7 @@
 
 #include "codec.h"
 #include "log.h"
+#include "net.h"
 #include "peer.h"
 #include "webui.h"
 #include "worker.h"
@@ -52,6 +65,7 @@
 #define MAX_BODY (64 * 1024) /* bytes of a request body */
 #define MAX_HEADERS (16 * 1024)
 #define IDLE_TIMEOUT_S 30 /* an HTTP connection that sends nothing */
+#define REFUSED_LOG_S 10  /* at most one line about refused requests */
 
 enum route_kind { RK_HEALTH, RK_PEERS, RK_STORE };
 
@@ -99,6 +113,11 @@ struct admin {
 	int stopping;
 	int64_t started_at; /* unix ms */
 	struct timespec started_mono;
+	time_t refused_logged;  /* monotonic s of the last refusal logged */
+	unsigned refused_quiet; /* refused since, not logged */
+	struct evconnlistener *listener; /* evhttp's, for accept_error() */
+	struct event *accept_retry;      /* the listener paused: resume */
+	unsigned accept_failed;          /* failures this episode */
 };
 
 /* ---- answering ------------------------------------------------------------- */
@@ -354,7 +373,43 @@ static int action_safe(struct evhttp_request *req, const char *what)
 	return 1;
 }
 
-/* May this request change the tables? Answers 401 and returns 0 if not. */
+/* A refused request, logged at most once per REFUSED_LOG_S (with how many
+ * were refused meanwhile) so that guessing cannot flood the log. */
+static void log_refused(struct admin *a, const char *what, const char *host,
+			const char *why)
+{
+	struct timespec ts;
+	char more[80] = "";
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	if (a->refused_logged &&
+	    ts.tv_sec - a->refused_logged < REFUSED_LOG_S) {
+		a->refused_quiet++;
+		return;
+	}
+	if (a->refused_quiet)
+		snprintf(more, sizeof more,
+			 " (and %u more requests refused, not logged)",
+			 a->refused_quiet);
+	log_msg(LOG_WARN, "admin", NULL, NULL, "%s from %s refused: %s%s", what,
+		host, why, more);
+	a->refused_logged = ts.tv_sec ? ts.tv_sec : 1;
+	a->refused_quiet = 0;
+}
+
+/* A 401 for want of the right token names the scheme it needs (RFC 6750)
+ * beside its JSON error. */
+static void want_bearer(struct evhttp_request *req)
+{
+	evhttp_add_header(evhttp_request_get_output_headers(req),
+			  "WWW-Authenticate", "Bearer realm=\"semqd\"");
+}
+
+/*
+ * May this request go on? An action (changes the tables) always asks; a
+ * read asks only when [node] admin_token is set. Answers 401 and returns 0
+ * if not.
+ */
 static int authorised(struct admin *a, struct evhttp_request *req,
 		      const char *what)
 {
@@ -369,9 +424,7 @@ static int authorised(struct admin *a, struct evhttp_request *req,
 	if (!a->c->admin_token) {
 		if (loopback(host))
 			return 1;
-		log_msg(LOG_WARN, "admin", NULL, NULL,
-			"%s from %s refused: not loopback, and no admin_token",
-			what, host);
+		log_refused(a, what, host, "not loopback, and no admin_token");
 		send_error(req, 401,
 			   "%s from %s refused: [node] admin_token is not set, "
 			   "so actions are accepted only from loopback",
@@ -381,6 +434,7 @@ static int authorised(struct admin *a, struct evhttp_request *req,
 	h = evhttp_find_header(evhttp_request_get_input_headers(req),
 			       "Authorization");
 	if (!h) {
+		want_bearer(req);
 		send_error(req, 401,
 			   "%s needs an 'Authorization: Bearer TOKEN' header "
 			   "([node] admin_token is set); the header is missing",
@@ -388,6 +442,7 @@ static int authorised(struct admin *a, struct evhttp_request *req,
 		return 0;
 	}
 	if (evutil_ascii_strncasecmp(h, "Bearer ", 7) != 0) {
+		want_bearer(req);
 		send_error(req, 401,
 			   "%s: the Authorization header must be 'Bearer "
 			   "TOKEN'",
@@ -397,8 +452,8 @@ static int authorised(struct admin *a, struct evhttp_request *req,
 	for (tok = h + 7; *tok == ' '; tok++)
 		;
 	if (!token_equal(tok, strlen(tok), a->c->admin_token)) {
-		log_msg(LOG_WARN, "admin", NULL, NULL,
-			"%s from %s refused: wrong bearer token", what, host);
+		log_refused(a, what, host, "wrong bearer token");
+		want_bearer(req);
 		send_error(req, 401,
 			   "%s: the bearer token does not match [node] "
 			   "admin_token",
@@ -421,16 +476,21 @@ static int64_t uptime_ms(const struct admin *a)
 
 static void health(struct admin *a, struct evhttp_request *req)
 {
+	char what[256] = "";
 	int full = a->w && !a->stopping && worker_disk_full(a->w);
+	int stuck = a->w && !a->stopping && !full &&
+		    worker_stuck(a->w, what, sizeof what);
 	const char *status = a->stopping ? "stopping"
 			     : full      ? "disk full"
+			     : stuck     ? "plugin stuck"
 			     : a->w      ? "ready"
 					 : "starting";
 
-	send_json(req, a->w && !a->stopping && !full ? 200 : 503,
-		  json_pack("{s:s, s:s, s:I}", "status", status, "node",
+	send_json(req, a->w && !a->stopping && !full && !stuck ? 200 : 503,
+		  json_pack("{s:s, s:s, s:I, s:s?}", "status", status, "node",
 			    a->c->id, "uptime_s",
-			    (json_int_t)(uptime_ms(a) / 1000)));
+			    (json_int_t)(uptime_ms(a) / 1000), "detail",
+			    stuck ? what : NULL));
 }
 
 struct peers_ctx {
@@ -452,7 +512,7 @@ static void peer_json_cb(void *ctx, const struct admin_peer *p)
 	if (x->failed)
 		return;
 	o = json_pack(
-		"{s:s?, s:s?, s:s, s:s, s:s?, s:o, s:o, s:o, s:I}", "peer",
+		"{s:s?, s:s?, s:s, s:s, s:s?, s:o, s:o, s:o, s:I, s:b}", "peer",
 		p->peer, "instance",
 		p->instance && p->instance[0] ? p->instance : NULL, "state",
 		p->state < 0 ? "disconnected" : conn_state_text(p->state),
@@ -460,7 +520,7 @@ static void peer_json_cb(void *ctx, const struct admin_peer *p)
 		p->address, "conn_id", int_or_null((int64_t)p->conn_id),
 		"since", int_or_null(p->since), "ready_at",
 		int_or_null(p->ready_at), "pending_bytes",
-		(json_int_t)p->pending);
+		(json_int_t)p->pending, "paused", p->paused);
 	if (o && p->state < 0)
 		if (json_object_set_new(o, "next_dial_at",
 					int_or_null(p->next_dial_at)) ||
@@ -507,6 +567,7 @@ static void peers(struct admin *a, struct evhttp_request *req)
 struct conn_count {
 	const struct config *c;
 	uint64_t state[N_STATES];
+	uint64_t paused;      /* connections not read from: memory_budget */
 	unsigned char *ready; /* per configured peer */
 };
 
@@ -518,6 +579,7 @@ static void count_cb(void *ctx, const struct admin_peer *p)
 	if (p->state < 0 || p->state >= N_STATES)
 		return;
 	x->state[p->state]++;
+	x->paused += p->paused != 0;
 	if (p->state != CONN_READY || !p->peer || !x->ready)
 		return;
 	for (i = 0; i < x->c->n_peers; i++)
@@ -563,8 +625,9 @@ static void histogram(struct evbuffer *b, const char *name, const char *help,
 
 static void network_metrics(struct admin *a, struct evbuffer *b)
 {
-	struct conn_count x = {a->c, {0}, NULL};
+	struct conn_count x = {a->c, {0}, 0, NULL};
 	struct worker_stats s;
+	struct net_stats ns;
 	size_t i;
 
 	if (a->w) {
@@ -629,6 +692,11 @@ static void network_metrics(struct admin *a, struct evbuffer *b)
 			"semq_relay_refused_total{reason=\"unknown_dest\"} "
 			"%" PRIu64 "\n",
 			s.relay_refused[SEMQ__RELAY_REFUSAL__UNKNOWN_DEST]);
+		evbuffer_add_printf(
+			b,
+			"semq_relay_refused_total{reason=\"loop\"} %" PRIu64
+			"\n",
+			s.relay_refused[SEMQ__RELAY_REFUSAL__LOOP]);
 		counter(b, "semq_commit_batches_total",
 			"Transactions of the store thread (one per batch of "
 			"jobs and periodic work).",
@@ -665,6 +733,123 @@ static void network_metrics(struct admin *a, struct evbuffer *b)
 					    a->c->peers[i].name, x.ready[i]);
 	}
 	free(x.ready);
+	/* the network's bounds (docs/ARCHITECTURE.md, "Limits") */
+	net_get_stats(&ns);
+	evbuffer_add_printf(
+		b,
+		"# HELP semq_handshakes Connections accepted or dialled whose "
+		"certificate is not verified yet (bound: max_handshakes).\n"
+		"# TYPE semq_handshakes gauge\nsemq_handshakes %u\n"
+		"# HELP semq_connections_authenticated Connections past TLS "
+		"(bound: max_connections).\n"
+		"# TYPE semq_connections_authenticated gauge\n"
+		"semq_connections_authenticated %u\n",
+		ns.handshakes, ns.authenticated);
+	evbuffer_add_printf(
+		b, "# HELP semq_connections_refused_total Connections refused "
+		   "by a bound or a rule, by reason: at accept (per address, "
+		   "handshakes) or once the certificate was verified.\n"
+		   "# TYPE semq_connections_refused_total counter\n");
+	for (i = 0; i < NET_REFUSED_N; i++)
+		evbuffer_add_printf(
+			b,
+			"semq_connections_refused_total{reason=\"%s\"}"
+			" %" PRIu64 "\n",
+			net_refusal_text((int)i), ns.refused[i]);
+	evbuffer_add_printf(
+		b,
+		"# HELP semq_connections_evicted_total Connections closed to "
+		"make room for a newer one, by reason: the oldest handshake "
+		"(max_handshakes), a peer's oldest connection "
+		"(max_connections_per_peer).\n"
+		"# TYPE semq_connections_evicted_total counter\n");
+	for (i = 0; i < NET_EVICTED_N; i++)
+		evbuffer_add_printf(
+			b,
+			"semq_connections_evicted_total{reason=\"%s\"}"
+			" %" PRIu64 "\n",
+			net_eviction_text((int)i), ns.evicted[i]);
+	counter(b, "semq_handshake_timeouts_total",
+		"Connections closed for not finishing TLS and Hello within "
+		"handshake_timeout.",
+		ns.handshake_timeouts);
+	counter(b, "semq_slow_readers_closed_total",
+		"Connections closed because the peer took nothing of its "
+		"pending output for write_timeout.",
+		ns.slow_readers);
+	counter(b, "semq_accept_pauses_total",
+		"Times accept() failed (descriptors exhausted) and the "
+		"listener paused with a back-off.",
+		ns.accept_pauses);
+	counter(b, "semq_accept_failures_total",
+		"accept() calls that failed, all pauses together.",
+		ns.accept_failures);
+	evbuffer_add_printf(b,
+			    "# HELP semq_accept_paused 1 while the listener "
+			    "waits for descriptors.\n"
+			    "# TYPE semq_accept_paused gauge\n"
+			    "semq_accept_paused %d\n",
+			    ns.accept_paused);
+	/* memory_budget: back-pressure on the peers that fill it */
+	evbuffer_add_printf(
+		b,
+		"# HELP semq_store_queue_bytes Bytes of received frames "
+		"waiting for the store thread and of messages held for a "
+		"missing predecessor (bound: memory_budget).\n"
+		"# TYPE semq_store_queue_bytes gauge\n"
+		"semq_store_queue_bytes %zu\n",
+		a->w ? worker_queued_bytes(a->w, NULL) : (size_t)0);
+	counter(b, "semq_read_pauses_total",
+		"Times reading from a peer paused because memory_budget was "
+		"reached (back-pressure; resumed below half of it).",
+		ns.pauses);
+	evbuffer_add_printf(b,
+			    "# HELP semq_connections_paused Connections not "
+			    "read from now, for memory_budget.\n"
+			    "# TYPE semq_connections_paused gauge\n"
+			    "semq_connections_paused %" PRIu64 "\n",
+			    x.paused);
+	evbuffer_add_printf(
+		b,
+		"# HELP semq_log_lines_suppressed_total Log lines left out by "
+		"the rate limits (the counters above have every event): a "
+		"peer's Error frames, refusals and connections that never "
+		"authenticated.\n"
+		"# TYPE semq_log_lines_suppressed_total counter\n"
+		"semq_log_lines_suppressed_total{kind=\"peer_error\"} "
+		"%" PRIu64 "\n"
+		"semq_log_lines_suppressed_total{kind=\"connection\"} "
+		"%" PRIu64 "\n",
+		ns.errors_suppressed, ns.lines_suppressed);
+	if (ns.cert_not_after)
+		evbuffer_add_printf(
+			b,
+			"# HELP semq_tls_cert_expiry_seconds When this node's "
+			"certificate expires, unix seconds.\n"
+			"# TYPE semq_tls_cert_expiry_seconds gauge\n"
+			"semq_tls_cert_expiry_seconds %" PRId64 "\n",
+			ns.cert_not_after);
+	if (a->c->tls_crl) {
+		counter(b, "semq_tls_crl_reloads_total",
+			"Times [tls] crl was read again (SIGHUP, or the file "
+			"changed).",
+			ns.crl_reloads);
+		counter(b, "semq_tls_crl_reload_failures_total",
+			"Attempts to read [tls] crl again that failed (the "
+			"lists read before stay in force).",
+			ns.crl_failures);
+		if (ns.crl_next_update)
+			evbuffer_add_printf(
+				b,
+				"# HELP semq_tls_crl_next_update_seconds The "
+				"earliest nextUpdate of the loaded CRLs, unix "
+				"seconds: past it, the list is stale.\n"
+				"# TYPE semq_tls_crl_next_update_seconds "
+				"gauge\n"
+				"semq_tls_crl_next_update_seconds %" PRId64
+				"\n",
+				ns.crl_next_update);
+	}
 	evbuffer_add_printf(b,
 			    "# HELP semq_start_time_seconds When semqd "
 			    "started, unix seconds.\n"
@@ -831,6 +1016,62 @@ void admin_deliver(struct admin *a, struct out *o)
 
 /* ---- the server ------------------------------------------------------------------- */
 
+/*
+ * accept() on the admin port failed for want of descriptors (EMFILE,
+ * ENFILE): the socket stays readable and libevent would call again at once,
+ * for ever. The listener pauses ADMIN_ACCEPT_PAUSE_MS instead; one line
+ * starts the episode, the next request ends it with the count (net.c does
+ * the same, with a back-off, for the peers' port).
+ */
+#define ADMIN_ACCEPT_PAUSE_MS 1000
+
+/* The admin whose listener this is: libevent hands the error callback the
+ * argument of evhttp's accept callback (the evhttp), so it is found here;
+ * there is one admin per process. */
+static struct admin *listening;
+
+static void accept_error(struct evconnlistener *l, void *arg)
+{
+	struct admin *a = listening;
+	struct timeval tv = {ADMIN_ACCEPT_PAUSE_MS / 1000,
+			     (ADMIN_ACCEPT_PAUSE_MS % 1000) * 1000};
+
+	(void)arg;
+	if (!a || a->listener != l)
+		return;
+	if (!a->accept_failed++)
+		log_msg(LOG_WARN, "admin", NULL, NULL,
+			"accept: %s; the admin port takes no connection for "
+			"%d ms, then tries again",
+			evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()),
+			ADMIN_ACCEPT_PAUSE_MS);
+	evconnlistener_disable(l);
+	if (evtimer_add(a->accept_retry, &tv) != 0)
+		evconnlistener_enable(l); /* cannot wait: as before */
+}
+
+static void accept_retry(evutil_socket_t fd, short what, void *arg)
+{
+	struct admin *a = arg;
+
+	(void)fd;
+	(void)what;
+	if (a->stopping || !a->listener)
+		return;
+	evconnlistener_enable(a->listener);
+}
+
+/* A request came: accept() works again, the episode is over. */
+static void accept_works(struct admin *a)
+{
+	if (!a->accept_failed)
+		return;
+	log_msg(LOG_INFO, "admin", NULL, NULL,
+		"accepting connections again, after %u failed accept() calls",
+		a->accept_failed);
+	a->accept_failed = 0;
+}
+
 /* A file of the dashboard (webui.h), GET only. The page may load nothing
  * but its own origin's files and API, and may not be framed. */
 static void serve_file(struct evhttp_request *req, enum evhttp_cmd_type m,
@@ -862,6 +1103,7 @@ static void on_request(struct evhttp_request *req, void *arg)
 	char allow[64], what[300];
 	int known;
 
+	accept_works(a);
 	path = uri ? evhttp_uri_get_path(uri) : NULL;
 	query = uri ? evhttp_uri_get_query(uri) : NULL;
 	if (!path || !path[0])
@@ -891,6 +1133,10 @@ static void on_request(struct evhttp_request *req, void *arg)
 	snprintf(what, sizeof what, "%s %.200s", method_name(m), path);
 	if (rt->action &&
 	    (!action_safe(req, what) || !authorised(a, req, what)))
+		return;
+	/* Reads: everything but /health needs the token when there is one. */
+	if (!rt->action && rt->kind != RK_HEALTH && a->c->admin_token &&
+	    !authorised(a, req, what))
 		return;
 	switch (rt->kind) {
 	case RK_HEALTH: health(a, req); break;
@@ -952,6 +1198,14 @@ int admin_new(struct event_base *base, const struct config *c,
 		snprintf(err, errsz, "[node] admin %s: out of memory", hp);
 		goto out;
 	}
+	a->listener = l;
+	a->accept_retry = evtimer_new(base, accept_retry, a);
+	if (!a->accept_retry) {
+		snprintf(err, errsz, "[node] admin %s: out of memory", hp);
+		goto out;
+	}
+	listening = a;
+	evconnlistener_set_error_cb(l, accept_error);
 	evhttp_set_gencb(a->http, on_request, a);
 	evhttp_set_allowed_methods(
 		a->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_HEAD |
@@ -964,7 +1218,8 @@ int admin_new(struct event_base *base, const struct config *c,
 		log_msg(LOG_WARN, "admin", NULL, NULL,
 			"[node] admin %s is not a loopback address: anyone who "
 			"can reach it reads the node's state (actions stay "
-			"loopback-only without admin_token)",
+			"loopback-only, and payloads hidden, without "
+			"admin_token)",
 			hp);
 	*out = a;
 	a = NULL;
@@ -998,6 +1253,10 @@ void admin_free(struct admin *a)
 {
 	if (!a)
 		return;
+	if (listening == a)
+		listening = NULL;
+	if (a->accept_retry)
+		event_free(a->accept_retry);
 	/* Requests still pending belong to connections evhttp_free() frees:
 	 * answer them first, so no pointer to them survives. */
 	admin_drain(a);

@@ -49,6 +49,7 @@ struct admin_peer {
 	int64_t since;        /* unix ms the connection opened; 0 if none */
 	int64_t ready_at;     /* unix ms Hello completed; 0 if not (yet) */
 	size_t pending;       /* bytes queued for the peer */
+	int paused;           /* not read from: memory_budget */
 	int64_t next_dial_at; /* not connected: unix ms of the next dial, 0
 				 when it is not dialled (accept only) */
 	unsigned attempts;    /* dials since the last success */

@@ -13,6 +13,14 @@
  *    to the request: admin.c may have answered it meanwhile.
  *  - Strings from the tables (keys, errors, reasons) may hold any bytes;
  *    JSON gets them as UTF-8 with every other byte replaced by '?'.
+ *  - /metrics and /streams read O(streams) rows, never O(rows): they run
+ *    inside the batch's write transaction, and the dashboard polls every
+ *    2 s. The counts come from semq_counts (store_counts*, kept by triggers
+ *    in the transaction of every change), the age of the oldest
+ *    unconfirmed message from one index seek per stream.
+ *  - A message's payload (GET /redo/ID) is shown only when [node]
+ *    admin_token is set: admin.c then serves every read only to a request
+ *    with the token. Without one the entry comes without it, and says so.
  */
 #include "report.h"
 
@@ -309,8 +317,15 @@ static int redo_read(struct store *st, const struct admin_req *rq, int64_t id,
 			   store_errmsg(st));
 }
 
-static int redo_show(struct store *st, const struct admin_req *rq, int64_t id,
-		     int64_t now, struct outbox *ob)
+/* Why GET /redo/ID has no "payload" on a node without [node] admin_token. */
+#define PAYLOAD_WITHHELD                                                       \
+	"[node] admin_token is not set: the payload is shown only to a "       \
+	"request with the admin token (semqctl redo show reads it from the "   \
+	"database)"
+
+static int redo_show(struct store *st, const struct config *c,
+		     const struct admin_req *rq, int64_t id, int64_t now,
+		     struct outbox *ob)
 {
 	struct redo_row row;
 	struct msg m;
@@ -322,15 +337,21 @@ static int redo_show(struct store *st, const struct admin_req *rq, int64_t id,
 	if (r != SEMQ_OK || answered)
 		goto out;
 	o = redo_json_at(st, &m, &row, now);
-	b64 = base64_encode(m.payload, m.payload_len);
 	failed = !o;
-	jset(o, "payload", b64 ? json_string(b64) : NULL, &failed);
-	if (semq_utf8_valid(m.payload, m.payload_len))
-		jset(o, "payload_text",
-		     m.payload_len ? json_stringn((const char *)m.payload,
-						  m.payload_len)
-				   : json_string(""),
+	if (!c->admin_token) {
+		jset(o, "payload_withheld", json_string(PAYLOAD_WITHHELD),
 		     &failed);
+	} else {
+		b64 = base64_encode(m.payload, m.payload_len);
+		jset(o, "payload", b64 ? json_string(b64) : NULL, &failed);
+		if (semq_utf8_valid(m.payload, m.payload_len))
+			jset(o, "payload_text",
+			     m.payload_len
+				     ? json_stringn((const char *)m.payload,
+						    m.payload_len)
+				     : json_string(""),
+			     &failed);
+	}
 	if (failed) {
 		r = SEMQ_ERR_NOMEM;
 		goto out;
@@ -734,22 +755,23 @@ static int out_cb(void *ctx, const struct out_stream *os)
 	return 0;
 }
 
-/* Reads every stream; on a failed read 500 is queued (*answered). */
+/* Reads every stream, O(streams) rows (no count of the queues: see the
+ * DESIGN above); on a failed read 500 is queued (*answered). */
 static int streams_read(struct store *st, const struct admin_req *rq,
 			struct streams *s, struct outbox *ob, int *answered)
 {
 	int r;
 
 	*answered = 0;
-	r = store_stats(st, stat_cb, s);
+	r = store_counts(st, stat_cb, s);
 	if (r == SEMQ_OK && !s->failed)
 		r = store_streams_in(st, wm_cb, s);
 	if (r == SEMQ_OK && !s->failed)
 		r = store_streams_out(st, out_cb, s);
 	if (r == SEMQ_OK && !s->failed)
-		r = store_custody_list(st, custody_cb, s);
+		r = store_counts_custody(st, custody_cb, s);
 	if (r == SEMQ_OK && !s->failed)
-		r = store_custody_waiting(st, waiting_cb, s);
+		r = store_counts_waiting(st, waiting_cb, s);
 	if (s->failed)
 		return SEMQ_ERR_NOMEM;
 	if (r != SEMQ_OK) {
@@ -1185,7 +1207,7 @@ int report_handle(struct store *st, const struct config *c, const struct job *j,
 				   "redo id '%.*s' is not a number 1..%" PRId64,
 				   (int)(n > 64 ? 64 : n), path, INT64_MAX);
 	if (!rest && get)
-		return redo_show(st, rq, id, now, ob);
+		return redo_show(st, c, rq, id, now, ob);
 	if (rest && !strcmp(rest, "/retry") && post)
 		return redo_retry(st, rq, id, now, ob, changed);
 	if (rest && !strcmp(rest, "/discard") && post)

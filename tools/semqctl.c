@@ -38,6 +38,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
@@ -150,10 +151,13 @@ static const struct ctl_cmd ctl_cmds[] = {
 	{"status", cmd_status, status_opts, "",
 	 "counts per table, status and stream; inbound watermarks",
 	 "Shows the node id and database, then one line per table, stream and\n"
-	 "status with its count and the age of its oldest row, then every\n"
-	 "inbound stream with its confirmed_through watermark. --json prints\n"
-	 "{\"node\", \"db\", \"schema_version\", \"queues\": [...], "
-	 "\"streams_in\": [...]}.\n"},
+	 "status with its count and, for unconfirmed rows (tb_0031 unsent,\n"
+	 "sent, relay-acked; tb_0030 unacked), the age of the first of them,\n"
+	 "then every inbound stream with its confirmed_through watermark. The\n"
+	 "counts are kept by the database (semq_counts): status reads a few\n"
+	 "rows per stream, however long the queues. --json prints\n"
+	 "{\"node\", \"db\", \"schema_version\", \"queues\": [...] (with\n"
+	 "\"oldest\" null where none is shown), \"streams_in\": [...]}.\n"},
 	{"send", cmd_send, send_opts,
 	 "--to D --type T [--key K] [--delay DURATION | --deliver-at UNIX_MS] "
 	 "(--data S | --file F | -)",
@@ -1151,12 +1155,13 @@ static json_t *status_json(const struct ctl *c, const struct status_data *d)
 		goto out;
 	for (i = 0; i < d->n_rows; i++) {
 		const struct stat_copy *r = &d->rows[i];
-		e = json_pack("{s:s, s:s?, s:s?, s:i, s:s, s:I, s:I}", "table",
+		e = json_pack("{s:s, s:s?, s:s?, s:i, s:s, s:I, s:o}", "table",
 			      r->table, "origin", r->origin, "dest", r->dest,
 			      "status", r->status, "status_name",
 			      semq_status_name(r->table, r->status), "count",
 			      (json_int_t)r->count, "oldest",
-			      (json_int_t)r->oldest);
+			      r->oldest > 0 ? json_integer(r->oldest)
+					    : json_null());
 		if (!e || json_array_append_new(queues, e))
 			goto out;
 	}
@@ -1237,12 +1242,14 @@ static int cmd_status(struct ctl *c)
 	if (r)
 		return r;
 
+	/* O(streams) reads, as /metrics: never a count of the queues, which
+	 * can be long on a node that could not send for days. */
 	r = EXIT_FAIL;
-	if (store_stats(c->st, status_stat_cb, &d) != SEMQ_OK ||
+	if (store_counts(c->st, status_stat_cb, &d) != SEMQ_OK ||
 	    store_streams_in(c->st, status_stream_cb, &d) != SEMQ_OK ||
 	    store_streams_out(c->st, status_out_cb, &d) != SEMQ_OK ||
-	    store_custody_list(c->st, status_custody_cb, &d) != SEMQ_OK ||
-	    store_custody_waiting(c->st, status_waiting_cb, &d) != SEMQ_OK) {
+	    store_counts_custody(c->st, status_custody_cb, &d) != SEMQ_OK ||
+	    store_counts_waiting(c->st, status_waiting_cb, &d) != SEMQ_OK) {
 		fail("%s: reading the queues: %s", c->db, store_errmsg(c->st));
 		goto out;
 	}
@@ -3604,7 +3611,7 @@ static int admin_connect(struct ctl *c, const char *where)
 static int admin_get(struct ctl *c, const char *path, int *status, char **body)
 {
 	const struct cfg_addr *a = &c->cfg->admin;
-	char where[300], req[600], *buf = NULL, *end;
+	char where[300], req[4096], *buf = NULL, *end;
 	size_t len = 0, cap = 0;
 	int fd, n, r = EXIT_FAIL;
 	ssize_t k;
@@ -3614,10 +3621,20 @@ static int admin_get(struct ctl *c, const char *path, int *status, char **body)
 	fd = admin_connect(c, where);
 	if (fd < 0)
 		return EXIT_FAIL;
+	/* With [node] admin_token every read needs it: node.ini has it. */
 	n = snprintf(req, sizeof req,
 		     "GET %s HTTP/1.0\r\nHost: %s\r\nAccept: "
-		     "application/json\r\nUser-Agent: semqctl\r\n\r\n",
-		     path, where);
+		     "application/json\r\nUser-Agent: semqctl\r\n%s%s%s\r\n",
+		     path, where,
+		     c->cfg->admin_token ? "Authorization: Bearer " : "",
+		     c->cfg->admin_token ? c->cfg->admin_token : "",
+		     c->cfg->admin_token ? "\r\n" : "");
+	if (n < 0 || (size_t)n >= sizeof req) {
+		fail("admin HTTP at %s: [node] admin_token is too long for a "
+		     "request header",
+		     where);
+		goto out;
+	}
 	if (write_all(fd, req, (size_t)n) != 0) {
 		fail("admin HTTP at %s: sending the request: %s", where,
 		     strerror(errno));
@@ -3788,6 +3805,7 @@ int main(int argc, char **argv)
 	struct ctl c;
 	int r;
 
+	umask(077); /* a database it creates is its owner's only, as semqd's */
 	memset(&c, 0, sizeof c);
 	r = parse_args(&c, argc, argv);
 	if (r)

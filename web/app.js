@@ -12,9 +12,14 @@
  *  - One refresh at a time: a refresh asked for while one runs is done
  *    once more after it, and the 2 s timer is armed only after a refresh
  *    ends, so a slow node is never sent a pile of requests.
- *  - An action that gets 401 asks for the admin token with prompt() and
- *    tries once more; a token that worked is kept in sessionStorage (this
- *    tab only), one that was refused is forgotten.
+ *  - The admin token: with [node] admin_token set, the node answers every
+ *    request but /health (and these files) only with `Authorization:
+ *    Bearer TOKEN`, reads too. Every request sends the token kept in
+ *    sessionStorage (this tab only). A read refused with 401 asks for the
+ *    token with prompt() between two refreshes, once (Cancel stops asking
+ *    until the page is loaded again); an action that gets 401 asks and
+ *    tries once more. A token that worked is kept, one that was refused is
+ *    forgotten.
  *  - A redraw keeps the keyboard focus: the focused button is found again
  *    by its data-focus-key after its table was rebuilt.
  */
@@ -29,6 +34,7 @@
 	let refreshAgain = false;
 	let busy = false; /* an action is in flight */
 	let clockOffset = 0; /* node's clock minus ours, ms */
+	let tokenDeclined = false; /* Cancel on the token prompt of a read */
 
 	function $(id) {
 		return document.getElementById(id);
@@ -185,6 +191,30 @@
 			throw new ApiError(res.status, method + ' ' + path +
 				': the answer is not JSON');
 		return {status: res.status, doc};
+	}
+
+	/* A GET with the admin token kept in this tab, if any. */
+	function read(path, okStatuses) {
+		return api('GET', path, undefined,
+			   sessionStorage.getItem(TOKEN_KEY), okStatuses);
+	}
+
+	/* Reads were refused for want of the token (e401, an ApiError):
+	 * asks for it once; true when there is a new one to try. */
+	function askTokenForReads(e401) {
+		sessionStorage.removeItem(TOKEN_KEY);
+		if (tokenDeclined)
+			return false;
+		const token = window.prompt(
+			'The node shows its state only with its admin token:\n' +
+			e401.message + '\n\nAdmin token ([node] admin_token of ' +
+			'this node):', '');
+		if (token === null || token.trim() === '') {
+			tokenDeclined = true;
+			return false;
+		}
+		sessionStorage.setItem(TOKEN_KEY, token.trim());
+		return true;
 	}
 
 	/* A POST that needs the admin token when the node has one. */
@@ -415,11 +445,19 @@
 		const status = $('redo-status').value;
 		const [health, peers, streams, redo] = await Promise.allSettled([
 			api('GET', '/health', undefined, null, [503]),
-			api('GET', '/peers'),
-			api('GET', '/streams'),
-			api('GET', '/redo?status=' + encodeURIComponent(status)),
+			read('/peers'),
+			read('/streams'),
+			read('/redo?status=' + encodeURIComponent(status)),
 		]);
 		const problems = [];
+		const refused = [peers, streams, redo].find((r) =>
+			r.status === 'rejected' &&
+			r.reason instanceof ApiError && r.reason.status === 401);
+
+		if (refused && askTokenForReads(refused.reason)) {
+			refreshAgain = true;
+			return;
+		}
 
 		if (health.status === 'fulfilled') {
 			showHealth(health.value);
@@ -439,6 +477,9 @@
 			showRedo(redo.value.doc);
 		else
 			problems.push('/redo: ' + redo.reason.message);
+		if (refused && tokenDeclined)
+			problems.push('no admin token given: reload the page to ' +
+				      'enter it');
 		refreshProblem(problems.length ? 'Refreshing failed — ' +
 			problems.join('; ') : '');
 		$('updated').textContent = timestamp(Date.now()).slice(11);

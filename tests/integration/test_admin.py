@@ -36,6 +36,19 @@ nodes' databases:
      thread cannot answer: /health and /peers still answer at once (the
      network thread never touches the database) and a request for the
      tables gets 503 after 10 s; after the lock is gone it is served again.
+  5. With admin_token every read needs the token too: /metrics, /streams,
+     /redo, /redo/ID and /peers answer 401 (a JSON error naming the
+     header, WWW-Authenticate: Bearer) without it, with a wrong one and
+     with another scheme, and are served with it; /health and the
+     dashboard's files are served without it. A burst of wrong tokens is
+     one line in the log. Without admin_token reads are open, and a
+     redo entry comes without its payload ("payload_withheld" says why).
+  6. The counts /metrics, /streams and `semqctl status` report come from
+     semq_counts (kept by triggers) and are what a GROUP BY over the tables
+     says, after every step of a workload through a store-and-forward
+     relay: an origin's messages held in custody, the relay's copies,
+     cancels, delayed messages and dead ones at the destination, redo
+     actions, and the purges of all three tables at restart.
 
 Run by ctest as integration_admin, or by hand (NAME selects tests):
   SEMQ_BUILD_DIR=build python3 tests/integration/test_admin.py [NAME]
@@ -76,6 +89,19 @@ def now_ms():
 
 # ---- HTTP ---------------------------------------------------------------
 
+def token_of(node):
+    """node's [node] admin_token, or None."""
+    return node.node_options.get("admin_token")
+
+
+def auth(node, token=True):
+    """The Authorization header for node: its own token (True), none
+    (None) or the given one."""
+    if token is True:
+        token = token_of(node)
+    return {"Authorization": f"Bearer {token}"} if token else {}
+
+
 def call(node, method, path, body=None, headers=None, timeout=10.0):
     """One request to node's admin address; (status, headers, text)."""
     host, port = node.admin.rsplit(":", 1)
@@ -103,7 +129,10 @@ def http_json(node, method, path, expect, **kw):
     return json.loads(text)
 
 
-def get(node, path, expect=200, **kw):
+def get(node, path, expect=200, token=True, **kw):
+    """A read, with node's admin token (token=True), none (None) or the
+    given one."""
+    kw["headers"] = dict(auth(node, token), **kw.get("headers", {}))
     return http_json(node, "GET", path, expect, **kw)
 
 
@@ -241,7 +270,7 @@ def parse_prometheus(text):
 
 
 def metrics(node):
-    status, hdrs, text = call(node, "GET", "/metrics")
+    status, hdrs, text = call(node, "GET", "/metrics", headers=auth(node))
     if status != 200:
         raise HarnessError(f"{node.id}: GET /metrics -> {status}: {text}")
     ctype = hdrs.get("content-type", "")
@@ -265,12 +294,14 @@ def sample(fams, name, **labels):
 
 # ---- the nodes ------------------------------------------------------------
 
-def make_pair(t, s_journal=None, extra_r_peer=False, r_admin=True):
+def make_pair(t, s_journal=None, extra_r_peer=False, r_admin=True,
+              s_token=TOKEN):
     """R (origin, dials S, admin without token) and S (journal plugin,
-    admin with TOKEN); not started."""
+    admin with s_token); not started."""
     certs = t.certs(["R", "S"])
     s = t.node("S", certs, admin=True,
-               node_options=dict(FAST, admin_token=TOKEN),
+               node_options=dict(FAST, **({"admin_token": s_token}
+                                          if s_token else {})),
                journal_options=s_journal)
     r = t.node("R", certs, listen=False, journal=False, admin=r_admin,
                node_options=FAST)
@@ -644,16 +675,16 @@ def redo_endpoints(t):
     # DNS-rebound one names another Host; reads are refused on Host too.
     dead_before = redo_rows(s)
     rid = dead_before[0]["id"]
-    auth = {"Authorization": f"Bearer {TOKEN}"}
+    bearer = {"Authorization": f"Bearer {TOKEN}"}
     status, _, text = call(s, "POST", f"/redo/{rid}/retry",
-                           headers=dict(auth, **{"Content-Type":
-                                                 "text/plain"}))
+                           headers=dict(bearer, **{"Content-Type":
+                                                   "text/plain"}))
     assert status == 415, (status, text)
     error_of(json.loads(text), "application/json")
-    status, _, text = call(s, "POST", f"/redo/{rid}/retry", headers=auth)
+    status, _, text = call(s, "POST", f"/redo/{rid}/retry", headers=bearer)
     assert status == 415, (status, text)
     status, _, text = call(s, "POST", f"/redo/{rid}/retry",
-                           headers=dict(auth, **{
+                           headers=dict(bearer, **{
                                "Content-Type": "application/json",
                                "Origin": "http://evil.example"}))
     assert status == 403, (status, text)
@@ -662,8 +693,8 @@ def redo_endpoints(t):
         status, _, text = call(s, "GET", path,
                                headers={"Host": "evil.example:80"})
         assert status == 403, (path, status, text)
-    status, _, text = call(s, "GET", "/streams", headers={
-        "Host": f"localhost:{s.admin.rsplit(':', 1)[1]}"})
+    status, _, text = call(s, "GET", "/streams", headers=dict(auth(s), **{
+        "Host": f"localhost:{s.admin.rsplit(':', 1)[1]}"}))
     assert status == 200, (status, text)
     assert redo_rows(s) == dead_before, "a refused action changed tb_0033"
 
@@ -760,7 +791,8 @@ def store_busy_timeout(t):
             "the network thread waited for the database"
         assert p["node"] == "S"
         t0 = time.monotonic()
-        status, _, text = call(s, "GET", "/streams", timeout=30.0)
+        status, _, text = call(s, "GET", "/streams", timeout=30.0,
+                               headers=auth(s))
         waited = time.monotonic() - t0
         assert status == 503 and "10 s" in json.loads(text)["error"], \
             (status, text)
@@ -774,11 +806,271 @@ def store_busy_timeout(t):
         lock.close()
     doc = wait_until(lambda: (lambda st: json.loads(st[2]) if st[0] == 200
                               else Pending(st))(call(s, "GET", "/streams",
-                                                     timeout=30.0)),
+                                                     timeout=30.0,
+                                                     headers=auth(s))),
                      SETTLE_TIMEOUT, "S: /streams answered again")
     assert doc["node"] == "S"
     r.stop()
     s.stop()
+
+
+
+# ---- the token guards reads too ----------------------------------------------
+
+READS = ("/metrics", "/streams", "/redo", "/redo?status=dead", "/peers")
+
+
+def refused_401(node, path, token, *words):
+    """GET path with `token` (None: no header; (scheme, token): another
+    scheme) is 401 with a JSON error naming every word, and says which
+    scheme it wants."""
+    if isinstance(token, tuple):
+        headers = {"Authorization": f"{token[0]} {token[1]}"}
+    else:
+        headers = auth(node, token)
+    status, hdrs, text = call(node, "GET", path, headers=headers)
+    assert status == 401, (path, token, status, text)
+    assert hdrs.get("www-authenticate", "").startswith("Bearer"), hdrs
+    assert hdrs.get("content-type", "").startswith("application/json"), hdrs
+    error_of(json.loads(text), *words)
+    assert "payload" not in text, text
+
+
+@test(timeout=180)
+def reads_need_the_token(t):
+    r, s = make_pair(t, s_journal={"permanent_keys": "bad"})
+    s.start()
+    r.start()
+    (_, _, seq), = r.enqueue("S", type=1, key="bad", payload=b"secret bill")
+    r.wait_all_confirmed("S", 1, timeout=SETTLE_TIMEOUT)
+    wait_until(lambda: s.redo_status_counts() == {RS_DEAD: 1} or
+               Pending(s.redo_status_counts()), SETTLE_TIMEOUT,
+               "S: a dead entry", on_timeout=t.logs)
+    (rid,), = s.sql("SELECT id FROM tb_0033 WHERE seq = ?", (seq,))
+
+    # Without the token, with a wrong one, with another scheme: 401, and
+    # nothing of the tables in the answer.
+    for path in READS + (f"/redo/{rid}",):
+        refused_401(s, path, None, "Authorization", "missing")
+        refused_401(s, path, "wrong", "does not match")
+        refused_401(s, path, TOKEN + "x", "does not match")
+        refused_401(s, path, ("Basic", TOKEN), "Bearer")
+    # /health and the dashboard's own files need no token.
+    assert get(s, "/health", token=None)["status"] == "ready"
+    for path in ("/", "/ui/app.js", "/ui/style.css"):
+        status, _, _ = call(s, "GET", path)
+        assert status == 200, (path, status)
+    # With the token every read is served; the entry has its payload.
+    for path in READS:
+        status, _, text = call(s, "GET", path, headers=auth(s))
+        assert status == 200, (path, status, text)
+    e = get(s, f"/redo/{rid}")
+    assert base64.b64decode(e["payload"]) == b"secret bill" and \
+        e["payload_text"] == "secret bill" and \
+        "payload_withheld" not in e, e
+    # semqctl peers reads /peers with the token of node.ini.
+    rc, out, err = s.semqctl("peers")
+    assert rc == 0 and out.splitlines()[1].split()[:2] == ["R", "ready"], \
+        (rc, out, err)
+    # Guessing does not flood the log: one line for the burst above.
+    lines = [ln for ln in s.log_text().splitlines()
+             if "refused: wrong bearer token" in ln]
+    assert len(lines) == 1, lines
+    # A node without admin_token serves its reads to anyone (loopback
+    # here), as before.
+    for path in ("/metrics", "/streams", "/redo", "/peers"):
+        status, _, text = call(r, "GET", path)
+        assert status == 200, (path, status, text)
+    r.stop()
+    s.stop()
+
+
+@test(timeout=180)
+def payload_withheld_without_token(t):
+    r, s = make_pair(t, s_journal={"permanent_keys": "bad"}, s_token=None)
+    s.start()
+    r.start()
+    (_, _, seq), = r.enqueue("S", type=1, key="bad", payload=b"secret bill")
+    r.wait_all_confirmed("S", 1, timeout=SETTLE_TIMEOUT)
+    wait_until(lambda: s.redo_status_counts() == {RS_DEAD: 1} or
+               Pending(s.redo_status_counts()), SETTLE_TIMEOUT,
+               "S: a dead entry", on_timeout=t.logs)
+    row, = redo_rows(s, "seq = ?", (seq,))
+    status, _, text = call(s, "GET", f"/redo/{row['id']}")
+    assert status == 200, (status, text)
+    e = json.loads(text)
+    check_entry(e, row)
+    assert "payload" not in e and "payload_text" not in e, e
+    assert "secret" not in text, text
+    assert "admin_token is not set" in e["payload_withheld"], e
+    assert e["payload_len"] == len(b"secret bill"), e
+    # The operator reads it from the database.
+    rc, out, err = s.semqctl("redo", "show", row["id"])
+    assert rc == 0 and "secret bill" in out, (rc, out, err)
+    r.stop()
+    s.stop()
+
+
+# ---- the counts are the tables' ------------------------------------------------
+
+def group_by(node):
+    """{(table, origin, dest, status name): COUNT(*)}, as db_depths, and
+    {(dest, relay): COUNT(*)} of the node's rows in a relay's custody."""
+    held = {(d, c): n for d, c, n in node.sql(
+        "SELECT dest, custodian, COUNT(*) FROM tb_0031 WHERE origin = ? "
+        "AND custodian IS NOT NULL AND status IN (6, -2) GROUP BY 1, 2",
+        (node.id,))}
+    return db_depths(node), held
+
+
+def semq_counts_exact(node):
+    """semq_counts against a GROUP BY over the three tables, read in one
+    transaction (one snapshot): equal to the row."""
+    c = sqlite3.connect(node.db, timeout=10.0, isolation_level=None)
+    try:
+        c.execute("BEGIN")
+        kept = {tuple(k): n for *k, n in c.execute(
+            "SELECT tbl, origin, dest, status, relay, n FROM semq_counts "
+            "WHERE n <> 0")}
+        rows = {}
+        for table, col, relay in (("tb_0031", "status",
+                                   "COALESCE(custodian, '')"),
+                                  ("tb_0030", "ack_status", "''"),
+                                  ("tb_0033", "status", "''")):
+            for *k, n in c.execute(
+                    f"SELECT '{table}', COALESCE(origin, ''), dest, {col},"
+                    f" {relay}, COUNT(*) FROM {table} GROUP BY 2, 3, 4, 5"):
+                rows[tuple(k)] = n
+        c.execute("COMMIT")
+    finally:
+        c.close()
+    assert kept == rows, f"{node.id}: semq_counts {kept} != rows {rows}"
+    return rows
+
+
+def reported(node):
+    """What node reports, the same shapes as group_by(): /metrics'
+    semq_queue_depth, and the custody of its own rows in /streams; and
+    checks that /streams and `semqctl status` say the same as /metrics."""
+    fams = metrics(node)
+    depths = metric_depths(fams)
+    st = get(node, "/streams")
+    names = {"tb_0031": OUT_NAMES, "tb_0030": IN_NAMES,
+             "tb_0033": REDO_NAMES}
+    from_streams = {}
+    for x in st["outbound"]:
+        for name, n in x["counts"].items():
+            if n:
+                from_streams[("tb_0031", x["origin"], x["dest"], name)] = n
+    for x in st["inbound"]:
+        for table, key in (("tb_0030", "counts"), ("tb_0033", "redo")):
+            for name, n in x[key].items():
+                if n:
+                    from_streams[(table, x["origin"], x["dest"], name)] = n
+    held = {(w["dest"], w["relay"]): w["messages"]
+            for w in st["custody"]["waiting"]}
+    ctl = {(q["table"], q["origin"] or "", q["dest"],
+            names[q["table"]][q["status"]]): q["count"]
+           for q in node.semqctl_json("status")["queues"]}
+    return depths, held, from_streams, ctl
+
+
+def counts_agree(t, node, what):
+    """node's reports equal the tables (once the node is idle: compared
+    until they agree), and semq_counts equals the rows exactly."""
+    def same():
+        d, h = group_by(node)
+        m, mh, js, ctl = reported(node)
+        if (m, mh) == (d, h) and js == d and ctl == d:
+            return (d,)  # truthy when empty too
+        return Pending(f"tables {d} {h}; /metrics {m} {mh}; "
+                       f"/streams {js}; semqctl {ctl}")
+    got, = wait_until(same, SETTLE_TIMEOUT, f"{node.id} {what}: the counts "
+                      "reported equal a GROUP BY over the tables",
+                      on_timeout=t.logs)
+    semq_counts_exact(node)
+    print(f"     {node.id} {what}: {sum(got.values())} rows in "
+          f"{len(got)} counts")
+    return got
+
+
+def settled(t, r, n):
+    """R's n messages to S are all confirmed or cancelled."""
+    def done():
+        c = r.outbound_status_counts("S")
+        return (c.get(100, 0) + c.get(-2, 0) == n == sum(c.values()) and
+                c) or Pending(c)
+    wait_until(done, SETTLE_TIMEOUT, f"R: {n} messages settled",
+               on_timeout=t.logs)
+
+
+@test(timeout=300)
+def counts_equal_group_by(t):
+    from relaytest import make_relay, with_admin
+    p, (r,), (s,), _ = make_relay(t, ["R"], ["S"])
+    s.journal_options = {"permanent_keys": "bad"}
+    for n in (p, r, s):
+        with_admin(n)
+    p.start()
+    r.start()
+    # S is away: P takes custody of R's messages (copies at P, R's rows
+    # at 6 with P as custodian); two of them cancelled meanwhile.
+    later = now_ms() + 3600 * 1000
+    ids = []
+    for i in range(24):
+        ids += r.enqueue("S", type=1, key=f"k{i % 3}", payload=b"doc %d" % i)
+    ids += r.enqueue("S", type=1, key="bad", payload=b"bad")
+    ids += r.enqueue("S", type=1, key="later", payload=b"x",
+                     deliver_at=later)
+    wait_until(lambda: (lambda c: c if c.get(6, 0) == len(ids) else
+                        Pending(c))(r.outbound_status_counts("S")),
+               SETTLE_TIMEOUT, "R: every message in P's custody",
+               on_timeout=t.logs)
+    for _, _, seq in ids[:2]:
+        rc, out, err = r.semqctl("outbound", "cancel", f"R/S/{seq}")
+        assert rc == 0, (rc, out, err)
+    counts_agree(t, r, "in custody")
+    counts_agree(t, p, "holding copies")
+    # S comes: everything is delivered, the cancels settle, one message
+    # goes dead and one waits for its time at S.
+    s.start()
+    settled(t, r, len(ids))
+    wait_until(lambda: s.redo_status_counts() == {RS_PENDING: 1,
+                                                  RS_DEAD: 1} or
+               Pending(s.redo_status_counts()), SETTLE_TIMEOUT,
+               "S: one dead and one delayed entry", on_timeout=t.logs)
+    for n, what in ((r, "settled"), (p, "drained"), (s, "received")):
+        counts_agree(t, n, what)
+    # With S there, P passes messages on (R's rows relay-acked, not in
+    # custody, until S confirms them).
+    more = r.enqueue("S", type=1, key="k1", payload=b"online", count=12)
+    settled(t, r, len(ids) + len(more))
+    for n, what in ((r, "forwarded"), (p, "forwarded"), (s, "forwarded")):
+        counts_agree(t, n, what)
+    # Redo actions at S.
+    dead, = redo_rows(s, "status = -1")
+    rc, out, err = s.semqctl("redo", "discard", dead["id"], "--reason",
+                             "counts test")
+    assert rc == 0, (rc, out, err)
+    counts_agree(t, s, "after a discard")
+    # The purges of all three tables (retention 0: at the first tick).
+    for n in (r, p, s):
+        n.stop()
+        n.node_options.update(outbound_retention="0s",
+                              receipt_retention="0s")
+    s.redo = {"retention": "0s"}
+    for n in (s, p, r):
+        n.start()
+    wait_until(lambda: r.outbound_status_counts("S") == {} or
+               Pending(r.outbound_status_counts("S")), SETTLE_TIMEOUT,
+               "R: confirmed and cancelled rows purged", on_timeout=t.logs)
+    wait_until(lambda: s.redo_status_counts() == {RS_PENDING: 1} or
+               Pending(s.redo_status_counts()), SETTLE_TIMEOUT,
+               "S: the discarded entry purged", on_timeout=t.logs)
+    for n, what in ((r, "purged"), (p, "purged"), (s, "purged")):
+        counts_agree(t, n, what)
+    for n in (r, p, s):
+        n.stop()
 
 
 if __name__ == "__main__":
