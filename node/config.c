@@ -75,7 +75,8 @@ enum ktype {
 	T_ENUM,     /* int: index into names */
 	T_DURLIST,  /* int64_t * at off, size_t count at off_n */
 	T_TYPELIST, /* uint32_t * at off, size_t count at off_n (cfg_plugin) */
-	T_DB,       /* char *: a T_PATH, or a postgresql:// URL kept as is
+	T_IDLIST, /* char (*)[SEMQ_ID_MAX + 1] at off, size_t count at off_n */
+	T_DB,     /* char *: a T_PATH, or a postgresql:// URL kept as is
 		       (and struct config's db_url set) */
 	T_INSTANCE, /* char[SEMQ_INSTANCE_MAX + 1]: an instance name */
 	T_ROUTE,    /* documentation only: [route] keys */
@@ -164,7 +165,10 @@ static const struct key keys[] = {
 	 "Admin HTTP (/metrics, /health, JSON) on this address; keep it on "
 	 "loopback. Omit to disable."},
 	{S_NODE, "admin_token", T_STRING, NULL, NODE(admin_token), 0, 0, 0,
-	 NULL, 0, "Bearer token the admin HTTP requires when set."},
+	 NULL, 0,
+	 "Bearer token every admin HTTP request but /health needs when set "
+	 "(reads too); without it, actions are taken from loopback only and "
+	 "payloads are never shown."},
 	{S_NODE, "allow", T_ENUM, "any", NODE(allow_listed), 0, 0, 0,
 	 allow_names, 0,
 	 "Which peers may connect: any with a certificate from the CA, or "
@@ -201,6 +205,48 @@ static const struct key keys[] = {
 	 "passed it: its digest tells a second copy of a message from "
 	 "another message under the same seq when a sender's database went "
 	 "back in time by less than this. 0 deletes it at once."},
+	{S_NODE, "handshake_timeout", T_DURATION, "10s",
+	 NODE(handshake_timeout_ms), 0, 1, HOUR, NULL, 0,
+	 "A connection must finish its TLS handshake and Hello within this "
+	 "long of being accepted or dialled, however it trickles; else it is "
+	 "closed."},
+	{S_NODE, "max_connections", T_UINT, "4096", NODE(max_connections), 0, 1,
+	 1000000, NULL, 0,
+	 "Authenticated connections (past TLS) at most, in all; a new one over "
+	 "it is refused."},
+	{S_NODE, "max_handshakes", T_UINT, "256", NODE(max_handshakes), 0, 1,
+	 100000, NULL, 0,
+	 "Connections still in their handshake at most, apart from the "
+	 "authenticated ones: when full, the oldest handshake is dropped for a "
+	 "new connection, so strangers cannot keep peers out."},
+	{S_NODE, "max_handshakes_per_address", T_UINT, "16",
+	 NODE(max_handshakes_per_address), 0, 1, 100000, NULL, 0,
+	 "Handshakes from one remote address at most; more are refused at "
+	 "once."},
+	{S_NODE, "max_connections_per_address", T_UINT, "256",
+	 NODE(max_connections_per_address), 0, 1, 1000000, NULL, 0,
+	 "Connections from one remote address at most, in any state."},
+	{S_NODE, "max_connections_per_peer", T_UINT, "16",
+	 NODE(max_connections_per_peer), 0, 1, 100000, NULL, 0,
+	 "Authenticated connections of one node id (certificate) at most; the "
+	 "oldest goes for a new one over it."},
+	{S_NODE, "write_timeout", T_DURATION, "60s", NODE(write_timeout_ms), 0,
+	 1, DAY, NULL, 0,
+	 "A peer that reads nothing of what waits for it for this long is "
+	 "disconnected (a slow or dead reader)."},
+	{S_NODE, "memory_budget", T_SIZE, "256MiB", NODE(memory_budget), 0,
+	 1024 * 1024, 1024 * GIB, NULL, 0,
+	 "Bytes of received frames waiting for the store thread, and of "
+	 "messages held for a missing predecessor, at most: over it, reading "
+	 "from the peers that queued them pauses until the store caught up "
+	 "(back-pressure: nothing is refused or lost)."},
+	{S_NODE, "max_hops", T_UINT, "8", NODE(max_hops), 0, 1, 255, NULL, 0,
+	 "Relays a message may pass at most; a relay refuses one that has "
+	 "passed this many (a routing loop), and its origin puts it dead."},
+	{S_NODE, "plugin_timeout", T_DURATION, "30s", NODE(plugin_timeout_ms),
+	 0, 1, DAY, NULL, 0,
+	 "A plugin call running longer than this makes /health answer 503 "
+	 "and is logged; the node is healthy again when the call returns."},
 	{S_NODE, "ping_interval", T_DURATION, "10s", NODE(ping_interval_ms), 0,
 	 1, DAY, NULL, 0, "Send a Ping on every ready connection this often."},
 	{S_NODE, "idle_timeout", T_DURATION, "60s", NODE(idle_timeout_ms), 0, 1,
@@ -241,6 +287,14 @@ static const struct key keys[] = {
 	{S_TLS, "ca", T_PATH, NULL, NODE(tls_ca), 0, 0, 0, NULL, K_EXISTS,
 	 "The deployment's CA certificate (PEM); peers must be signed by "
 	 "it."},
+	{S_TLS, "crl", T_PATH, NULL, NODE(tls_crl), 0, 0, 0, NULL, K_EXISTS,
+	 "A PEM file of certificate revocation lists of the CA: a revoked "
+	 "certificate is refused at the handshake. Read again on SIGHUP and "
+	 "when the file changes."},
+	{S_TLS, "deny", T_IDLIST, NULL, NODE(tls_deny), NODE(n_tls_deny), 0, 0,
+	 NULL, 0,
+	 "Node ids refused at the handshake whatever their certificate (a "
+	 "stolen key, before the CRL has it)."},
 
 	{S_PEER, "connect", T_ADDR, NULL, PEER(connect), 0, 0, 0, NULL, 0,
 	 "Dial the peer at this address. Omit to only accept its "
@@ -864,6 +918,41 @@ struct tlist {
 	int nomem;
 };
 
+/* A list of node ids. */
+struct ilist {
+	char (*v)[SEMQ_ID_MAX + 1];
+	size_t n;
+	int nomem;
+};
+
+static int ilist_item(void *ctx, size_t i, const char *item, char *why,
+		      size_t whysz)
+{
+	struct ilist *l = ctx;
+	void *nv;
+
+	if (!semq_id_valid(item)) {
+		snprintf(why, whysz,
+			 "item %zu '%s' is not a node id (1-64 of "
+			 "A-Za-z0-9._-)",
+			 i, item);
+		return 1;
+	}
+	for (size_t j = 0; j < l->n; j++)
+		if (strcmp(l->v[j], item) == 0) {
+			snprintf(why, whysz, "'%s' is listed twice", item);
+			return 1;
+		}
+	nv = realloc(l->v, (l->n + 1) * sizeof(*l->v));
+	if (!nv) {
+		l->nomem = 1;
+		return 1;
+	}
+	l->v = nv;
+	snprintf(l->v[l->n++], sizeof(l->v[0]), "%s", item);
+	return 0;
+}
+
 static int tlist_item(void *ctx, size_t i, const char *item, char *why,
 		      size_t whysz)
 {
@@ -1141,6 +1230,18 @@ static int set_value(struct load *L, const struct key *k, void *base,
 		pl->types = t.v;
 		pl->n_types = t.n;
 		pl->all_types = 0;
+		return 0;
+	}
+	case T_IDLIST: {
+		struct ilist l = {0};
+
+		if (list_items(v, why, whysz, ilist_item, &l) != 0) {
+			free(l.v);
+			return l.nomem ? SEMQ_ERR_NOMEM : 1;
+		}
+		free(*(void **)field);
+		*(void **)field = l.v;
+		*(size_t *)((char *)base + k->off_n) = l.n;
 		return 0;
 	}
 	case T_ROUTE:
@@ -1608,6 +1709,8 @@ void config_free(struct config *c)
 	free(c->tls_cert);
 	free(c->tls_key);
 	free(c->tls_ca);
+	free(c->tls_crl);
+	free(c->tls_deny);
 	free(c->peers);
 	free(c->routes);
 	for (size_t i = 0; i < c->n_plugins; i++) {
@@ -1788,6 +1891,7 @@ static const char *type_text(const struct key *k, char *buf, size_t sz)
 	case T_ROUTE: return "peer name";
 	case T_OPTION: return "string";
 	case T_TYPELIST: return "* or type,type,...";
+	case T_IDLIST: return "node id,node id,...";
 	case T_DURATION:
 		snprintf(buf, sz, "duration %s..%s",
 			 fmt_duration(k->min, a, sizeof(a)),

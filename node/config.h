@@ -99,19 +99,32 @@ struct config {
 	int64_t outbound_retention_ms;  /* 1d */
 	int64_t receipt_retention_ms;   /* 7d */
 	int64_t ping_interval_ms;       /* 10s */
-	int64_t idle_timeout_ms;        /* 60s */
-	int64_t reconnect_min_ms;       /* 500ms */
-	int64_t reconnect_max_ms;       /* 30s */
-	unsigned window;                /* 1000 */
-	unsigned drain_rate;            /* msgs/s; 0 = unlimited */
-	unsigned batch_max;             /* messages per commit; 1000 */
-	size_t max_payload;             /* 16 MiB */
-	size_t max_frame;               /* max_payload + 64 KiB */
-	int log_level;                  /* enum log_level_cfg */
-	char *log_file;                 /* NULL = stderr */
+	int64_t handshake_timeout_ms;   /* 10s */
+	unsigned max_connections;       /* 4096: authenticated */
+	unsigned max_handshakes;        /* 256: before authentication */
+	unsigned max_handshakes_per_address;  /* 16 */
+	unsigned max_connections_per_address; /* 256 */
+	unsigned max_connections_per_peer;    /* 16 */
+	int64_t write_timeout_ms;             /* 60s */
+	size_t memory_budget;                 /* 256 MiB */
+	unsigned max_hops;                    /* 8 */
+	int64_t plugin_timeout_ms;            /* 30s */
+	int64_t idle_timeout_ms;              /* 60s */
+	int64_t reconnect_min_ms;             /* 500ms */
+	int64_t reconnect_max_ms;             /* 30s */
+	unsigned window;                      /* 1000 */
+	unsigned drain_rate;                  /* msgs/s; 0 = unlimited */
+	unsigned batch_max;                   /* messages per commit; 1000 */
+	size_t max_payload;                   /* 16 MiB */
+	size_t max_frame;                     /* max_payload + 64 KiB */
+	int log_level;                        /* enum log_level_cfg */
+	char *log_file;                       /* NULL = stderr */
 
 	/* [tls] */
 	char *tls_cert, *tls_key, *tls_ca; /* resolved; NULL when unset */
+	char *tls_crl;                     /* resolved; NULL when unset */
+	char (*tls_deny)[SEMQ_ID_MAX + 1]; /* ids refused at the handshake */
+	size_t n_tls_deny;
 
 	struct cfg_peer *peers;
 	size_t n_peers;

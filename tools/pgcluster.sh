@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# A throw-away PostgreSQL cluster for the tests: initdb into DIR, a server on
-# a free loopback port with its unix socket in DIR, a role and a database
-# `semq`. Trust authentication on the socket and loopback only; fsync on
-# (the tests check durability). Runs the server as the `postgres` system user
-# when started by root (initdb refuses root).
+# A throw-away PostgreSQL cluster for the tests: initdb into DIR, a server
+# listening only on its unix socket in DIR (no TCP; PORT names the socket,
+# .s.PGSQL.PORT), a role and a database `semq`. Peer authentication: only the
+# system user who started the cluster may connect, as `semq` or as the
+# superuser `postgres` (pg_ident.conf maps it); nobody else, and nothing over
+# the network. fsync on (the tests check durability). Runs the server as the
+# `postgres` system user when started by root (initdb refuses root). Files
+# are made with umask 077.
 #
 #   tools/pgcluster.sh start DIR          creates DIR, starts the cluster and
 #                                         prints its URL, one line:
@@ -13,15 +16,18 @@
 #                                         by semq and prints its URL
 #   tools/pgcluster.sh stop DIR           stops the cluster and removes DIR
 #
-# DIR is made absolute; it must not exist yet, or be empty. Exit codes: 0 ok,
-# 1 failure (with a message naming what failed), 2 usage error.
+# The URL reaches the server only through its host= parameter (the socket
+# directory); libpq and psql take it as it is printed. DIR is made absolute;
+# it must not exist yet, or be empty. Exit codes: 0 ok, 1 failure (with a
+# message naming what failed), 2 usage error.
 set -euo pipefail
+umask 077
 
 prog=tools/pgcluster.sh
 MARK=.semq-pgcluster
 
 usage() {
-	sed -n '3,17p' "$0" | sed 's/^# \{0,1\}//'
+	sed -n '3,23p' "$0" | sed 's/^# \{0,1\}//'
 }
 
 die() { # MESSAGE
@@ -77,7 +83,9 @@ as_owner() {
 }
 
 # A port nobody listens on at 127.0.0.1 (the kernel's choice when python3 is
-# there, else a random one that refuses connections).
+# there, else a random one that refuses connections). The server does not
+# listen on it; it names the socket, and a URL used without its host= then
+# meets a refused connection rather than another server.
 free_port() {
 	local p
 	if command -v python3 >/dev/null; then
@@ -128,7 +136,7 @@ is_ours() { # DIR
 }
 
 cmd_start() { # DIR
-	local dir tries port log
+	local dir tries port log me owner
 	dir=$(absdir "$1")
 	if [ -e "$dir" ]; then
 		[ -d "$dir" ] || die "$dir exists and is not a directory"
@@ -154,20 +162,27 @@ cmd_start() { # DIR
 		fi
 	fi
 	log=$dir/server.log
+	owner=$(as_owner id -un)
 	as_owner "$bindir/initdb" -D "$dir/data" -U postgres --encoding=UTF8 \
-		--no-locale --auth-local=trust --auth-host=trust --no-sync \
+		--no-locale --auth-local=peer --auth-host=reject --no-sync \
 		>"$dir/initdb.log" 2>&1 ||
 		{
 			cat "$dir/initdb.log" >&2
 			cmd_stop_quiet "$dir" || true
 			die "initdb failed in $dir/data (log above)"
 		}
-	# Trust on the socket and loopback only.
+	# The socket only, for the user who started the cluster (and the
+	# server's owner), as semq or postgres; TCP is not even listened on.
+	me=$(id -un)
 	as_owner sh -c "cat >'$dir/data/pg_hba.conf'" <<-EOF
-		# TYPE  DATABASE  USER  ADDRESS       METHOD
-		local   all       all                 trust
-		host    all       all   127.0.0.1/32  trust
-		host    all       all   ::1/128       trust
+		# TYPE  DATABASE  USER  METHOD
+		local   all       all   peer map=semq
+	EOF
+	as_owner sh -c "cat >'$dir/data/pg_ident.conf'" <<-EOF
+		# MAPNAME  SYSTEM-USERNAME  PG-USERNAME
+		semq       $me              semq
+		semq       $me              postgres
+		semq       $owner           postgres
 	EOF
 	for tries in 1 2 3 4 5; do
 		port=$(free_port)
@@ -175,9 +190,10 @@ cmd_start() { # DIR
 		as_owner sh -c "cat >>'$dir/data/postgresql.conf'" <<-EOF
 
 			# tools/pgcluster.sh (attempt $tries)
-			listen_addresses = '127.0.0.1'
+			listen_addresses = ''
 			port = $port
 			unix_socket_directories = '$dir'
+			unix_socket_permissions = 0700
 			max_connections = 100
 			shared_buffers = 16MB
 			fsync = on
