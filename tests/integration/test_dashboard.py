@@ -21,15 +21,17 @@ as text. The test then:
      against tb_0033; the markup key is shown as text (no element made of
      it, no request for its image, no dialog from its handler); saves a
      screenshot to the test directory and to $SEMQ_SCREENSHOT_DIR if set;
-  3. clicks Retry on the dead entry: the page asks for the token once with
-     prompt() (answered through Page.handleJavaScriptDialog), the entry runs
-     again and, its key being a permanent failure, is dead again with its
-     tries up by one in tb_0033 and on the page;
+  3. clicks Retry on the dead entry (the page asked for the token once with
+     prompt() when it loaded, since the node shows its state only with it;
+     answered through Page.handleJavaScriptDialog): the entry runs again
+     and, its key being a permanent failure, is dead again with its tries
+     up by one in tb_0033 and on the page;
   4. clicks Discard on it: the page asks for a reason (and not for the
      token again: it kept it in sessionStorage); tb_0033 has status -2 and
      the reason, and the entry leaves the page's dead list;
-  5. with a wrong token, a Retry is refused: the API's error is shown in
-     the page's visible message area and tb_0033 does not change;
+  5. with a wrong token the refresh asks for the token (Cancel), and a
+     Retry is refused: the API's error is shown in the page's visible
+     message area and tb_0033 does not change;
   6. every request the page made went to the admin origin (no external
      resource), no script error was thrown and no Content-Security-Policy
      violation was reported.
@@ -388,7 +390,7 @@ def click(dt, action, id):
 
 def answer_dialog(dt, text, *words):
     """Waits for the page's prompt(), checks it names every word, answers
-    it with text. Returns its message."""
+    it with text (None: Cancel). Returns its message."""
     d = dt.wait_event("Page.javascriptDialogOpening", 20)
     if d["type"] != "prompt":
         raise HarnessError(f"page: a {d['type']} dialog, not a prompt: {d}")
@@ -396,8 +398,11 @@ def answer_dialog(dt, text, *words):
         if w not in d["message"]:
             raise HarnessError(f"page: the prompt {d['message']!r} does not "
                                f"name {w!r}")
-    dt.call("Page.handleJavaScriptDialog", {"accept": True,
-                                            "promptText": text})
+    if text is None:
+        dt.call("Page.handleJavaScriptDialog", {"accept": False})
+    else:
+        dt.call("Page.handleJavaScriptDialog", {"accept": True,
+                                                "promptText": text})
     return d["message"]
 
 
@@ -486,6 +491,8 @@ def dashboard_in_chromium(t):
         nav = dt.call("Page.navigate", {"url": origin + "/"})
         assert not nav.get("errorText"), nav
         dt.wait_event("Page.loadEventFired", 30)
+        # The node shows its state only with the token: asked for once.
+        answer_dialog(dt, TOKEN, "Admin token", "shows its state only")
 
         def state():
             return dt.evaluate(PAGE_STATE)
@@ -524,9 +531,9 @@ def dashboard_in_chromium(t):
         assert st["images"] == 0, st
         shot = screenshot(dt, t, "dashboard.png")
 
-        # 3. Retry: the token is asked for once, the entry runs again.
+        # 3. Retry: the token kept since the page asked for it; the
+        # entry runs again.
         click(dt, "retry", bad_id)
-        answer_dialog(dt, TOKEN, "Admin token", "Authorization")
         wait_until(lambda: (lambda x: x["tries"] == before["tries"] + 1 and
                             x["status"] == RS_DEAD or Pending(x))(
                                 redo_row(s, bad_id)), SETTLE,
@@ -559,12 +566,15 @@ def dashboard_in_chromium(t):
                    [e["id"] for e in x["redo"]] == [evil_id],
                    "the dead list without the discarded entry")
 
-        # 5. A refused action: the API's error in the message area.
+        # 5. A refused action: the API's error in the message area. With
+        # a wrong token the next refresh is refused and asks for the
+        # token (Cancel: not asked again); the action then asks once.
         dt.evaluate(f"sessionStorage.setItem('semq.admin_token', "
                     f"'{TOKEN}-wrong')")
+        answer_dialog(dt, None, "Admin token", "does not match")
         evil_before = redo_row(s, evil_id)
         click(dt, "retry", evil_id)
-        answer_dialog(dt, "still-wrong", "Admin token", "does not match")
+        answer_dialog(dt, "still-wrong", "Admin token", "refused the action")
         st = shows(lambda x: "failed" in x["message"],
                    "the refused retry's error")
         assert st["messageVisible"] and "message-error" in \
@@ -594,7 +604,7 @@ def dashboard_in_chromium(t):
                     if e["entry"]["source"] == "security"]
         assert not security, security
         dialogs = dt.events("Page.javascriptDialogOpening")
-        assert [d["type"] for d in dialogs] == ["prompt"] * 3, dialogs
+        assert [d["type"] for d in dialogs] == ["prompt"] * 4, dialogs
     finally:
         chromium.stop()
     print(f"     screenshot {shot}")
