@@ -697,6 +697,11 @@ static void network_metrics(struct admin *a, struct evbuffer *b)
 			"semq_relay_refused_total{reason=\"loop\"} %" PRIu64
 			"\n",
 			s.relay_refused[SEMQ__RELAY_REFUSAL__LOOP]);
+		counter(b, "semq_frames_looped_total",
+			"Acknowledgements and queries this relay did not "
+			"pass on: they had passed max_hops relays (a routing "
+			"loop).",
+			s.looped);
 		counter(b, "semq_commit_batches_total",
 			"Transactions of the store thread (one per batch of "
 			"jobs and periodic work).",

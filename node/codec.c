@@ -765,6 +765,10 @@ int codec_validate(const Semq__Frame *f, char *err, size_t errsz)
 	}
 	if (!body)
 		return fail(err, errsz, SEMQ_ERR_PROTO, "%s: missing", name);
+	if (f->hops > SEMQ_HOPS_MAX)
+		return fail(err, errsz, SEMQ_ERR_PROTO,
+			    "frame.hops: %u (at most %d)", f->hops,
+			    SEMQ_HOPS_MAX);
 
 	switch (f->body_case) {
 	case SEMQ__FRAME__BODY_HELLO: return check_hello(f->hello, err, errsz);

@@ -107,6 +107,7 @@ struct proto {
 	int unknown_due;           /* a peer came up: notify_unknown() now */
 	int64_t last_unknown_pass; /* of notify_unknown() */
 	int refusals_due;          /* a peer came up: repeat_refusals() now */
+	uint64_t looped;           /* frames not passed on, since the start */
 	int64_t last_refusal_pass; /* of repeat_refusals() */
 	int64_t stale_logged_at;   /* last ERROR about a stale copy refused */
 	/* Own streams whose ids go without their life (store_hide_life):
@@ -586,6 +587,7 @@ void proto_take_counts(struct proto *p, struct proto_counts *c)
 	for (size_t i = 0; i < 8; i++)
 		c->relay_refused[i] += p->cnt.relay_refused[i];
 	c->undeliverable += p->cnt.undeliverable;
+	c->looped += p->cnt.looped;
 	memset(&p->cnt, 0, sizeof p->cnt);
 }
 
@@ -876,11 +878,32 @@ static void fwd_free(struct fwd *f)
 
 /* Emits each group as one frame of the given body (same `from` for
  * responses). Items per frame stay under the codec's limits. */
+/*
+ * Passes frames on (Data, AckIndication, AckResponse, Query, QueryReply),
+ * one relay further than `in` came (Frame.hops). An AckIndication, an
+ * AckResponse, a Query or a QueryReply that would pass more than max_hops
+ * relays is not passed on: routes that go round in a circle would keep it
+ * circling for ever (a Data's messages carry their own hops, refused with
+ * LOOP). Counted, and logged the first time and every 1000th.
+ */
 static int fwd_emit(struct proto *p, struct outbox *ob, struct fwd *f, int body,
-		    const char *from)
+		    const char *from, const struct job *in)
 {
+	unsigned hops = in && in->frame ? in->frame->hops + 1 : 1;
 	size_t i, off;
 	int r = SEMQ_OK;
+
+	if (body != SEMQ__FRAME__BODY_DATA && hops > p->c->max_hops && f->n) {
+		if (p->looped % 1000 == 0)
+			log_msg(LOG_WARN, "proto", in ? in->peer : NULL, NULL,
+				"not passing on a frame that has passed %u "
+				"relays ([node] max_hops %u): a routing loop? "
+				"(%" PRIu64 " such frames so far)",
+				hops - 1, p->c->max_hops, p->looped + 1);
+		p->looped++;
+		p->cnt.looped++;
+		return SEMQ_OK;
+	}
 
 	for (i = 0; i < f->n && r == SEMQ_OK; i++) {
 		for (off = 0; off < f->g[i].n && r == SEMQ_OK;
@@ -897,6 +920,7 @@ static int fwd_emit(struct proto *p, struct outbox *ob, struct fwd *f, int body,
 			if (k > IDS_PER_FRAME)
 				k = IDS_PER_FRAME;
 			fr.body_case = body;
+			fr.hops = hops > SEMQ_HOPS_MAX ? SEMQ_HOPS_MAX : hops;
 			switch (body) {
 			case SEMQ__FRAME__BODY_DATA:
 				d.n_messages = k;
@@ -1378,7 +1402,7 @@ static int on_data(struct proto *p, const struct job *j, int64_t now,
 		r = emit_ids(p, ob, j->conn_id, IDF_INDICATION, &a.verdicts,
 			     NULL);
 	if (r == SEMQ_OK)
-		r = fwd_emit(p, ob, &fw, SEMQ__FRAME__BODY_DATA, NULL);
+		r = fwd_emit(p, ob, &fw, SEMQ__FRAME__BODY_DATA, NULL, j);
 	if (r == SEMQ_OK)
 		r = emit_relay_ack(p, ob, j->conn_id,
 				   SEMQ__RELAY_ACK__KIND__FORWARDED, 0, 0,
@@ -1789,8 +1813,8 @@ static int on_indication(struct proto *p, const struct job *j, int64_t now,
 		r = emit_ids(p, ob, j->conn_id, IDF_RESPONSE, &relay_resp,
 			     p->c->id);
 	if (r == SEMQ_OK)
-		r = fwd_emit(p, ob, &fw, SEMQ__FRAME__BODY_ACK_INDICATION,
-			     NULL);
+		r = fwd_emit(p, ob, &fw, SEMQ__FRAME__BODY_ACK_INDICATION, NULL,
+			     j);
 	if (resp.n)
 		p->more_to_send = 1; /* the window moved */
 	fwd_free(&fw);
@@ -1842,7 +1866,7 @@ static int on_response(struct proto *p, const struct job *j, struct outbox *ob)
 		fault_point("ack_before_commit");
 	if (r == SEMQ_OK)
 		r = fwd_emit(p, ob, &fw, SEMQ__FRAME__BODY_ACK_RESPONSE,
-			     ar->from);
+			     ar->from, j);
 	fwd_free(&fw);
 	return r;
 }
@@ -1963,7 +1987,7 @@ static int on_query(struct proto *p, const struct job *j, int64_t now,
 	if (r == SEMQ_OK)
 		r = emit_ids(p, ob, j->conn_id, IDF_QUERY_REPLY, &ans, NULL);
 	if (r == SEMQ_OK)
-		r = fwd_emit(p, ob, &fw, SEMQ__FRAME__BODY_QUERY, NULL);
+		r = fwd_emit(p, ob, &fw, SEMQ__FRAME__BODY_QUERY, NULL, j);
 	if (r == SEMQ_OK)
 		r = emit_relay_ack(p, ob, j->conn_id,
 				   SEMQ__RELAY_ACK__KIND__STORED, 0, 1, &ra[0],
@@ -2126,7 +2150,8 @@ static int on_query_reply(struct proto *p, const struct job *j, int64_t now,
 		r = emit_ids(p, ob, j->conn_id, IDF_RESPONSE, &relay_resp,
 			     p->c->id);
 	if (r == SEMQ_OK)
-		r = fwd_emit(p, ob, &fw, SEMQ__FRAME__BODY_QUERY_REPLY, NULL);
+		r = fwd_emit(p, ob, &fw, SEMQ__FRAME__BODY_QUERY_REPLY, NULL,
+			     j);
 	for (i = 0; i < custody.n && r == SEMQ_OK; i++)
 		r = emit_relay_ack(p, ob, custody.v[i].conn,
 				   SEMQ__RELAY_ACK__KIND__STORED, 0, 1,
@@ -2345,9 +2370,13 @@ static int indoubt_cb(void *ctx, const struct msg *m, const struct out_row *row)
 		    !conn_routed(x->old, conn))
 			return 0;
 	}
+	/* A link coming up is about the rows routed through it: the others
+	 * keep their timers (custody_query_after, query_after). */
+	if (x->only_conn && conn != x->only_conn)
+		return 0;
 	if (x->r == SEMQ_OK)
 		x->r = idlist_add(&x->defer, &m->id, 0);
-	if (!conn || (x->only_conn && conn != x->only_conn))
+	if (!conn)
 		return x->r != SEMQ_OK;
 	l = connlists_get(x->cl, conn);
 	if (!l) {

@@ -95,6 +95,7 @@ struct proto_counts {
 	uint64_t relay_refused[8];
 	uint64_t undeliverable; /* own messages a relay could not deliver,
 				   put dead for the operator */
+	uint64_t looped;        /* frames not passed on: past max_hops */
 };
 void proto_take_counts(struct proto *p, struct proto_counts *c);
 

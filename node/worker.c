@@ -419,6 +419,7 @@ static void batch(struct worker *w, struct job *jobs, size_t n)
 	for (size_t k = 0; k < 8; k++)
 		w->stats.relay_refused[k] += cnt.relay_refused[k];
 	w->stats.undeliverable += cnt.undeliverable;
+	w->stats.looped += cnt.looped;
 	if (n || msgs || cnt.confirmed) {
 		hist_observe(&w->stats.batch_jobs, n);
 		hist_observe(&w->stats.batch_messages, msgs);

@@ -116,10 +116,13 @@ SCHEMA = {
                 11: ("stored_by", "string", False),
                 12: ("life", "fixed64", False),
                 13: ("digest", "fixed64", False),
-                14: ("prev_digest", "fixed64", False)},
+                14: ("prev_digest", "fixed64", False),
+                15: ("hops", "uint32", False)},
     "Data": {1: ("messages", "Message", True)},
     "RelayAck": {1: ("ids", "MsgId", True), 2: ("kind", "enum", False),
-                 3: ("detail", "string", False)},
+                 3: ("detail", "string", False),
+                 4: ("reason", "enum", False),
+                 5: ("about_query", "bool", False)},
     "Verdict": {1: ("id", "MsgId", False), 2: ("result", "enum", False),
                 3: ("refusal", "enum", False), 4: ("dead", "bool", False),
                 5: ("high", "uint64", False)},
@@ -154,11 +157,13 @@ SCHEMA = {
               8: ("ping", "Ping", False), 9: ("pong", "Pong", False),
               10: ("error", "Error", False),
               11: ("stream_query", "StreamQuery", False),
-              12: ("stream_state", "StreamState", False)},
+              12: ("stream_state", "StreamState", False),
+              13: ("hops", "uint32", False)},
 }
 
 # Frame body name -> its message type (the oneof `body`).
-BODIES = {name: typ for name, typ, _ in SCHEMA["Frame"].values()}
+BODIES = {name: typ for name, typ, _ in SCHEMA["Frame"].values()
+          if typ[0].isupper()}
 
 _U64 = (1 << 64) - 1
 
