@@ -1841,6 +1841,12 @@ static void test_revision2_rules(void **state)
 	v.refusal = SEMQ__REFUSAL__REFUSAL_CONFLICT;
 	v.high = (uint64_t)INT64_MAX;
 	assert_valid(&f);
+	/* Frame.hops: the relays a forwarded frame passed, 0..255 */
+	f.hops = 255;
+	assert_valid(&f);
+	f.hops = 256;
+	assert_refused(&f, "frame.hops: 256 (at most 255)");
+	f.hops = 0;
 	v.result = SEMQ__RESULT__RESULT_PROCESSED;
 	assert_refused(&f, "AckIndication.verdicts[0].refusal: 1 with "
 			   "result 0");
