@@ -25,6 +25,7 @@ int store__seterr(struct store *st, int code, const char *fmt, ...)
 	vsnprintf(st->errmsg, sizeof st->errmsg, fmt, ap);
 	va_end(ap);
 	st->full = 0;
+	st->lock_timed_out = 0;
 	return code;
 }
 
@@ -36,6 +37,7 @@ int store__dberr(struct store *st, const char *what)
 	seterr(st, SEMQ_ERR_DB, "%s: %s: %s", st->name, what,
 	       db_errmsg(st->db));
 	st->full = ec == DB_E_FULL;
+	st->lock_timed_out = ec == DB_E_BUSY;
 	if (ec == DB_E_LOST)
 		st->lost = 1;
 	st->tx_failed = 1;
@@ -712,6 +714,11 @@ const char *store_errmsg(const struct store *st)
 int store_disk_full(const struct store *st)
 {
 	return st ? st->full : 0;
+}
+
+int store_locked_out(const struct store *st)
+{
+	return st ? st->lock_timed_out : 0;
 }
 
 const struct semq_plugin_tx *store_plugin_tx(struct store *st)

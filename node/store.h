@@ -94,6 +94,11 @@ const char *store_errmsg(const struct store *st);
  * database) is full, or the file could not be written (SQLITE_FULL,
  * SQLITE_IOERR)? Then waiting for space is the remedy, not dropping work. */
 int store_disk_full(const struct store *st);
+/* Did it fail because another connection held the database's lock for
+ * longer than the busy timeout (an application's transaction, a
+ * checkpoint)? Then waiting for the lock is the remedy, not dropping
+ * work. */
+int store_locked_out(const struct store *st);
 /* Inside the open batch: replaces this node's scratch row with one of
  * `bytes` bytes (zeros on SQLite, text the server cannot compress on
  * PostgreSQL; 0: removes it), so that the commit needs at least that much

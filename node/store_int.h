@@ -290,7 +290,8 @@ struct store {
 	int tx_failed; /* a statement failed in the open transaction */
 	int lost;      /* PostgreSQL: the connection is gone; reconnect */
 	char errmsg[STORE_ERRMAX];
-	int full; /* errmsg is a full disk or a failed write */
+	int full;           /* errmsg is a full disk or a failed write */
+	int lock_timed_out; /* errmsg: another connection kept the lock */
 };
 
 /* The SQL text of each statement (store_sql.c): SQLite's, and

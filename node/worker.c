@@ -351,6 +351,53 @@ static void probe(struct worker *w)
 	set_disk_full(w, 0, NULL);
 }
 
+/*
+ * Another connection holds the database's lock past the busy timeout (an
+ * application's long transaction): the batch is tried again whole until it
+ * gets the lock or the worker stops, instead of one job at a time, each
+ * waiting the timeout again and dropped (a flood of jobs would take the
+ * store thread for minutes and make every peer resend). Its jobs stay
+ * counted in memory_budget, so reading stays paused meanwhile. One line
+ * when it starts, one every LOCK_LOG_MS, one when it got the lock.
+ */
+#define LOCK_LOG_MS 60000
+
+static int wait_for_lock(struct worker *w, struct job *jobs, size_t n,
+			 int64_t t0, struct outbox *ob,
+			 struct proto_counts *cnt)
+{
+	int64_t logged = mono_us();
+	unsigned tries = 1;
+	int r = SEMQ_ERR_DB, stop = 0;
+
+	log_msg(LOG_WARN, "store", NULL, NULL,
+		"batch of %zu jobs waits for the database (%s); trying it "
+		"again until another connection lets go of the lock",
+		n, store_errmsg(w->st));
+	while (!stop) {
+		r = run_batch(w, jobs, NULL, 1, ob, cnt);
+		tries++;
+		if (r == SEMQ_OK || !store_locked_out(w->st))
+			break;
+		if (mono_us() - logged >= (int64_t)LOCK_LOG_MS * 1000) {
+			logged = mono_us();
+			log_msg(LOG_WARN, "store", NULL, NULL,
+				"still waiting for the database lock after "
+				"%lld s (%u tries): %s",
+				(long long)((logged - t0) / 1000000), tries,
+				store_errmsg(w->st));
+		}
+		pthread_mutex_lock(&w->mu);
+		stop = w->stop;
+		pthread_mutex_unlock(&w->mu);
+	}
+	if (r == SEMQ_OK)
+		log_msg(LOG_INFO, "store", NULL, NULL,
+			"got the database lock after %lld ms (%u tries)",
+			(long long)((mono_us() - t0) / 1000), tries);
+	return r;
+}
+
 static void batch(struct worker *w, struct job *jobs, size_t n)
 {
 	struct proto_counts cnt = {0};
@@ -364,6 +411,8 @@ static void batch(struct worker *w, struct job *jobs, size_t n)
 
 	outbox_init(&ob);
 	r = run_batch(w, jobs, NULL, 1, &ob, &cnt);
+	if (r != SEMQ_OK && store_locked_out(w->st))
+		r = wait_for_lock(w, jobs, n, t0, &ob, &cnt);
 	if (r != SEMQ_OK && store_disk_full(w->st) && !w->disk_full) {
 		set_disk_full(w, 1, store_errmsg(w->st));
 		w->probed = mono_us();

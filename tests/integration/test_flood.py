@@ -27,6 +27,9 @@ second: 15,000 of 8 KiB), in frames of ~33 KB.
      peak RSS (VmHWM) is read: its growth over the baseline must stay
      under memory_budget * RSS_K + RSS_SLACK (see there why), while
      without the bound S would have read all ~120 MiB into its queue.
+     The lock is held on until S's store batch has timed out waiting for
+     it (the database's busy timeout, 5 s) and logged that it waits for
+     it: that batch is tried again whole, never dropped job by job.
   3. Drain: the lock is released and X behaves: it reads the answers
      (AckIndication, Ping), confirms each verdict (AckResponse) and sends
      the rest. A store batch that waited longer than the database's busy
@@ -562,6 +565,11 @@ class PgLock:
 
 # ---- the scenario -----------------------------------------------------------
 
+def wait_log_line(t, node, text, what):
+    wait_until(lambda: text in node.log_text() or Pending("not logged yet"),
+               STEP_TIMEOUT, f"{node.id}: {what}", on_timeout=t.logs)
+
+
 def journal_counts(s):
     """(rows, distinct seqs, min seq, max seq) of X->S in S's journal."""
     rows = s.sql("SELECT count(*), count(DISTINCT seq), min(seq), max(seq) "
@@ -718,6 +726,10 @@ def flood(t, store):
                 f"baseline {baseline / MIB:.1f} MiB, over memory_budget " \
                 f"{BUDGET / MIB:.0f} MiB * {RSS_K:g} + " \
                 f"{RSS_SLACK / MIB:.0f} MiB"
+            # held past the database's busy timeout (5 s): the store's
+            # batch timed out waiting for the lock and waits again, whole
+            wait_log_line(t, s, "waits for the database",
+                          "S's batch timed out on the lock")
         finally:
             lock.release()
 
@@ -753,6 +765,13 @@ def flood(t, store):
             f"bound {bound / MIB:.0f} MiB"
         dropped = [ln for ln in s.log_text().splitlines()
                    if "peer=X job dropped" in ln]
+        # the batch that waited for the lock was tried again whole, not
+        # dropped job by job (each waiting the timeout again)
+        assert not dropped, dropped[:3]
+        got = [ln for ln in s.log_text().splitlines()
+               if "got the database lock after" in ln]
+        assert got, "S never logged that it got the database lock"
+        print(f"     {got[0]}", flush=True)
         print(f"FIGURES flood_{store}: X sent {plan.count} messages of "
               f"{plan.payload} B in {plan.frames} Data frames of "
               f"{frame_len} B ({plan.frames * frame_len / MIB:.0f} MiB) to "
