@@ -61,6 +61,7 @@
 #include "worker.h"
 
 #define REPLY_TIMEOUT_S 10   /* a request the store thread did not answer */
+#define METRICS_TIMEOUT_S 3  /* /metrics: then the tables' last part */
 #define MAX_PENDING 64       /* requests waiting for the store thread */
 #define MAX_BODY (64 * 1024) /* bytes of a request body */
 #define MAX_HEADERS (16 * 1024)
@@ -118,6 +119,11 @@ struct admin {
 	struct evconnlistener *listener; /* evhttp's, for accept_error() */
 	struct event *accept_retry;      /* the listener paused: resume */
 	unsigned accept_failed;          /* failures this episode */
+	/* /metrics: the store thread's last part (the tables' counts), and
+	 * when it came (monotonic ms), for an answer while it is busy */
+	char *tables;
+	size_t tables_len;
+	int64_t tables_at;
 };
 
 /* ---- answering ------------------------------------------------------------- */
@@ -880,12 +886,74 @@ static void pending_unlink(struct admin *a, struct pending *p)
 	free(p);
 }
 
+static int64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/*
+ * /metrics: the tables' part (from the store thread, `tables` of age
+ * `age_ms`, -1 when there is none) and the network's, which is always
+ * current. semq_metrics_tables_age_seconds says how old the first part is:
+ * 0 when the store thread answered this request, more when it was busy
+ * (a long lock on the database) and its last answer was used.
+ */
+static void send_metrics(struct admin *a, struct evhttp_request *req,
+			 const char *tables, size_t len, int64_t age_ms)
+{
+	struct evbuffer *b = evbuffer_new();
+	size_t n;
+	char *body;
+
+	if (!b || (len && evbuffer_add(b, tables, len) != 0)) {
+		if (b)
+			evbuffer_free(b);
+		send_error(req, 500, "out of memory");
+		return;
+	}
+	evbuffer_add_printf(
+		b,
+		"# HELP semq_metrics_tables_age_seconds How old the counts of "
+		"the tables above are: 0 when the store thread answered this "
+		"request; when it was busy (the database locked) its last "
+		"answer is used; -1: none yet.\n"
+		"# TYPE semq_metrics_tables_age_seconds gauge\n"
+		"semq_metrics_tables_age_seconds %.3f\n",
+		age_ms < 0 ? -1.0 : (double)age_ms / 1000.0);
+	network_metrics(a, b);
+	n = evbuffer_get_length(b);
+	body = (char *)evbuffer_pullup(b, -1);
+	if (body)
+		send_body(req, 200, "text/plain; version=0.0.4; charset=utf-8",
+			  body, n);
+	else
+		send_error(req, 500, "out of memory");
+	evbuffer_free(b);
+}
+
 static void timeout_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct pending *p = arg;
+	struct admin *a = p->a;
 
 	(void)fd;
 	(void)what;
+	if (p->metrics) {
+		/* The bounds' metrics matter most when the store is stuck:
+		 * answer with what is known. */
+		log_msg(LOG_DEBUG, "admin", NULL, NULL,
+			"request %" PRIu64 ": /metrics with the tables' counts "
+			"of %s (the store thread did not answer within %d s)",
+			p->id, a->tables ? "its last answer" : "none yet",
+			METRICS_TIMEOUT_S);
+		send_metrics(a, p->req, a->tables, a->tables_len,
+			     a->tables ? mono_ms() - a->tables_at : -1);
+		pending_unlink(a, p);
+		return;
+	}
 	log_msg(LOG_WARN, "admin", NULL, NULL,
 		"request %" PRIu64 ": no answer from the store thread within "
 		"%d s",
@@ -935,7 +1003,8 @@ static void to_store(struct admin *a, struct evhttp_request *req,
 		     const struct route *rt, const char *method,
 		     const char *path, const char *query)
 {
-	struct timeval tv = {REPLY_TIMEOUT_S, 0};
+	struct timeval tv = {rt->metrics ? METRICS_TIMEOUT_S : REPLY_TIMEOUT_S,
+			     0};
 	struct pending *p = NULL;
 	struct job *j = NULL;
 
@@ -979,9 +1048,7 @@ nomem:
 void admin_deliver(struct admin *a, struct out *o)
 {
 	struct pending *p;
-	struct evbuffer *b;
-	size_t n;
-	char *body;
+	char *copy;
 
 	for (p = a->pending; p; p = p->next)
 		if (p->id == o->req_id)
@@ -999,23 +1066,15 @@ void admin_deliver(struct admin *a, struct out *o)
 		pending_unlink(a, p);
 		return;
 	}
-	b = evbuffer_new();
-	if (!b || evbuffer_add(b, o->bytes, o->len) != 0) {
-		if (b)
-			evbuffer_free(b);
-		send_error(p->req, 500, "out of memory");
-		pending_unlink(a, p);
-		return;
+	copy = malloc(o->len ? o->len : 1);
+	if (copy) {
+		memcpy(copy, o->bytes, o->len);
+		free(a->tables);
+		a->tables = copy;
+		a->tables_len = o->len;
+		a->tables_at = mono_ms();
 	}
-	network_metrics(a, b);
-	n = evbuffer_get_length(b);
-	body = (char *)evbuffer_pullup(b, -1);
-	if (body)
-		send_body(p->req, 200,
-			  "text/plain; version=0.0.4; charset=utf-8", body, n);
-	else
-		send_error(p->req, 500, "out of memory");
-	evbuffer_free(b);
+	send_metrics(a, p->req, (const char *)o->bytes, o->len, 0);
 	pending_unlink(a, p);
 }
 
@@ -1260,6 +1319,7 @@ void admin_free(struct admin *a)
 		return;
 	if (listening == a)
 		listening = NULL;
+	free(a->tables);
 	if (a->accept_retry)
 		event_free(a->accept_retry);
 	/* Requests still pending belong to connections evhttp_free() frees:

@@ -22,8 +22,9 @@ second: 15,000 of 8 KiB), in frames of ~33 KB.
      paused reading from X (/peers says "paused", and S logged that it
      went over memory_budget) and X's sender is blocked: its socket
      (SO_SNDBUF 64 KiB) stays not writable with bytes waiting, so X has
-     written all S will take. /metrics cannot be asked meanwhile: the
-     store thread answers it, and that thread waits for the lock. Then S's
+     written all S will take. /metrics then answers after 3 s with the
+     tables' last counts and current gauges: X paused, the queue over half
+     the budget, semq_read_pauses_total >= 1. Then S's
      peak RSS (VmHWM) is read: its growth over the baseline must stay
      under memory_budget * RSS_K + RSS_SLACK (see there why), while
      without the bound S would have read all ~120 MiB into its queue.
@@ -682,10 +683,10 @@ def flood(t, store):
             x.allow(plan.frames)
 
             def pressed():
-                # /peers is answered by the network thread; /metrics is
-                # not: it is a job of the store thread (ARCHITECTURE.md,
-                # "What a read costs"), queued behind the flood and
-                # waiting for the lock, so it would answer 503 after 10 s
+                # /peers is answered by the network thread; /metrics
+                # waits 3 s for the store thread (queued behind the flood,
+                # waiting for the lock) and then answers with the tables'
+                # last counts: asked once, below
                 x.check()
                 entry = peer_entry(s, "X") or {}
                 line = pause_lines(s)
@@ -726,6 +727,18 @@ def flood(t, store):
                 f"baseline {baseline / MIB:.1f} MiB, over memory_budget " \
                 f"{BUDGET / MIB:.0f} MiB * {RSS_K:g} + " \
                 f"{RSS_SLACK / MIB:.0f} MiB"
+            # /metrics answers while the store thread is stuck: the
+            # tables' part is its last answer (older than 0 s), the
+            # bounds' gauges are current
+            status, body = s.admin_get("/metrics", timeout=15)
+            assert status == 200, f"/metrics under the lock: {status}"
+            under = {ln.split()[0]: float(ln.split()[-1])
+                     for ln in body.splitlines()
+                     if ln and not ln.startswith("#")}
+            assert under["semq_connections_paused"] == 1, under
+            assert under["semq_read_pauses_total"] >= 1, under
+            assert under["semq_store_queue_bytes"] >= BUDGET // 2, under
+            assert under["semq_metrics_tables_age_seconds"] != 0, under
             # held past the database's busy timeout (5 s): the store's
             # batch timed out waiting for the lock and waits again, whole
             wait_log_line(t, s, "waits for the database",
