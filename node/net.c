@@ -969,6 +969,10 @@ static void accept_cb(struct evconnlistener *l, evutil_socket_t fd,
 		evutil_inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof host);
 		port = ntohs(in6->sin6_port);
 		memcpy(ip, &in6->sin6_addr, 16);
+		/* Counted by its /64: a host holds a whole /64 and may
+		 * take a new address of it for every connection. */
+		if (!IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr))
+			memset(ip + 8, 0, 8);
 	}
 	addr_text(addr, sizeof addr, host, port);
 	if (n->stopping) {
