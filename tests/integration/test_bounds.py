@@ -72,7 +72,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import wire  # noqa: E402
 from semqtest import (HarnessError, Pending, admin_metric,  # noqa: E402
-                      check_exactly_once, connect, run, test, wait_until)
+                      check_exactly_once, connect, free_port, run, test,
+                      wait_until)
 
 GOOD_COUNT = 200   # messages R delivers during an attack
 IO_TIMEOUT = 20.0  # a step of a Python peer
@@ -735,6 +736,83 @@ def per_address_connections(t):
           f"{delivered} exactly once", flush=True)
     r.stop()
     s.stop()
+
+
+# IPv6 addresses this test puts on lo for the time it runs: two of one /64,
+# a third of it, and one of another /64 (fd00::/8, unique local: never
+# routed).
+V6_NET_A = "fd00:5e:17:a::"
+V6_NET_B = "fd00:5e:17:b::"
+
+
+def ready_peer_v6(node, certs, cert_id, source):
+    """ready_peer over IPv6 from `source` to node's [::] listener."""
+    raw = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
+    raw.settimeout(IO_TIMEOUT)
+    try:
+        raw.bind((source, 0))
+        raw.connect(("::1", node.listen_port))
+        p = client_context(certs, cert_id).wrap_socket(raw)
+    except BaseException:
+        raw.close()
+        raise
+    p.sendall(wire.frame(hello_frame(cert_id)))
+    kind, body = wire.decode_frame(wire.read_frame(p))
+    assert kind == "hello" and body["node_id"] == node.id, (kind, body)
+    return p
+
+
+@test(timeout=120)
+def per_address_ipv6_prefix(t):
+    """An IPv6 peer counts by its /64 (a host may take any address of it
+    for each connection): max_connections_per_address 2, S listening on
+    [::]; two peers from two addresses of one /64 are served, a third
+    connection from a third address of it is closed at accept, one from
+    another /64 is served. The addresses are put on lo for the test (root,
+    as tools/test.sh runs) and removed after."""
+    addrs = [V6_NET_A + "1", V6_NET_A + "2", V6_NET_A + "3", V6_NET_B + "1"]
+    added = []
+    try:
+        for a in addrs:
+            subprocess.run(["ip", "-6", "addr", "add", a + "/64", "dev",
+                            "lo", "nodad"], check=True, capture_output=True,
+                           text=True)
+            added.append(a)
+        certs = t.certs(["S", "X", "Y", "Z"])
+        port = free_port()
+        s = t.node("S", certs, admin=True, listen=f"[::]:{port}",
+                   node_options={"max_connections_per_address": 2})
+        for i in ("X", "Y", "Z"):
+            s.add_peer(i)
+        s.start()
+        x = ready_peer_v6(s, certs, "X", addrs[0])
+        y = ready_peer_v6(s, certs, "Y", addrs[1])
+        try:
+            z = ready_peer_v6(s, certs, "Z", addrs[2])
+            z.close()
+            raise HarnessError(f"a third connection from {V6_NET_A}/64 was "
+                               f"served")
+        except (ssl.SSLError, ConnectionError, EOFError, socket.timeout,
+                wire.WireError) as e:
+            how = type(e).__name__
+        assert metric(s, "semq_connections_refused_total",
+                      reason="connections_per_address") == 1
+        ready_peer_v6(s, certs, "Z", addrs[3]).close()
+        x.close()
+        y.close()
+        print(f"FIGURES per_address_ipv6_prefix: {addrs[0]} and {addrs[1]} "
+              f"served, {addrs[2]} (the same /64) closed at accept ({how} "
+              f"at the client) with max_connections_per_address=2, "
+              f"{addrs[3]} (another /64) served", flush=True)
+        s.stop()
+    except subprocess.CalledProcessError as e:
+        raise HarnessError(f"cannot put {e.cmd[3]} on lo for the test "
+                           f"(root and iproute2 are needed): "
+                           f"{e.stderr.strip()}")
+    finally:
+        for a in added:
+            subprocess.run(["ip", "-6", "addr", "del", a + "/64", "dev",
+                            "lo"], capture_output=True)
 
 
 # ---- 6: EMFILE --------------------------------------------------------------
