@@ -417,7 +417,15 @@ static void batch(struct worker *w, struct job *jobs, size_t n)
 		set_disk_full(w, 1, store_errmsg(w->st));
 		w->probed = mono_us();
 	}
-	if (r != SEMQ_OK) {
+	if (r != SEMQ_OK && store_locked_out(w->st)) {
+		/* Stopping while another connection holds the lock: one
+		 * job at a time would wait the timeout each. Nothing of
+		 * them was committed or answered; their peers resend. */
+		log_msg(LOG_WARN, "store", NULL, NULL,
+			"stopping: %zu jobs dropped, the database still "
+			"locked (%s); their peers will resend or query",
+			n, store_errmsg(w->st));
+	} else if (r != SEMQ_OK) {
 		/* While the disk is full only the first failure is news. */
 		int level = w->disk_full ? LOG_DEBUG : LOG_WARN;
 
