@@ -362,19 +362,31 @@ static void probe(struct worker *w)
  */
 #define LOCK_LOG_MS 60000
 
+static int stop_asked(struct worker *w)
+{
+	int stop;
+
+	pthread_mutex_lock(&w->mu);
+	stop = w->stop;
+	pthread_mutex_unlock(&w->mu);
+	return stop;
+}
+
 static int wait_for_lock(struct worker *w, struct job *jobs, size_t n,
 			 int64_t t0, struct outbox *ob,
 			 struct proto_counts *cnt)
 {
 	int64_t logged = mono_us();
 	unsigned tries = 1;
-	int r = SEMQ_ERR_DB, stop = 0;
+	int r = SEMQ_ERR_DB;
 
+	if (stop_asked(w))
+		return r;
 	log_msg(LOG_WARN, "store", NULL, NULL,
 		"batch of %zu jobs waits for the database (%s); trying it "
 		"again until another connection lets go of the lock",
 		n, store_errmsg(w->st));
-	while (!stop) {
+	while (!stop_asked(w)) {
 		r = run_batch(w, jobs, NULL, 1, ob, cnt);
 		tries++;
 		if (r == SEMQ_OK || !store_locked_out(w->st))
@@ -387,9 +399,6 @@ static int wait_for_lock(struct worker *w, struct job *jobs, size_t n,
 				(long long)((logged - t0) / 1000000), tries,
 				store_errmsg(w->st));
 		}
-		pthread_mutex_lock(&w->mu);
-		stop = w->stop;
-		pthread_mutex_unlock(&w->mu);
 	}
 	if (r == SEMQ_OK)
 		log_msg(LOG_INFO, "store", NULL, NULL,
