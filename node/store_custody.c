@@ -99,14 +99,21 @@ int store_undeliverable(struct store *st, const struct msgid *id,
 	return tx_close(st, own, r);
 }
 
-int store_custody_waiting(struct store *st, store_waiting_cb cb, void *ctx)
+/* Rows of statement q (bound: this node's id) as (dest, relay, n, since):
+ * the custody an origin's rows are in, counted (Q_CNT_WAITING) or scanned
+ * (Q_OUT_WAITING). */
+int store__waiting_rows(struct store *st, enum q q, const char *what,
+			store_waiting_cb cb, void *ctx)
 {
 	struct db_stmt *s;
 	int rc, r = SEMQ_OK;
 
-	if (!st || !cb)
+	if (!st)
 		return SEMQ_ERR_INVALID;
-	s = q_get(st, Q_OUT_WAITING);
+	if (!cb)
+		return seterr(st, SEMQ_ERR_INVALID, "%s: callback is missing",
+			      what);
+	s = q_get(st, q);
 	if (!s)
 		return SEMQ_ERR_DB;
 	db_bind_text(s, 1, st->node_id);
@@ -120,9 +127,15 @@ int store_custody_waiting(struct store *st, store_waiting_cb cb, void *ctx)
 			break;
 	}
 	if (rc < 0)
-		r = dberr(st, "reading custody");
-	q_put(st, Q_OUT_WAITING, s);
+		r = dberr(st, what);
+	q_put(st, q, s);
 	return r;
+}
+
+int store_custody_waiting(struct store *st, store_waiting_cb cb, void *ctx)
+{
+	return store__waiting_rows(st, Q_OUT_WAITING, "reading custody", cb,
+				   ctx);
 }
 
 int store_custody_use(struct store *st, const char *origin,

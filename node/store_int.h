@@ -305,6 +305,8 @@ extern const struct q_text store__q[Q__N];
 int store__seterr(struct store *st, int code, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 int store__dberr(struct store *st, const char *what);
+int store__waiting_rows(struct store *st, enum q q, const char *what,
+			store_waiting_cb cb, void *ctx);
 void store__copy_err(const struct store *st, char *err, size_t errsz);
 struct db_stmt *store__q_get(struct store *st, enum q i);
 void store__q_put(struct store *st, enum q i, struct db_stmt *s);

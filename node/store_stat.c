@@ -128,31 +128,8 @@ int store_counts(struct store *st, store_stat_cb cb, void *ctx)
 
 int store_counts_waiting(struct store *st, store_waiting_cb cb, void *ctx)
 {
-	struct db_stmt *s;
-	int rc, r = SEMQ_OK;
-
-	if (!st)
-		return SEMQ_ERR_INVALID;
-	if (!cb)
-		return seterr(st, SEMQ_ERR_INVALID, "%s",
-			      "counts: callback is missing");
-	s = q_get(st, Q_CNT_WAITING);
-	if (!s)
-		return SEMQ_ERR_DB;
-	db_bind_text(s, 1, st->node_id);
-	while ((rc = db_step(s)) == DB_ROW) {
-		char dest[SEMQ_ID_MAX + 1], relay[SEMQ_ID_MAX + 1];
-
-		col_text(dest, sizeof dest, s, 0);
-		col_text(relay, sizeof relay, s, 1);
-		if (cb(ctx, dest, relay, db_col_int64(s, 2),
-		       db_col_null(s, 3) ? 0 : db_col_int64(s, 3)))
-			break;
-	}
-	if (rc < 0)
-		r = dberr(st, "reading semq_counts");
-	q_put(st, Q_CNT_WAITING, s);
-	return r;
+	return store__waiting_rows(st, Q_CNT_WAITING, "reading semq_counts", cb,
+				   ctx);
 }
 
 int store_counts_custody(struct store *st, store_custody_cb cb, void *ctx)
