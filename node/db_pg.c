@@ -44,15 +44,39 @@
  *    connect_timeout 10 s (libpq's default is to wait forever). The session
  *    settings (lock_timeout, synchronous_commit) are SET after every
  *    connect, reconnect included.
+ *  - A lost connection (the server gone, or one that no longer takes writes:
+ *    a standby, a primary being shut down or demoted — SQLSTATE class 08,
+ *    57P01-57P03, 25006) is DB_E_LOST; the store then calls
+ *    dbpg_reconnect() before its next transaction. libpq tries the URL's
+ *    hosts in order, and with target_session_attrs=read-write keeps only a
+ *    server that takes writes, so after a failover the reconnect finds the
+ *    promoted standby. While none does (between the primary's death and the
+ *    promotion) attempts back off: the first at once, then RETRY_MIN_MS
+ *    apart, doubling to RETRY_MAX_MS; dbpg_reconnect sleeps until its
+ *    attempt is due, which paces whoever calls it, so a caller that retries
+ *    in a loop neither spins nor floods the servers with connections. A
+ *    connection that lived RETRY_RESET_MS since the last attempt starts
+ *    again at once. The state is per connection (struct pgdb): a process
+ *    may hold several.
+ *  - A COMMIT that returns with PostgreSQL's WARNING that its wait for the
+ *    synchronous standby was cancelled (pg_cancel_backend,
+ *    statement_timeout) is committed on this server only, perhaps not on
+ *    the standby a failover promotes: it fails DB_E_LOST like a COMMIT whose
+ *    connection dropped (notice(), syncrep_check()), so that what the batch
+ *    answered is not sent on its word. (Its rows are visible here at once,
+ *    though: a transaction that only reads them commits without waiting
+ *    for the standby; docs/OPERATIONS.md says what that leaves open.)
  *  - Every PGresult is cleared where it is consumed or in dbpg_reset() /
  *    dbpg_finalize(); the driver holds at most three per statement (the
  *    current rows, and for a bulk one the rows read ahead and the error that
  *    ended them).
  */
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <libpq-fe.h>
 
@@ -84,6 +108,10 @@ enum {
 #define PG_MAXPARAMS 65535
 #define DEFAULT_LOCK_TIMEOUT_MS 5000
 #define DEFAULT_CONNECT_TIMEOUT_S "10"
+/* Reconnect attempts while no server takes the connection (DESIGN). */
+#define RETRY_MIN_MS 50
+#define RETRY_MAX_MS 1000
+#define RETRY_RESET_MS 10000
 
 struct pgstmt;
 
@@ -97,6 +125,15 @@ struct pgdb {
 	/* The bulk statement whose rows are still coming on the connection
 	 * (borrowed), or NULL: the connection is free. */
 	struct pgstmt *streaming;
+	/* Reconnecting (DESIGN): when the last attempt began (monotonic ms,
+	 * 0 = none yet), the wait from it to the next, and the attempts that
+	 * failed in a row. */
+	int64_t retry_last;
+	int retry_wait_ms;
+	unsigned retry_failed;
+	/* The command that just ran was a COMMIT whose wait for the
+	 * synchronous standby was cancelled (notice()). */
+	int syncrep_cancelled;
 };
 
 /* How a column is read: decided once per result from its type OID. */
@@ -140,11 +177,22 @@ static struct pgstmt *pgstmt_of(struct db_stmt *s)
 	return (struct pgstmt *)s;
 }
 
-/* Notices (`relation … already exists, skipping`) are not errors: quiet. */
-static void quiet_notice(void *arg, const char *message)
+/*
+ * Notices (`relation … already exists, skipping`) are not errors: quiet. One
+ * is noted: the WARNING of a COMMIT whose wait for the synchronous standby
+ * was cancelled (pg_cancel_backend, statement_timeout). That transaction is
+ * committed on this server but perhaps not on the standby a failover would
+ * promote, so the call that ran it fails as if the connection had been lost
+ * during the COMMIT (see syncrep_check). It is told by the routine that
+ * raised it, which, unlike the message, is never translated.
+ */
+static void notice(void *arg, const PGresult *res)
 {
-	(void)arg;
-	(void)message;
+	struct pgdb *pd = arg;
+	const char *fn = PQresultErrorField(res, PG_DIAG_SOURCE_FUNCTION);
+
+	if (fn && strcmp(fn, "SyncRepWaitForLSN") == 0)
+		pd->syncrep_cancelled = 1;
 }
 
 /* ---- errors --------------------------------------------------------------- */
@@ -169,6 +217,11 @@ static enum db_errclass classify(PGconn *conn, const char *state)
 		     strcmp(state, "08P01") != 0) ||
 		    strcmp(state, "57P01") == 0 ||
 		    strcmp(state, "57P02") == 0 || strcmp(state, "57P03") == 0)
+			return DB_E_LOST;
+		/* read_only_sql_transaction: the session is on a server that
+		 * takes no writes (a standby; a primary demoted under us): a
+		 * new connection finds the one that does. */
+		if (strcmp(state, "25006") == 0)
 			return DB_E_LOST;
 	}
 	if (!conn || PQstatus(conn) == CONNECTION_BAD)
@@ -240,6 +293,11 @@ static int pg_fail(struct pgdb *pd, const PGresult *res)
 		oneline(det, sizeof(det), detail);
 		return db_seterr(&pd->base, ec, "%s (%s)", msg, det);
 	}
+	if (ec == DB_E_LOST && state && strcmp(state, "25006") == 0)
+		return db_seterr(&pd->base, ec,
+				 "%s (a server that takes no writes, such as a "
+				 "standby: to be connected again)",
+				 msg);
 	if (ec == DB_E_LOST && !strstr(msg, "connection"))
 		return db_seterr(&pd->base, ec, "%s (connection lost)", msg);
 	return db_seterr(&pd->base, ec, "%s", msg);
@@ -261,6 +319,23 @@ static void note_changes(struct pgdb *pd, const PGresult *res)
 		pd->base.changes = strtoll(n, NULL, 10);
 }
 
+/*
+ * After a command that succeeded: was it a COMMIT that the synchronous
+ * standby never confirmed (notice())? Then it fails like a COMMIT whose
+ * connection was lost: committed here, but perhaps not on the standby a
+ * failover promotes, so nothing it did may be acknowledged on its word.
+ */
+static int syncrep_check(struct pgdb *pd)
+{
+	if (!pd->syncrep_cancelled)
+		return SEMQ_OK;
+	pd->syncrep_cancelled = 0;
+	return db_seterr(&pd->base, DB_E_LOST,
+			 "the commit's wait for the synchronous standby was "
+			 "cancelled: committed here, perhaps not on the "
+			 "standby; taken as not committed");
+}
+
 static void read_ahead(struct pgdb *pd);
 
 /* ---- the connection ------------------------------------------------------- */
@@ -272,7 +347,7 @@ static int session_setup(struct pgdb *pd)
 	PGresult *res;
 	int r;
 
-	PQsetNoticeProcessor(pd->conn, quiet_notice, NULL);
+	PQsetNoticeReceiver(pd->conn, notice, pd);
 	snprintf(sql, sizeof(sql), "SET lock_timeout = %d%s",
 		 pd->lock_timeout_ms,
 		 pd->synchronous >= 0 && pd->synchronous < 2
@@ -389,13 +464,14 @@ int dbpg_exec(struct db *d, const char *sql)
 	if (!sql)
 		return db_seterr(d, DB_E_OTHER, "exec: no SQL text");
 	read_ahead(pd);
+	pd->syncrep_cancelled = 0;
 	res = PQexec(pd->conn, sql);
 	switch (res ? PQresultStatus(res) : PGRES_FATAL_ERROR) {
 	case PGRES_COMMAND_OK:
 	case PGRES_TUPLES_OK:
 	case PGRES_EMPTY_QUERY:
 		note_changes(pd, res);
-		r = SEMQ_OK;
+		r = syncrep_check(pd);
 		break;
 	default: r = pg_fail(pd, res); break;
 	}
@@ -416,9 +492,51 @@ int dbpg_in_tx(struct db *d)
 	}
 }
 
+static int64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Sleeps until the monotonic clock reads at least `until` (ms). */
+static void sleep_until_ms(int64_t until)
+{
+	struct timespec ts = {.tv_sec = (time_t)(until / 1000),
+			      .tv_nsec = (long)(until % 1000) * 1000000L};
+
+	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) ==
+	       EINTR)
+		;
+}
+
+/* Waits until the next reconnect attempt is due and notes that it begins
+ * (DESIGN: the backoff). */
+static void retry_pace(struct pgdb *pd)
+{
+	int64_t now = mono_ms();
+
+	if (pd->retry_last && now - pd->retry_last >= RETRY_RESET_MS) {
+		pd->retry_wait_ms = 0; /* it lived: a new outage */
+		pd->retry_failed = 0;
+	}
+	if (pd->retry_last && now < pd->retry_last + pd->retry_wait_ms) {
+		sleep_until_ms(pd->retry_last + pd->retry_wait_ms);
+		now = mono_ms();
+	}
+	pd->retry_last = now;
+	pd->retry_wait_ms = pd->retry_wait_ms < RETRY_MIN_MS ? RETRY_MIN_MS
+			    : pd->retry_wait_ms >= RETRY_MAX_MS / 2
+				    ? RETRY_MAX_MS
+				    : 2 * pd->retry_wait_ms;
+}
+
 int dbpg_reconnect(struct db *d)
 {
 	struct pgdb *pd = pgdb_of(d);
+	char why[DB_ERRMAX];
+	int r;
 
 	db_clearerr(d);
 	/* Whatever happens, the server session the statements knew is gone,
@@ -429,10 +547,25 @@ int dbpg_reconnect(struct db *d)
 		pd->streaming->ahead = AHEAD_RESET;
 		pd->streaming = NULL;
 	}
+	retry_pace(pd);
 	PQreset(pd->conn);
-	if (PQstatus(pd->conn) != CONNECTION_OK)
-		return pg_fail(pd, NULL);
-	return session_setup(pd);
+	if (PQstatus(pd->conn) == CONNECTION_OK)
+		r = session_setup(pd);
+	else
+		r = pg_fail(pd, NULL);
+	if (r == SEMQ_OK) {
+		pd->retry_failed = 0;
+		return SEMQ_OK;
+	}
+	pd->retry_failed++;
+	if (db_errclass(d) != DB_E_LOST)
+		return r;
+	/* Still lost: say how long we have been trying. */
+	snprintf(why, sizeof(why), "%s", db_errmsg(d));
+	return db_seterr(d, DB_E_LOST,
+			 "%s (no server took the connection: attempt %u, the "
+			 "next in %d ms)",
+			 why, pd->retry_failed, pd->retry_wait_ms);
 }
 
 /* ---- statements ----------------------------------------------------------- */
@@ -935,6 +1068,7 @@ static int execute(struct pgstmt *ps)
 		r = SEMQ_OK;
 		goto out;
 	}
+	pd->syncrep_cancelled = 0;
 	res = PQexecPrepared(pd->conn, ps->name, ps->nparams, ps->vals,
 			     ps->lens, ps->fmts, 1);
 	switch (res ? PQresultStatus(res) : PGRES_FATAL_ERROR) {
@@ -943,6 +1077,9 @@ static int execute(struct pgstmt *ps)
 	default: r = pg_fail(pd, res); goto out;
 	}
 	note_changes(pd, res);
+	r = syncrep_check(pd);
+	if (r != SEMQ_OK)
+		goto out;
 	ps->res = res;
 	res = NULL;
 	ps->ntuples = PQntuples(ps->res);

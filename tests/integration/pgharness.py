@@ -17,6 +17,11 @@ them for SQLite nodes:
                         its journal read from PostgreSQL
   tag_journal()         makes the journal table record which instance wrote
                         each row (column handled_by), for the spread figures
+  PgCluster(dir)        a cluster of the test's own (tools/pgcluster.sh):
+                        a primary, or its synchronous standby; kill -9,
+                        pause, promote (test_failover.py);
+                        pgcluster_url() names several, pg_server_or_skip()
+                        exits 77 without the server programs
 
 SEMQ_TEST_PG_URL names a database of a running cluster (tools/test.sh starts
 a throw-away one with tools/pgcluster.sh) on which the role may CREATE
@@ -36,11 +41,15 @@ the text (database names, which SQL cannot take as parameters, are checked
 against [a-z_][a-z0-9_]* first).
 """
 
+import atexit
+import glob
 import os
 import re
 import selectors
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.parse
 
@@ -404,3 +413,185 @@ def instance_of(app_names, handled_by):
     app_names, else '?VALUE' (a session that was not an instance)."""
     return handled_by if handled_by in app_names else f"?{handled_by}"
 
+
+# ---- clusters of the test's own: a primary and its synchronous standby ------
+#
+# test_failover.py (issue 18) needs more than $SEMQ_TEST_PG_URL: two servers
+# it may kill and promote. It starts them itself with tools/pgcluster.sh
+# (start, standby, url, kill, promote, stop) in its own directory.
+
+PGCLUSTER = os.path.join(os.environ.get("SEMQ_SOURCE_DIR") or
+                         os.path.dirname(os.path.dirname(os.path.dirname(
+                             os.path.abspath(__file__)))),
+                         "tools", "pgcluster.sh")
+_SERVER_PROGRAMS = ("initdb", "pg_ctl", "pg_basebackup", "postgres")
+_LIVE_CLUSTERS = []
+
+
+def _pg_bindir():
+    """Where tools/pgcluster.sh finds the server programs: $SEMQ_PG_BINDIR,
+    else the newest /usr/lib/postgresql/*/bin, else PATH; None when they
+    are not all there."""
+    cands = []
+    if os.environ.get("SEMQ_PG_BINDIR"):
+        cands.append(os.environ["SEMQ_PG_BINDIR"])
+    else:
+        def version(d):
+            v = d.split("/")[-2]
+            return int(v) if v.isdigit() else 0
+        cands += sorted(glob.glob("/usr/lib/postgresql/*/bin"), key=version,
+                        reverse=True)[:1]
+        initdb = shutil.which("initdb")
+        if initdb:
+            cands.append(os.path.dirname(initdb))
+    for d in cands:
+        if all(os.access(os.path.join(d, p), os.X_OK)
+               for p in _SERVER_PROGRAMS):
+            return d
+    return None
+
+
+def pg_server_or_skip(what):
+    """Returns when the PostgreSQL server programs tools/pgcluster.sh needs
+    (initdb, pg_ctl, pg_basebackup, postgres) and psql are installed; else
+    says loudly that `what` did not run and exits 77 (ctest: skipped)."""
+    d = _pg_bindir()
+    if d and (shutil.which("psql") or
+              os.access(os.path.join(d, "psql"), os.X_OK)):
+        return d
+    bar = "!" * 72
+    print(f"{bar}\n!! SKIPPED: {what}\n!! the PostgreSQL server programs "
+          f"({', '.join(_SERVER_PROGRAMS)}) or psql\n!! are not installed "
+          f"(looked in $SEMQ_PG_BINDIR, /usr/lib/postgresql/*/bin, PATH):"
+          f"\n!! apt-get install postgresql\n{bar}", flush=True)
+    sys.exit(77)
+
+
+def pgcluster(*args, timeout=120.0):
+    """Runs tools/pgcluster.sh ARGS; returns what it printed (stripped)."""
+    cmd = ["bash", PGCLUSTER] + [str(a) for a in args]
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True,
+                           timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise HarnessError(f"{' '.join(cmd)}: not done within {timeout:g} s")
+    if r.returncode != 0:
+        raise HarnessError(f"{' '.join(cmd)} exited {r.returncode}: "
+                           f"{r.stderr.strip()}")
+    return r.stdout.strip()
+
+
+def cluster_base(test_dir, max_len=80):
+    """A directory for the test's clusters: TEST_DIR/pg when its path has at
+    most max_len characters (the socket path must fit, and a URL naming
+    two clusters must fit on one node.ini line: inih takes 197 characters)
+    and the server may reach it (as root it runs as `postgres`: TEST_DIR is
+    then opened to others for traversal only, 0711), else a new directory
+    under /tmp, which the caller removes. Created; returns its path."""
+    base = os.path.join(os.path.abspath(test_dir), "pg")
+    if len(base) <= max_len and re.match(r"^[A-Za-z0-9/._+-]+$", base):
+        if os.geteuid() == 0:
+            os.chmod(test_dir, 0o711)
+        os.makedirs(base, exist_ok=True)
+        os.chmod(base, 0o711)
+        if os.geteuid() != 0 or subprocess.run(
+                ["runuser", "-u", "postgres", "--", "test", "-x", base],
+                capture_output=True).returncode == 0:
+            return base
+    base = tempfile.mkdtemp(prefix="semq-pg-", dir="/tmp")
+    os.chmod(base, 0o711)
+    return base
+
+
+class PgCluster:
+    """One throw-away cluster of tools/pgcluster.sh in `dir`: start() a
+    primary, or start_standby(primary) its synchronous standby; kill(),
+    promote(), pause(), resume(), stop(). .url is its own URL (database
+    semq) and .pg a Pg for it. stop() removes the directory;
+    stop_clusters() stops every cluster still there (the test's finally,
+    and at exit)."""
+
+    def __init__(self, dir):
+        self.dir = os.path.abspath(dir)
+        self.url = None
+        self.pg = None
+
+    def __repr__(self):
+        return f"PgCluster({self.dir!r})"
+
+    def _started(self, url):
+        self.url = url
+        self.pg = Pg(url)
+        _LIVE_CLUSTERS.append(self)
+        return self
+
+    def start(self):
+        return self._started(pgcluster("start", self.dir))
+
+    def start_standby(self, primary):
+        """A streaming standby of primary, which then waits for it at every
+        commit (synchronous_standby_names, synchronous_commit = on)."""
+        return self._started(pgcluster("standby", self.dir, primary.dir))
+
+    def kill(self):
+        """kill -9 of every process of the server at once."""
+        pgcluster("kill", self.dir)
+
+    def promote(self):
+        """The standby becomes a primary; returns once it takes writes."""
+        pgcluster("promote", self.dir)
+
+    def pause(self):
+        """SIGSTOP of every process of the server (a standby falls
+        behind; its primary's commits wait for it if it is synchronous)."""
+        pgcluster("pause", self.dir)
+
+    def resume(self):
+        pgcluster("resume", self.dir)
+
+    def caught_up(self):
+        """A standby has replayed all the WAL it received (so it shows every
+        commit its primary was told of)."""
+        return self.pg.value("SELECT pg_last_wal_receive_lsn() = "
+                             "pg_last_wal_replay_lsn()") == "t"
+
+    def log_tail(self, n=30):
+        return f"[postgres {self.dir}]\n" + \
+            _tail_file(os.path.join(self.dir, "server.log"), n)
+
+    def stop(self):
+        if self in _LIVE_CLUSTERS:
+            _LIVE_CLUSTERS.remove(self)
+        if os.path.isdir(self.dir):
+            pgcluster("stop", self.dir)
+
+
+def pgcluster_url(*clusters):
+    """The URL of database semq on whichever of the clusters takes writes
+    (tools/pgcluster.sh url: host=DIR1,DIR2&port=...&
+    target_session_attrs=read-write)."""
+    return pgcluster("url", *[c.dir for c in clusters])
+
+
+def stop_clusters():
+    """Stops every cluster started here and not stopped yet (errors are
+    printed, not raised: this runs when a test already failed)."""
+    for c in list(_LIVE_CLUSTERS):
+        try:
+            c.stop()
+        except Exception as e:  # noqa: BLE001 - cleaning up
+            print(f"pgharness: stopping {c}: {e}", file=sys.stderr)
+
+
+def _tail_file(path, n):
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return "".join(f.readlines()[-n:])
+    except OSError as e:
+        return f"({e})"
+
+
+atexit.register(stop_clusters)
+
+__all__ += ["PGCLUSTER", "pg_server_or_skip", "pgcluster", "cluster_base",
+            "PgCluster", "pgcluster_url", "stop_clusters"]
