@@ -23,10 +23,15 @@
  * versions only append fields in place of the `reserved` ones, so a struct's
  * size and the offsets of existing fields never change within one major ABI.
  *
- * Threading and transactions: every call happens on the node's store thread.
- * semq_plugin_handle() runs inside the transaction that records the message as
- * received, within a SAVEPOINT of its own: write your business rows through
- * `tx->db` and do NOT begin, commit or roll back yourself. Return
+ * Threading: init is called once per store worker (see `[node] workers`),
+ * each time making a handle of its own, and fini once per handle. Each handle
+ * is only ever called from one thread, one call at a time; calls on different
+ * handles run in parallel. Keep mutable state in the handle: a global that
+ * the calls change needs an atomic or a lock.
+ *
+ * Transactions: semq_plugin_handle() runs inside the transaction that records
+ * the message as received, within a SAVEPOINT of its own: write your business
+ * rows through `tx->db` and do NOT begin, commit or roll back yourself. Return
  *
  *   SEMQ_PLUGIN_OK         the effect is written; it commits with the receipt;
  *   SEMQ_PLUGIN_RETRY      transient failure: your writes are rolled back and

@@ -16,7 +16,14 @@
  *                            process (abort): a plugin that crashes on a
  *                            document, for the host's crash guard
  *   stall_keys = A,B         a message with one of these keys makes the
- *   stall_ms = 3000          call sleep this long first: a hung plugin
+ *   stall_ms = 3000          call sleep this long first (default 0): a
+ *                            hung plugin, for [node] plugin_timeout
+ *   slow_keys = A,B          a message with one of these keys makes the
+ *   slow_ms = 2000           call sleep this long (default 2000), then it is
+ *                            recorded as usual: a slow plugin, for tests
+ *                            and benchmarks of a node whose plugin takes
+ *                            time (stall_keys does the same; the two are
+ *                            apart so that a test says which it means)
  *
  * It works on both node databases: SQLite (tx->db is a `sqlite3 *`) and
  * PostgreSQL (tx->db is a `PGconn *`), with the same table, the same columns
@@ -35,6 +42,13 @@
  *    the process), so a name never collides with one left in a session. The
  *    plugin never touches a connection it is not handed in this call (the
  *    old one may be closed), so fini frees memory only.
+ *  - The host may create several handles in one process, one per store
+ *    worker thread (init once per worker; each handle is called from one
+ *    thread only, different handles at the same time). Everything a call
+ *    changes is in its handle: the generator, the statement caches. The one
+ *    global, the counter of statement names, is atomic. So with several
+ *    workers each handle draws its own fail_seed sequence over the messages
+ *    its worker gets.
  *  - The plugin only writes inside the host's transaction; it never begins,
  *    commits or rolls back. On PostgreSQL the table is created in init under
  *    a transaction-scoped advisory lock, so that several semqd instances
@@ -63,7 +77,9 @@ void semq_plugin_fini(void *handle);
 
 #define OPTIONS_TEXT                                                           \
 	"(fail_rate, fail_seed, permanent_keys, crash_keys, stall_keys, "      \
-	"stall_ms)"
+	"stall_ms, slow_keys, slow_ms)"
+#define SLOW_MS_DEFAULT 2000L
+#define SLEEP_MS_MAX 3600000L /* stall_ms, slow_ms */
 #define DB_KINDS "(1 SQLite, 2 PostgreSQL)"
 
 /*
@@ -92,8 +108,9 @@ struct keys {
 struct journal {
 	double fail_rate; /* 0..1 */
 	uint64_t rng;     /* splitmix64 state */
-	struct keys perm, crash, stall;
+	struct keys perm, crash, stall, slow;
 	long stall_ms;
+	long slow_ms;
 	sqlite3 *db;       /* the connection `ins` was prepared on (borrowed) */
 	sqlite3_stmt *ins; /* owned; NULL until the first handle */
 	PGconn *pg;        /* the connection `pg_ins` was prepared on
@@ -167,22 +184,24 @@ static void pg_why(const PGresult *res, PGconn *pg, char *buf, size_t n)
 	snprintf(buf, n, "%.*s", (int)len, s);
 }
 
-static void journal_free(struct journal *j)
+static void keys_free(struct keys *l)
 {
 	size_t i;
 
+	for (i = 0; i < l->n; i++)
+		free(l->v[i]);
+	free(l->v);
+}
+
+static void journal_free(struct journal *j)
+{
 	if (!j)
 		return;
 	sqlite3_finalize(j->ins);
-	for (i = 0; i < j->perm.n; i++)
-		free(j->perm.v[i]);
-	for (i = 0; i < j->crash.n; i++)
-		free(j->crash.v[i]);
-	for (i = 0; i < j->stall.n; i++)
-		free(j->stall.v[i]);
-	free(j->perm.v);
-	free(j->crash.v);
-	free(j->stall.v);
+	keys_free(&j->perm);
+	keys_free(&j->crash);
+	keys_free(&j->stall);
+	keys_free(&j->slow);
 	free(j);
 }
 
@@ -228,6 +247,34 @@ static int parse_seed(const char *where, const char *v, uint64_t *out,
 	}
 	*out = (uint64_t)x;
 	return 0;
+}
+
+/* A number of ms 0..SLEEP_MS_MAX (stall_ms, slow_ms); `name` is the
+ * option's, for messages. */
+static int parse_ms(const char *name, const char *where, const char *v,
+		    long *out, char *err, size_t errsz)
+{
+	char *end;
+	long x;
+
+	errno = 0;
+	x = strtol(v, &end, 10);
+	if (!v[0] || *end || errno || x < 0 || x > SLEEP_MS_MAX) {
+		errf(err, errsz,
+		     "journal: %s: %s '%s' is not a number of ms 0..%ld", where,
+		     name, v, SLEEP_MS_MAX);
+		return -1;
+	}
+	*out = x;
+	return 0;
+}
+
+static void sleep_ms(long ms)
+{
+	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+
+	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+		;
 }
 
 /* Splits "A, B,C" into l; blanks around a key are dropped. `name` is the
@@ -286,7 +333,7 @@ int semq_plugin_init(const struct semq_plugin_init_args *a, void **handle_out,
 	int r = SEMQ_PLUGIN_PERMANENT;
 	struct journal *j = NULL;
 	int seen_rate = 0, seen_seed = 0, seen_keys = 0, seen_crash = 0;
-	int seen_stall = 0, seen_ms = 0;
+	int seen_stall = 0, seen_ms = 0, seen_slow = 0, seen_slow_ms = 0;
 	char *msg = NULL;     /* sqlite3_free */
 	PGresult *res = NULL; /* PQclear */
 	size_t i;
@@ -310,6 +357,7 @@ int semq_plugin_init(const struct semq_plugin_init_args *a, void **handle_out,
 		goto out;
 	}
 	j->rng = 1;
+	j->slow_ms = SLOW_MS_DEFAULT;
 	if (a->n_options > 0 && !a->options) {
 		errf(err, errsz, "journal: %zu options but no list",
 		     a->n_options);
@@ -334,6 +382,10 @@ int semq_plugin_init(const struct semq_plugin_init_args *a, void **handle_out,
 			seen = &seen_stall;
 		else if (strcmp(k, "stall_ms") == 0)
 			seen = &seen_ms;
+		else if (strcmp(k, "slow_keys") == 0)
+			seen = &seen_slow;
+		else if (strcmp(k, "slow_ms") == 0)
+			seen = &seen_slow_ms;
 		else {
 			errf(err, errsz,
 			     "journal: %s: unknown option '%s' " OPTIONS_TEXT,
@@ -361,20 +413,15 @@ int semq_plugin_init(const struct semq_plugin_init_args *a, void **handle_out,
 		if (seen == &seen_stall &&
 		    parse_keys(&j->stall, k, where, v, err, errsz))
 			goto out;
-		if (seen == &seen_ms) {
-			char *end;
-
-			errno = 0;
-			j->stall_ms = strtol(v, &end, 10);
-			if (!v[0] || *end || errno || j->stall_ms < 0 ||
-			    j->stall_ms > 3600000) {
-				errf(err, errsz,
-				     "journal: %s: stall_ms '%s' is not a "
-				     "number of ms 0..3600000",
-				     where, v);
-				goto out;
-			}
-		}
+		if (seen == &seen_slow &&
+		    parse_keys(&j->slow, k, where, v, err, errsz))
+			goto out;
+		if (seen == &seen_ms &&
+		    parse_ms(k, where, v, &j->stall_ms, err, errsz))
+			goto out;
+		if (seen == &seen_slow_ms &&
+		    parse_ms(k, where, v, &j->slow_ms, err, errsz))
+			goto out;
 	}
 
 	if (a->tx->db_kind == SEMQ_DB_PG) {
@@ -536,13 +583,10 @@ int semq_plugin_handle(void *handle, const struct semq_plugin_msg *m,
 	}
 	if (has_key(&j->crash, m->key))
 		abort(); /* as a plugin that crashes on a document */
-	if (has_key(&j->stall, m->key)) {
-		struct timespec ts = {j->stall_ms / 1000,
-				      (j->stall_ms % 1000) * 1000000L};
-
-		while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-			;
-	}
+	if (has_key(&j->stall, m->key))
+		sleep_ms(j->stall_ms);
+	if (has_key(&j->slow, m->key))
+		sleep_ms(j->slow_ms);
 	if (has_key(&j->perm, m->key)) {
 		errf(err, errsz, "journal: key %s is listed in permanent_keys",
 		     m->key);

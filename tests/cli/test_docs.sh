@@ -245,7 +245,7 @@ P=$dir/x
 check "cmake --install BUILD --prefix P succeeds" "$CMAKE" --install "$BUILD" --prefix "$P"
 missing=()
 for f in bin/semqd bin/semqctl lib/libsemq.so.0 \
-	lib/semq/plugins/journal.so lib/semq/plugins/bill.so \
+	lib/semq/plugins/journal.so lib/semq/plugins/bill.so lib/semq/plugins/export.so \
 	include/semq/semq.h include/semq/plugin.h include/semq/error.h \
 	share/semq/db/0001_init.sql lib/systemd/system/semqd.service \
 	share/doc/semq/node.ini.sample share/doc/semq/README.md \

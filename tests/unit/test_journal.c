@@ -275,7 +275,7 @@ static void test_bad_options(void **state)
 		{"fail_rat", "0.5",
 		 "journal: n:3: unknown option 'fail_rat' (fail_rate, "
 		 "fail_seed, permanent_keys, crash_keys, stall_keys, "
-		 "stall_ms)"},
+		 "stall_ms, slow_keys, slow_ms)"},
 		{"fail_rate", "1.5",
 		 "journal: n:3: fail_rate '1.5' is not between 0 and 1"},
 		{"fail_rate", "half",

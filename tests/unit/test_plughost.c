@@ -707,10 +707,11 @@ static void test_journal_bad_options(void **state)
 					     {"fail_seed", "2", "node.ini:6"}};
 	char err[SEMQ_ERRLEN * 2];
 
-	expect_journal_refusal(f, "bogus", "1", "node.ini:31",
-			       "journal: node.ini:31: unknown option 'bogus' "
-			       "(fail_rate, fail_seed, permanent_keys, "
-			       "crash_keys, stall_keys, stall_ms)");
+	expect_journal_refusal(
+		f, "bogus", "1", "node.ini:31",
+		"journal: node.ini:31: unknown option 'bogus' "
+		"(fail_rate, fail_seed, permanent_keys, "
+		"crash_keys, stall_keys, stall_ms, slow_keys, slow_ms)");
 	expect_journal_refusal(f, "fail_rate", "2", "node.ini:32",
 			       "journal: node.ini:32: fail_rate '2' is not "
 			       "between 0 and 1");
@@ -738,10 +739,11 @@ static void test_journal_bad_options(void **state)
 			       "journal: node.ini:39: permanent_keys 'A,,B' "
 			       "has an empty key");
 	/* Options given without a config line. */
-	expect_journal_refusal(f, "colour", "red", NULL,
-			       "journal: options: unknown option 'colour' "
-			       "(fail_rate, fail_seed, permanent_keys, "
-			       "crash_keys, stall_keys, stall_ms)");
+	expect_journal_refusal(
+		f, "colour", "red", NULL,
+		"journal: options: unknown option 'colour' "
+		"(fail_rate, fail_seed, permanent_keys, "
+		"crash_keys, stall_keys, stall_ms, slow_keys, slow_ms)");
 	expect_journal_refusal(f, "crash_keys", "A,", "node.ini:40",
 			       "journal: node.ini:40: crash_keys 'A,' has an "
 			       "empty key");
