@@ -482,13 +482,18 @@ static int64_t uptime_ms(const struct admin *a)
 
 static void health(struct admin *a, struct evhttp_request *req)
 {
-	char what[256] = "";
+	char what[1024] = "";
 	int full = a->w && !a->stopping && worker_disk_full(a->w);
 	int stuck = a->w && !a->stopping && !full &&
 		    worker_stuck(a->w, what, sizeof what);
+	/* A store worker stuck holds its stream only: the node serves the
+	 * others, so 200, but says which stream waits. */
+	int degraded = a->w && !a->stopping && !full && !stuck &&
+		       worker_degraded(a->w, what, sizeof what);
 	const char *status = a->stopping ? "stopping"
 			     : full      ? "disk full"
 			     : stuck     ? "plugin stuck"
+			     : degraded  ? "degraded"
 			     : a->w      ? "ready"
 					 : "starting";
 
@@ -496,7 +501,7 @@ static void health(struct admin *a, struct evhttp_request *req)
 		  json_pack("{s:s, s:s, s:I, s:s?}", "status", status, "node",
 			    a->c->id, "uptime_s",
 			    (json_int_t)(uptime_ms(a) / 1000), "detail",
-			    stuck ? what : NULL));
+			    stuck || degraded ? what : NULL));
 }
 
 struct peers_ctx {
@@ -598,6 +603,13 @@ static void counter(struct evbuffer *b, const char *name, const char *help,
 {
 	evbuffer_add_printf(b,
 			    "# HELP %s %s\n# TYPE %s counter\n%s %" PRIu64 "\n",
+			    name, help, name, name, v);
+}
+
+static void gauge(struct evbuffer *b, const char *name, const char *help,
+		  double v)
+{
+	evbuffer_add_printf(b, "# HELP %s %s\n# TYPE %s gauge\n%s %.17g\n",
 			    name, help, name, name, v);
 }
 
@@ -708,6 +720,22 @@ static void network_metrics(struct admin *a, struct evbuffer *b)
 			"pass on: they had passed max_hops relays (a routing "
 			"loop).",
 			s.looped);
+		counter(b, "semq_plugin_deadline_exceeded_total",
+			"Plugin calls that ran longer than their [plugin] "
+			"deadline (each counted once, while it still ran).",
+			s.plugin_overdue);
+		gauge(b, "semq_store_workers",
+		      "Store workers applying received messages (1: the "
+		      "store thread itself).",
+		      (double)worker_workers(a->w));
+		gauge(b, "semq_apply_queue_jobs",
+		      "Received frames waiting for a store worker.",
+		      (double)s.apply_queued);
+		gauge(b, "semq_slow_streams",
+		      "Streams whose last frame ran longer than a store "
+		      "worker's slice: taken alone, never in a batch with "
+		      "others.",
+		      (double)s.slow_streams);
 		counter(b, "semq_commit_batches_total",
 			"Transactions of the store thread (one per batch of "
 			"jobs and periodic work).",

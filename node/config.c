@@ -245,8 +245,14 @@ static const struct key keys[] = {
 	 "passed this many (a routing loop), and its origin puts it dead."},
 	{S_NODE, "plugin_timeout", T_DURATION, "30s", NODE(plugin_timeout_ms),
 	 0, 1, DAY, NULL, 0,
-	 "A plugin call running longer than this makes /health answer 503 "
-	 "and is logged; the node is healthy again when the call returns."},
+	 "A plugin call running longer than this is logged and counted, and "
+	 "/health reports it (the default of [plugin] deadline)."},
+	{S_NODE, "workers", T_UINT, "0", NODE(workers), 0, 0, 64, NULL, 0,
+	 "Store workers applying received messages in parallel, each with "
+	 "its own database connection; a stream is applied by one worker at "
+	 "a time, so a slow plugin call holds only its own stream. 0: the "
+	 "number of cores, at least 2, on PostgreSQL; 1 on SQLite (one "
+	 "writer: more buy nothing there, docs/ARCHITECTURE.md)."},
 	{S_NODE, "ping_interval", T_DURATION, "10s", NODE(ping_interval_ms), 0,
 	 1, DAY, NULL, 0, "Send a Ping on every ready connection this often."},
 	{S_NODE, "idle_timeout", T_DURATION, "60s", NODE(idle_timeout_ms), 0, 1,
@@ -314,6 +320,11 @@ static const struct key keys[] = {
 	 UINT32_MAX, NULL, K_REQUIRED,
 	 "Message types it applies: * for all, or a comma list of type "
 	 "numbers."},
+	{S_PLUGIN, "deadline", T_DURATION, NULL, PLUG(deadline_ms), 0, 1, DAY,
+	 NULL, 0,
+	 "A call of this plugin running longer is logged with its message, "
+	 "counted, and /health says degraded; default [node] "
+	 "plugin_timeout."},
 	{S_PLUGIN, "KEY", T_OPTION, NULL, 0, 0, 0, 0, NULL, K_DOC,
 	 "Any other key is an option handed to the plugin, which checks "
 	 "it."},
@@ -1697,6 +1708,18 @@ static void check_all(struct load *L)
 }
 
 /* ---- public ------------------------------------------------------------- */
+
+unsigned config_workers(const struct config *c)
+{
+	long n;
+
+	if (c->workers)
+		return c->workers;
+	if (!c->db_url)
+		return 1;
+	n = sysconf(_SC_NPROCESSORS_ONLN);
+	return n < 2 ? 2 : n > 64 ? 64 : (unsigned)n;
+}
 
 void config_free(struct config *c)
 {

@@ -71,6 +71,8 @@ struct cfg_plugin {
 	size_t n_types;
 	struct semq_plugin_option *options; /* strings owned by the config */
 	size_t n_options;
+	int64_t deadline_ms; /* a call longer is stuck; 0: [node]
+				plugin_timeout */
 	int line;
 };
 
@@ -109,16 +111,17 @@ struct config {
 	size_t memory_budget;                 /* 256 MiB */
 	unsigned max_hops;                    /* 8 */
 	int64_t plugin_timeout_ms;            /* 30s */
-	int64_t idle_timeout_ms;              /* 60s */
-	int64_t reconnect_min_ms;             /* 500ms */
-	int64_t reconnect_max_ms;             /* 30s */
-	unsigned window;                      /* 1000 */
-	unsigned drain_rate;                  /* msgs/s; 0 = unlimited */
-	unsigned batch_max;                   /* messages per commit; 1000 */
-	size_t max_payload;                   /* 16 MiB */
-	size_t max_frame;                     /* max_payload + 64 KiB */
-	int log_level;                        /* enum log_level_cfg */
-	char *log_file;                       /* NULL = stderr */
+	unsigned workers;         /* store workers; 0: auto (config_workers) */
+	int64_t idle_timeout_ms;  /* 60s */
+	int64_t reconnect_min_ms; /* 500ms */
+	int64_t reconnect_max_ms; /* 30s */
+	unsigned window;          /* 1000 */
+	unsigned drain_rate;      /* msgs/s; 0 = unlimited */
+	unsigned batch_max;       /* messages per commit; 1000 */
+	size_t max_payload;       /* 16 MiB */
+	size_t max_frame;         /* max_payload + 64 KiB */
+	int log_level;            /* enum log_level_cfg */
+	char *log_file;           /* NULL = stderr */
 
 	/* [tls] */
 	char *tls_cert, *tls_key, *tls_ca; /* resolved; NULL when unset */
@@ -165,6 +168,9 @@ const struct cfg_peer *config_peer(const struct config *c, const char *name);
 /* Checks what semqd needs beyond config_load: [tls] complete, at least one
  * plugin or peer... Problems appended to *errs_out as by config_load. */
 int config_check_daemon(const struct config *c, char **errs_out);
+/* [node] workers resolved: as set, else on PostgreSQL the number of cores
+ * (at least 2), on SQLite 1. */
+unsigned config_workers(const struct config *c);
 
 /* Writes a reference of every section and key (type, default, meaning). */
 void config_describe(FILE *f);

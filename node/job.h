@@ -21,7 +21,8 @@ enum job_kind {
 	JOB_PEER_UP, /* a peer finished Hello: resynchronise with it */
 	JOB_ROUTES,  /* the set of reachable next hops changed */
 	JOB_WAKE,    /* new outbound rows may be there: look now */
-	JOB_ADMIN    /* an admin HTTP request for the tables (report.c) */
+	JOB_ADMIN,   /* an admin HTTP request for the tables (report.c) */
+	JOB_REDO     /* run a due redo entry (the store workers, worker.c) */
 };
 
 /* A reachable next hop: a connected peer that finished Hello. */
@@ -104,6 +105,12 @@ struct job {
 	struct admin_req *admin;    /* JOB_ADMIN: owned by the job */
 	int64_t enqueued_at;        /* for latency metrics */
 	size_t bytes; /* memory it holds, counted in [node] memory_budget */
+	/* For the store workers (dispatch.h): the stream's key (its origin),
+	 * the messages of a Data frame already applied by an earlier
+	 * transaction (a frame cut at a worker's slice), the redo entry. */
+	char key[SEMQ_ID_MAX + 1];
+	size_t done;
+	int64_t redo_id; /* JOB_REDO */
 };
 
 /* One encoded frame to write to a connection (bytes include the header);

@@ -49,22 +49,45 @@
 
 #include "log.h"
 
-#define GUARD_MAGIC 0x53514741u /* "SQGA" */
+#define GUARD_MAGIC 0x53514742u   /* "SQGB": a slot per store worker */
+#define GUARD_MAGIC_1 0x53514741u /* "SQGA": one slot (before workers) */
+#define GUARD_SLOTS 64            /* [node] workers at most */
 #define GUARD_SUSPECTS 32
 #define GUARD_CRASHES 2 /* a message that crashed the node this often */
 #define GUARD_IDLEN 160 /* "origin/dest/seq@life" */
 
-/* The mapped page (plughost.h, "The crash guard"). */
-struct guard_page {
-	uint32_t magic;
+/* The call a store worker is in (plughost.h, "The crash guard"). */
+struct guard_slot {
 	uint32_t busy; /* a call is running: `now` names it */
 	char now[GUARD_IDLEN];
 	char plugin[SEMQ_ID_MAX + 1];
 	int64_t started; /* unix ms */
+};
+
+/* The mapped file. */
+struct guard_page {
+	uint32_t magic;
+	uint32_t unused;
+	struct guard_slot slot[GUARD_SLOTS];
 	struct suspect {
 		char id[GUARD_IDLEN];
 		uint32_t crashes;
 	} s[GUARD_SUSPECTS];
+};
+
+/* The layout of GUARD_MAGIC_1, read once to carry over its call. */
+struct guard_page_1 {
+	uint32_t magic;
+	uint32_t busy;
+	char now[GUARD_IDLEN];
+};
+
+/* The mapping, shared by the hosts of all store workers; the suspects are
+ * read and forgiven under mu. */
+struct guard {
+	struct guard_page *g;
+	pthread_mutex_t mu;
+	int refs; /* under mu */
 };
 
 struct plugin {
@@ -72,8 +95,9 @@ struct plugin {
 	int all_types;
 	uint32_t *types; /* owned; unused when all_types */
 	size_t n_types;
-	void *dl;     /* dlopen handle, owned */
-	void *handle; /* the plugin's own state, released by its fini */
+	void *dl;            /* dlopen handle, owned */
+	void *handle;        /* the plugin's own state, released by its fini */
+	int64_t deadline_ms; /* [plugin] deadline; 0: plughost_stuck's */
 	semq_plugin_handle_fn handle_fn;
 	semq_plugin_fini_fn fini_fn; /* NULL when the plugin has none */
 };
@@ -81,11 +105,15 @@ struct plugin {
 struct plughost {
 	struct plugin *v; /* owned; n used of cap */
 	size_t n, cap;
-	struct guard_page *guard; /* mapped; NULL: no guard */
-	pthread_mutex_t mu;       /* the call running now, for the watchdog */
+	struct guard *guard; /* shared; NULL: no guard */
+	unsigned slot;       /* this host's slot in it */
+	pthread_mutex_t mu;  /* the call running now, for the watchdog */
 	int busy;
 	int64_t started;
+	int64_t deadline_ms; /* the running plugin's; 0: the caller's */
+	uint64_t calls;      /* calls begun, the running one's number */
 	char busy_id[GUARD_IDLEN], busy_plugin[SEMQ_ID_MAX + 1];
+	char busy_origin[SEMQ_ID_MAX + 1];
 };
 
 __attribute__((format(printf, 3, 4))) static void errf(char *err, size_t errsz,
@@ -136,6 +164,22 @@ struct plughost *plughost_empty(void)
 	return h;
 }
 
+static void guard_drop(struct guard *gd)
+{
+	int last;
+
+	if (!gd)
+		return;
+	pthread_mutex_lock(&gd->mu);
+	last = --gd->refs == 0;
+	pthread_mutex_unlock(&gd->mu);
+	if (!last)
+		return;
+	munmap(gd->g, sizeof *gd->g);
+	pthread_mutex_destroy(&gd->mu);
+	free(gd);
+}
+
 void plughost_free(struct plughost *h)
 {
 	size_t i;
@@ -145,8 +189,7 @@ void plughost_free(struct plughost *h)
 	for (i = h->n; i > 0; i--)
 		plugin_release(&h->v[i - 1]);
 	free(h->v);
-	if (h->guard)
-		munmap(h->guard, sizeof *h->guard);
+	guard_drop(h->guard);
 	pthread_mutex_destroy(&h->mu);
 	free(h);
 }
@@ -178,14 +221,41 @@ static struct suspect *suspect_of(struct guard_page *g, const char *id)
 	return NULL;
 }
 
+/* The last semqd died inside the call `id` of `plugin`: one more crash. */
+static void count_crash(struct guard_page *g, const char *id,
+			const char *plugin)
+{
+	struct suspect *s = suspect_of(g, id);
+	size_t i;
+
+	for (i = 0; !s && i < GUARD_SUSPECTS; i++)
+		if (!g->s[i].crashes)
+			s = &g->s[i];
+	if (!s) /* full: the oldest entry goes */
+		s = &g->s[0];
+	if (!s->crashes)
+		snprintf(s->id, sizeof s->id, "%s", id);
+	s->crashes++;
+	log_msg(LOG_ERROR, "plughost", NULL, NULL,
+		"semqd stopped while plugin '%.64s' was handling %s "
+		"(crash %u of %d): %s",
+		plugin, s->id, s->crashes, GUARD_CRASHES,
+		s->crashes >= GUARD_CRASHES
+			? "it is not handed to a plugin again; it goes "
+			  "dead in the redo queue"
+			: "it is tried once more");
+}
+
 int plughost_guard_open(struct plughost *h, const char *path, char *err,
 			size_t errsz)
 {
 	struct guard_page *g;
+	struct guard *gd;
 	struct stat sb;
+	size_t i;
 	int fd;
 
-	if (!h || !path)
+	if (!h || !path || h->guard)
 		return SEMQ_ERR_INVALID;
 	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (fd < 0) {
@@ -207,79 +277,124 @@ int plughost_guard_open(struct plughost *h, const char *path, char *err,
 		errf(err, errsz, "%s: mmap: %s", path, strerror(errno));
 		return SEMQ_ERR_IO;
 	}
+	gd = calloc(1, sizeof *gd);
+	if (!gd) {
+		munmap(g, sizeof *g);
+		errf(err, errsz, "out of memory");
+		return SEMQ_ERR_NOMEM;
+	}
 	if (g->magic != GUARD_MAGIC) {
+		struct guard_page_1 old;
+
+		memcpy(&old, g, sizeof old);
 		memset(g, 0, sizeof *g);
 		g->magic = GUARD_MAGIC;
+		if (old.magic == GUARD_MAGIC_1 && old.busy) {
+			old.now[sizeof old.now - 1] = '\0';
+			count_crash(g, old.now, "?");
+		}
 	}
-	if (g->busy) {
-		/* The last semqd died inside this call. */
-		struct suspect *s;
-		size_t i;
+	for (i = 0; i < GUARD_SLOTS; i++) {
+		struct guard_slot *sl = &g->slot[i];
 
-		g->now[sizeof g->now - 1] = '\0';
-		s = suspect_of(g, g->now);
-		for (i = 0; !s && i < GUARD_SUSPECTS; i++)
-			if (!g->s[i].crashes)
-				s = &g->s[i];
-		if (!s) /* full: the oldest entry goes */
-			s = &g->s[0];
-		if (!s->crashes)
-			snprintf(s->id, sizeof s->id, "%s", g->now);
-		s->crashes++;
-		log_msg(LOG_ERROR, "plughost", NULL, NULL,
-			"semqd stopped while plugin '%.64s' was handling %s "
-			"(crash %u of %d): %s",
-			g->plugin, s->id, s->crashes, GUARD_CRASHES,
-			s->crashes >= GUARD_CRASHES
-				? "it is not handed to a plugin again; it goes "
-				  "dead in the redo queue"
-				: "it is tried once more");
-		g->busy = 0;
+		if (!sl->busy)
+			continue;
+		sl->now[sizeof sl->now - 1] = '\0';
+		sl->plugin[sizeof sl->plugin - 1] = '\0';
+		count_crash(g, sl->now, sl->plugin);
+		sl->busy = 0;
 	}
-	h->guard = g;
+	gd->g = g;
+	gd->refs = 1;
+	pthread_mutex_init(&gd->mu, NULL);
+	h->guard = gd;
+	h->slot = 0;
+	return SEMQ_OK;
+}
+
+int plughost_guard_share(struct plughost *h, struct plughost *from,
+			 unsigned slot)
+{
+	if (!h || !from || h->guard || slot >= GUARD_SLOTS)
+		return SEMQ_ERR_INVALID;
+	if (!from->guard)
+		return SEMQ_OK;
+	pthread_mutex_lock(&from->guard->mu);
+	from->guard->refs++;
+	pthread_mutex_unlock(&from->guard->mu);
+	h->guard = from->guard;
+	h->slot = slot;
 	return SEMQ_OK;
 }
 
 int plughost_stuck(struct plughost *h, int64_t now, int64_t timeout_ms,
 		   char *what, size_t whatsz)
 {
-	int stuck;
+	struct plughost_call c;
 
+	if (!plughost_running(h, &c))
+		return 0;
+	if (c.deadline_ms)
+		timeout_ms = c.deadline_ms;
+	if (now - c.started <= timeout_ms)
+		return 0;
+	if (what && whatsz)
+		snprintf(what, whatsz,
+			 "plugin '%s' has been handling %s for %" PRId64 " ms",
+			 c.plugin, c.msg, now - c.started);
+	return 1;
+}
+
+int plughost_running(struct plughost *h, struct plughost_call *c)
+{
+	int busy;
+
+	memset(c, 0, sizeof *c);
 	if (!h)
 		return 0;
 	pthread_mutex_lock(&h->mu);
-	stuck = h->busy && now - h->started > timeout_ms;
-	if (stuck && what && whatsz)
-		snprintf(what, whatsz,
-			 "plugin '%s' has been handling %s for %" PRId64 " ms",
-			 h->busy_plugin, h->busy_id, now - h->started);
+	busy = h->busy;
+	if (busy) {
+		c->serial = h->calls;
+		c->started = h->started;
+		c->deadline_ms = h->deadline_ms;
+		snprintf(c->plugin, sizeof c->plugin, "%s", h->busy_plugin);
+		snprintf(c->msg, sizeof c->msg, "%s", h->busy_id);
+		snprintf(c->origin, sizeof c->origin, "%s", h->busy_origin);
+	}
 	pthread_mutex_unlock(&h->mu);
-	return stuck;
+	return busy;
 }
 
-/* A call begins (1) or ends (0): the guard page and the watchdog's view. */
-static void call_mark(struct plughost *h, int busy, const char *id,
-		      const char *plugin)
+/* A call begins (p and m set) or ends (NULL): the guard page and the
+ * watchdog's view. */
+static void call_mark(struct plughost *h, const char *id,
+		      const struct plugin *p, const struct msg *m)
 {
-	int64_t now = busy ? wall_ms() : 0;
+	int64_t now = p ? wall_ms() : 0;
+	struct guard_slot *sl;
 
 	pthread_mutex_lock(&h->mu);
-	h->busy = busy;
+	h->busy = p != NULL;
 	h->started = now;
-	if (busy) {
+	if (p) {
+		h->calls++;
+		h->deadline_ms = p->deadline_ms;
 		snprintf(h->busy_id, sizeof h->busy_id, "%s", id);
-		snprintf(h->busy_plugin, sizeof h->busy_plugin, "%s", plugin);
+		snprintf(h->busy_plugin, sizeof h->busy_plugin, "%s", p->name);
+		snprintf(h->busy_origin, sizeof h->busy_origin, "%s",
+			 m->id.origin);
 	}
 	pthread_mutex_unlock(&h->mu);
 	if (!h->guard)
 		return;
-	if (busy) {
-		snprintf(h->guard->now, sizeof h->guard->now, "%s", id);
-		snprintf(h->guard->plugin, sizeof h->guard->plugin, "%s",
-			 plugin);
-		h->guard->started = now;
+	sl = &h->guard->g->slot[h->slot];
+	if (p) {
+		snprintf(sl->now, sizeof sl->now, "%s", id);
+		snprintf(sl->plugin, sizeof sl->plugin, "%s", p->name);
+		sl->started = now;
 	}
-	__atomic_store_n(&h->guard->busy, (uint32_t)busy, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&sl->busy, (uint32_t)(p != NULL), __ATOMIC_SEQ_CST);
 }
 
 /* "plugin 'journal' (node.ini:20)" or "plugin 'journal'", for messages. */
@@ -300,7 +415,7 @@ static void plugin_label(char *buf, size_t bufsz, const char *name,
 static int plugin_load(struct plughost *h, const char *name, const char *path,
 		       const char *where, int all_types, const uint32_t *types,
 		       size_t n_types, const struct semq_plugin_option *opts,
-		       size_t n_opts, const char *node_id,
+		       size_t n_opts, int64_t deadline_ms, const char *node_id,
 		       const struct semq_plugin_tx *tx, char *err, size_t errsz)
 {
 	int r = SEMQ_ERR_INTERNAL;
@@ -449,6 +564,7 @@ static int plugin_load(struct plughost *h, const char *name, const char *path,
 		goto out;
 	}
 
+	p.deadline_ms = deadline_ms;
 	h->v[h->n++] = p;
 	memset(&p, 0, sizeof p);
 	r = SEMQ_OK;
@@ -468,7 +584,7 @@ int plughost_add(struct plughost *h, const char *name, const char *path,
 		return SEMQ_ERR_INVALID;
 	}
 	return plugin_load(h, name, path, NULL, !types || n_types == 0, types,
-			   n_types, opts, n_opts, node_id, tx, err, errsz);
+			   n_types, opts, n_opts, 0, node_id, tx, err, errsz);
 }
 
 int plughost_new(const struct config *c, const struct semq_plugin_tx *tx,
@@ -506,7 +622,10 @@ int plughost_new(const struct config *c, const struct semq_plugin_tx *tx,
 			w = where;
 		r = plugin_load(h, cp->name, cp->path, w, cp->all_types,
 				cp->types, cp->n_types, cp->options,
-				cp->n_options, c->id, tx, err, errsz);
+				cp->n_options,
+				cp->deadline_ms ? cp->deadline_ms
+						: c->plugin_timeout_ms,
+				c->id, tx, err, errsz);
 		if (r != SEMQ_OK)
 			goto out;
 	}
@@ -553,6 +672,7 @@ int plughost_apply(void *host, const struct msg *m, unsigned tries,
 	struct semq_plugin_msg pm;
 	struct suspect *s = NULL;
 	char perr[SEMQ_ERRLEN], gid[GUARD_IDLEN];
+	unsigned crashes = 0;
 	int rc;
 
 	if (err && errsz > 0)
@@ -583,21 +703,30 @@ int plughost_apply(void *host, const struct msg *m, unsigned tries,
 	pm.tries = tries;
 
 	guard_id(m, gid, sizeof gid);
-	if (h->guard)
-		s = suspect_of(h->guard, gid);
-	if (s && s->crashes >= GUARD_CRASHES) {
+	if (h->guard) {
+		pthread_mutex_lock(&h->guard->mu);
+		s = suspect_of(h->guard->g, gid);
+		crashes = s ? s->crashes : 0;
+		pthread_mutex_unlock(&h->guard->mu);
+	}
+	if (crashes >= GUARD_CRASHES) {
 		errf(err, errsz,
 		     "crashed the node %u times (plugin '%s'): not handed to "
 		     "it again",
-		     s->crashes, p->name);
+		     crashes, p->name);
 		return SEMQ_PLUGIN_PERMANENT;
 	}
 	memset(perr, 0, sizeof perr);
-	call_mark(h, 1, gid, p->name);
+	call_mark(h, gid, p, m);
 	rc = p->handle_fn(p->handle, &pm, tx, perr, sizeof perr);
-	call_mark(h, 0, NULL, NULL);
-	if (s) /* it returned: forgiven */
-		memset(s, 0, sizeof *s);
+	call_mark(h, NULL, NULL, NULL);
+	if (crashes) { /* it returned: forgiven */
+		pthread_mutex_lock(&h->guard->mu);
+		s = suspect_of(h->guard->g, gid);
+		if (s)
+			memset(s, 0, sizeof *s);
+		pthread_mutex_unlock(&h->guard->mu);
+	}
 	err_tidy(perr, sizeof perr);
 	switch (rc) {
 	case SEMQ_PLUGIN_OK: break;

@@ -3,7 +3,9 @@
  * The plugin host: loads the shared objects of the [plugin NAME] sections
  * (include/semq/plugin.h), checks their ABI version, initialises them with
  * their options, and routes each message to the plugin registered for its
- * type. All calls happen on the store thread.
+ * type. One host per store worker (worker.c): each initialises its own
+ * handle of every plugin and is only ever called from its worker's thread;
+ * hosts of different workers run in parallel.
  */
 #ifndef SEMQ_PLUGHOST_H
 #define SEMQ_PLUGHOST_H
@@ -67,9 +69,27 @@ int plughost_apply(void *host, const struct msg *m, unsigned tries,
  */
 int plughost_guard_open(struct plughost *h, const char *path, char *err,
 			size_t errsz);
+/* The store workers' hosts share the guard of the first one: each writes
+ * its call into slot `slot` (< 64) of the same file, and the crashes a start
+ * finds are counted once, whichever worker the message goes to next. */
+int plughost_guard_share(struct plughost *h, struct plughost *from,
+			 unsigned slot);
+
+/* The call a host is in, for the watchdog (any thread). */
+struct plughost_call {
+	uint64_t serial;     /* the host's count of calls: tells calls apart */
+	int64_t started;     /* unix ms */
+	int64_t deadline_ms; /* the plugin's [plugin] deadline (0: none) */
+	char plugin[SEMQ_ID_MAX + 1];
+	char msg[160];                /* "R1/S1/7@life" */
+	char origin[SEMQ_ID_MAX + 1]; /* its stream's origin */
+};
+/* Is a call running? Then 1 and *c describes it; else 0. */
+int plughost_running(struct plughost *h, struct plughost_call *c);
 
 /*
- * Is a plugin call running for longer than timeout_ms at `now` (unix ms)?
+ * Is a plugin call running for longer than its plugin's deadline (else
+ * timeout_ms) at `now` (unix ms)?
  * Then 1, and `what` says which plugin, which message and since when. Safe
  * from any thread.
  */

@@ -114,6 +114,14 @@ struct proto {
 	 * loaded on first use, again after a rollback. */
 	struct names hidden;
 	int hidden_loaded;
+	/* The store workers (proto.h): */
+	int apply_only;         /* an apply worker's proto */
+	int (*over)(void *ctx); /* the worker's slice is spent */
+	void *over_ctx;
+	size_t cut; /* on_data stopped before this message */
+	int (*redo_out)(void *ctx, int64_t id, const char *origin);
+	void *redo_ctx;
+	int schedule_changed; /* for proto_take_schedule_changed() */
 };
 
 /* ---- outbox ------------------------------------------------------------- */
@@ -790,7 +798,7 @@ static int receive_one(struct proto *p, const struct msg *m, const char *via,
 	case SEMQ_OK:
 		*verdict = result;
 		if (in_redo(result))
-			p->redo_dirty = 1;
+			p->redo_dirty = p->schedule_changed = 1;
 		if (result == RES_REDO || result == RES_DEAD)
 			log_msg(LOG_INFO, "proto", via, &m->id, "%s",
 				err[0] ? err
@@ -1373,12 +1381,17 @@ static int on_data(struct proto *p, const struct job *j, int64_t now,
 	memset(&a, 0, sizeof a);
 	memset(&rf, 0, sizeof rf);
 	rel.n = 0;
-	for (i = 0; i < d->n_messages && r == SEMQ_OK; i++) {
+	p->cut = 0;
+	for (i = j->done; i < d->n_messages && r == SEMQ_OK; i++) {
 		struct msg m;
 		const char *via;
 		unsigned need;
 		int v = -1;
 
+		if (i > j->done && p->over && p->over(p->over_ctx)) {
+			p->cut = i; /* the rest in the next transaction */
+			break;
+		}
 		codec_msg_from_wire(d->messages[i], &m);
 		if (strcmp(m.id.dest, p->c->id) != 0) {
 			r = relay_one(p, j, d->messages[i], &m, now, &fw, &a,
@@ -2485,6 +2498,10 @@ static int on_routes(struct proto *p, const struct job *j, int64_t now,
 		routes_free(old);
 		return SEMQ_ERR_NOMEM;
 	}
+	if (p->apply_only) { /* for emit_ids (speaks_2, frame_limit) only */
+		routes_free(old);
+		return SEMQ_OK;
+	}
 	for (i = 0; old && i < old->n_hops && !moved; i++)
 		moved = !conn_routed(p->routes, old->hops[i].conn_id) &&
 			peer_up(p->routes, old->hops[i].peer);
@@ -3471,6 +3488,20 @@ static int run_due_redo(struct proto *p, int64_t now)
 	wheel_advance(p->wheel, now, fire_cb, &x);
 	for (i = 0; i < x.n && r == SEMQ_OK; i++) {
 		int status = 0;
+
+		if (p->redo_out) {
+			/* A store worker runs it (proto_set_redo_out). */
+			char origin[SEMQ_ID_MAX + 1];
+
+			r = store_redo_origin(p->st, (int64_t)x.ids[i], origin,
+					      sizeof origin);
+			if (r == SEMQ_OK)
+				r = p->redo_out(p->redo_ctx, (int64_t)x.ids[i],
+						origin);
+			if (r == SEMQ_ERR_NOT_FOUND) /* gone meanwhile */
+				r = SEMQ_OK;
+			continue;
+		}
 		r = store_redo_run(p->st, (int64_t)x.ids[i], now,
 				   plughost_apply, p->ph, &status);
 		if (r == SEMQ_DECLINED) /* done, discarded or moved meanwhile */
@@ -3484,6 +3515,44 @@ static int run_due_redo(struct proto *p, int64_t now)
 		r = refill_wheel(p, now);
 	}
 	return r;
+}
+
+void proto_set_apply_only(struct proto *p, int (*over)(void *ctx), void *ctx)
+{
+	p->apply_only = 1;
+	p->over = over;
+	p->over_ctx = ctx;
+}
+
+size_t proto_cut(const struct proto *p)
+{
+	return p->cut;
+}
+
+void proto_set_redo_out(struct proto *p,
+			int (*out)(void *ctx, int64_t id, const char *origin),
+			void *ctx)
+{
+	p->redo_out = out;
+	p->redo_ctx = ctx;
+}
+
+int proto_take_schedule_changed(struct proto *p)
+{
+	int changed = p->schedule_changed;
+
+	p->schedule_changed = 0;
+	return changed;
+}
+
+int proto_holds(const struct proto *p, const char *origin)
+{
+	const struct held *h;
+
+	for (h = p->held; h; h = h->next)
+		if (strcmp(h->m.id.origin, origin) == 0)
+			return 1;
+	return 0;
 }
 
 int64_t proto_next_due(const struct proto *p)
@@ -3510,6 +3579,13 @@ int proto_job(struct proto *p, const struct job *j, int64_t now,
 		if (changed) /* an operator retried or discarded: rescan */
 			p->redo_dirty = 1;
 		return r;
+	}
+	case JOB_REDO: {
+		int status = 0,
+		    r = store_redo_run(p->st, j->redo_id, now, plughost_apply,
+				       p->ph, &status);
+		p->schedule_changed = 1;
+		return r == SEMQ_DECLINED ? SEMQ_OK : r;
 	}
 	case JOB_FRAME: break;
 	default: return SEMQ_ERR_INTERNAL;
@@ -3543,6 +3619,8 @@ int proto_tick(struct proto *p, int64_t now, struct outbox *ob)
 
 	if (p->held)
 		r = retry_held(p, now, ob);
+	if (p->apply_only)
+		return r;
 	if (r == SEMQ_OK)
 		r = send_pending(p, now, ob);
 	if (r == SEMQ_OK && p->routes && p->routes->n_hops)

@@ -99,6 +99,29 @@ struct proto_counts {
 };
 void proto_take_counts(struct proto *p, struct proto_counts *c);
 
+/*
+ * The store workers (worker.c, dispatch.h). An apply worker's proto
+ * (proto_set_apply_only) gets only Data frames whose messages are all for
+ * this node, JOB_REDO and JOB_ROUTES; its tick only retries held messages.
+ * over(ctx), asked before each message of a Data frame after the first one
+ * of the call, says the worker's slice is spent: the call stops there and
+ * proto_cut() says at which message (0: it ran to the end), so that the
+ * worker commits and runs the rest of the frame (job->done) next.
+ */
+void proto_set_apply_only(struct proto *p, int (*over)(void *ctx), void *ctx);
+size_t proto_cut(const struct proto *p);
+/* The store thread of a node with store workers: a due redo entry is handed
+ * to out(ctx, id, origin) (a JOB_REDO for a worker) instead of being run on
+ * the store thread; out returns SEMQ_OK or an error that fails the batch. */
+void proto_set_redo_out(struct proto *p,
+			int (*out)(void *ctx, int64_t id, const char *origin),
+			void *ctx);
+/* Did the batch change the redo schedule (a receipt went to redo, an entry
+ * ran)? Then 1, once: the store thread must scan it again (JOB_WAKE). */
+int proto_take_schedule_changed(struct proto *p);
+/* Does p hold a message of origin's stream for a missing predecessor? */
+int proto_holds(const struct proto *p, const char *origin);
+
 /* Bytes of the messages held for a missing predecessor ([node]
  * memory_budget counts them; at most a quarter of it). */
 size_t proto_held_bytes(const struct proto *p);

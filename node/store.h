@@ -606,6 +606,10 @@ int store_redo_next_due(struct store *st, int64_t *at);
  */
 int store_redo_run(struct store *st, int64_t id, int64_t now,
 		   store_apply_fn apply, void *ctx, int *status_out);
+/* The origin of entry id (its stream's key for the store workers).
+ * SEMQ_ERR_NOT_FOUND when there is none. */
+int store_redo_origin(struct store *st, int64_t id, char *origin,
+		      size_t originsz);
 /* Listing (status < -99 = all), by id, at most limit, without the
  * payloads. */
 int store_redo_list(struct store *st, int status, unsigned limit,

@@ -294,6 +294,35 @@ int store_redo_next_due(struct store *st, int64_t *at)
 	return r;
 }
 
+int store_redo_origin(struct store *st, int64_t id, char *origin,
+		      size_t originsz)
+{
+	struct db_stmt *s;
+	int r, rc;
+
+	if (!st || !origin || !originsz)
+		return SEMQ_ERR_INVALID;
+	s = q_get(st, Q_REDO_ORIGIN);
+	if (!s)
+		return SEMQ_ERR_DB;
+	db_bind_int64(s, 1, id);
+	r = SEMQ_OK;
+	{
+		rc = db_step(s);
+		if (rc == DB_ROW) {
+			const char *o = db_col_text(s, 0);
+			snprintf(origin, originsz, "%s", o ? o : "");
+		} else if (rc < 0) {
+			r = dberr(st, "redo_origin");
+		} else {
+			r = seterr(st, SEMQ_ERR_NOT_FOUND,
+				   "redo %" PRId64 ": no such entry", id);
+		}
+	}
+	q_put(st, Q_REDO_ORIGIN, s);
+	return r;
+}
+
 static int redo_update(struct store *st, int64_t id, int status, int tries,
 		       int level, int64_t next_at, const char *last_error,
 		       int64_t now)

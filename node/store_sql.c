@@ -170,6 +170,7 @@ const struct q_text store__q[Q__N] = {
 			    " next_attempt_at = ?2, updated_at = ?3"
 			    " WHERE id = ?1 AND status = 1"},
 	[Q_REDO_GET] = {"SELECT " REDO_COLS " FROM tb_0033 WHERE id = ?1"},
+	[Q_REDO_ORIGIN] = {"SELECT origin FROM tb_0033 WHERE id = ?1"},
 	[Q_REDO_STATUS_OF] = {"SELECT status FROM tb_0033 WHERE origin = ?1"
 			      " AND dest = ?2 AND seq = ?3 AND life = ?4"},
 	[Q_REDO_DUE] = {"SELECT " REDO_COLS_LEN " FROM tb_0033"

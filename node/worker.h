@@ -11,8 +11,12 @@
  *  - A failed batch is rolled back and its outbox dropped; the jobs are lost
  *    on purpose (peers resend and query), the node keeps serving.
  *  - Outputs reach the network thread through worker_output_fn, called on the
- *    store thread; the network thread's implementation queues them and wakes
- *    its loop (event_active), never touching a connection from here.
+ *    store thread (or a store worker); the network thread's implementation
+ *    queues them and wakes its loop (event_active), never touching a
+ *    connection from here.
+ *  - [node] workers >= 2: store workers apply the Data for this node and
+ *    run redo entries, one stream per worker at a time (dispatch.h); the
+ *    store thread does everything else. Each has its own store connection.
  */
 #ifndef SEMQ_WORKER_H
 #define SEMQ_WORKER_H
@@ -72,9 +76,15 @@ int worker_heavy(struct worker *w, uint64_t conn);
 void worker_set_relief(struct worker *w, void (*relief)(void *ctx), void *ctx);
 /* The bytes counted now, and whether over the budget (any thread). */
 size_t worker_queued_bytes(struct worker *w, int *over);
-/* Is a plugin call running longer than [node] plugin_timeout? Then 1, and
- * `what` says which (any thread). */
+/* Is the store thread in a plugin call longer than its deadline ([plugin]
+ * deadline, else [node] plugin_timeout)? Then 1 — the node waits for it —
+ * and `what` says which (any thread). */
 int worker_stuck(struct worker *w, char *what, size_t whatsz);
+/* Is a store worker in such a call? Then 1 — its stream waits, the rest go
+ * on — and `what` names the calls and their streams (any thread). */
+int worker_degraded(struct worker *w, char *what, size_t whatsz);
+/* Store workers applying received messages (1: the store thread itself). */
+size_t worker_workers(const struct worker *w);
 
 /* A histogram for metrics: n buckets with ascending upper bounds, the last
  * one unbounded (+Inf, its bound unused); count[i] is what fell in bucket i
@@ -105,6 +115,9 @@ struct worker_stats {
 	struct worker_hist batch_jobs; /* jobs per batch */
 	struct worker_hist batch_messages; /* received + duplicates + sent */
 	struct worker_hist commit_us;      /* BEGIN to last COMMIT, in µs */
+	uint64_t plugin_overdue; /* plugin calls past their deadline */
+	uint64_t apply_queued;   /* jobs waiting for a store worker (gauge) */
+	uint64_t slow_streams;   /* streams taken alone: slow (gauge) */
 };
 void worker_get_stats(struct worker *w, struct worker_stats *s);
 
