@@ -591,7 +591,7 @@ static int check_error(const Semq__Error *e, char *err, size_t errsz)
 {
 	/* CODE_UNSPECIFIED is a value of the enum: a peer may not say why. */
 	if ((int)e->code < SEMQ__ERROR__CODE__CODE_UNSPECIFIED ||
-	    (int)e->code > SEMQ__ERROR__CODE__SHUTDOWN)
+	    (int)e->code > SEMQ__ERROR__CODE__DEST_UNAVAILABLE)
 		return fail(err, errsz, SEMQ_ERR_PROTO,
 			    "Error.code: %d is not a known code", (int)e->code);
 	return check_text("Error.text", e->text, TEXT_MAX, err, errsz);

@@ -143,7 +143,8 @@ static const struct section sections[] = {
 	{S_RELAY, "relay", 0,
 	 "Custody at a relay with store_and_forward: what it holds for "
 	 "offline destinations, per origin and in all, and how long it holds "
-	 "messages for a destination it has never seen."},
+	 "messages for a destination it has never seen; and what a relay "
+	 "answers, and whom a forward-only one admits."},
 };
 
 static const struct key keys[] = {
@@ -361,6 +362,17 @@ static const struct key keys[] = {
 	 "relay (and is not named in this file) are held this long, then "
 	 "refused as undeliverable (RelayAck UNKNOWN_DEST): their origin "
 	 "puts them dead in its redo queue for an operator."},
+	{S_RELAY, "relay_ack", T_BOOL, "yes", NODE(relay_ack), 0, 0, 0, NULL, 0,
+	 "Answer a message forwarded at once with RelayAck FORWARDED (its "
+	 "origin's row goes to status 6). no: only the destination's "
+	 "810-Indication answers it; the origin's row stays sent (4) and is "
+	 "queried after query_after when none comes."},
+	{S_RELAY, "require_connected", T_IDLIST, NULL, NODE(relay_require),
+	 NODE(n_relay_require), 0, 0, NULL, 0,
+	 "Forward-only relay (store_and_forward = no): while none of these "
+	 "node ids (any instance, or the peer its [route] names) is "
+	 "connected, every other peer is refused after its Hello with Error "
+	 "DEST_UNAVAILABLE and dials again later."},
 };
 
 #define N_KEYS (sizeof(keys) / sizeof(keys[0]))
@@ -1640,6 +1652,32 @@ static void default_instance(char *out, size_t outsz)
 	snprintf(out, outsz, "%s%s", host, pid);
 }
 
+/* [relay] relay_ack and require_connected: what they need of [node]. */
+static void check_relay(struct load *L)
+{
+	const struct config *c = L->c;
+	int rl = c->relay_line;
+	int l = rl ? seen_line(L, rl, "require_connected") : 0;
+
+	if (l && (!c->relay || c->store_and_forward))
+		problem(&L->p, l,
+			"[relay] require_connected: only for a forward-only "
+			"relay (relay = yes, store_and_forward = no); a relay "
+			"that stores keeps the messages of an absent "
+			"destination instead of refusing its peers");
+	for (size_t i = 0; l && i < c->n_relay_require; i++)
+		if (c->id[0] && strcmp(c->relay_require[i], c->id) == 0)
+			problem(&L->p, l,
+				"[relay] require_connected: '%s' is this node "
+				"itself",
+				c->id);
+	l = rl ? seen_line(L, rl, "relay_ack") : 0;
+	if (l && !c->relay_ack && !c->relay)
+		problem(&L->p, l,
+			"[relay] relay_ack: only a relay (relay = yes) sends "
+			"RelayAck");
+}
+
 /* Problems that involve several keys or sections. */
 static void check_all(struct load *L)
 {
@@ -1693,6 +1731,7 @@ static void check_all(struct load *L)
 				"[peer %s]: a peer cannot have this node's own "
 				"id",
 				c->id);
+	check_relay(L);
 	for (size_t i = 0; i < c->n_routes; i++) {
 		const struct cfg_route *r = &c->routes[i];
 
@@ -1734,6 +1773,7 @@ void config_free(struct config *c)
 	free(c->tls_ca);
 	free(c->tls_crl);
 	free(c->tls_deny);
+	free(c->relay_require);
 	free(c->peers);
 	free(c->routes);
 	for (size_t i = 0; i < c->n_plugins; i++) {

@@ -148,6 +148,10 @@ struct config {
 	unsigned quota_messages_per_origin; /* 1,000,000 */
 	size_t quota_bytes_per_origin;      /* 1 GiB */
 	int64_t unknown_dest_after_ms;      /* 1d */
+	/* [relay]: a forward-only relay's answers and admission */
+	int relay_ack; /* yes: RelayAck FORWARDED for a forwarded message */
+	char (*relay_require)[SEMQ_ID_MAX + 1]; /* require_connected ids */
+	size_t n_relay_require;
 
 	/* Lines of the section headers; 0 when the section is absent. */
 	int node_line, tls_line, route_line, redo_line, relay_line;

@@ -41,6 +41,8 @@
  *    ones refused), max_connections_per_peer (that id's oldest accepted
  *    connection closed). A dialled connection counts everywhere but is
  *    never closed or refused for a bound: the configuration bounds them.
+ *    After its Hello: a forward-only relay's [relay] require_connected
+ *    (on_hello(): Error DEST_UNAVAILABLE while none of them is connected).
  *    Refusals of strangers are logged at most once per LIMIT_LOG_MS per
  *    reason, with the count in between; every one is counted (net_stats).
  *  - accept() failing (descriptors exhausted) pauses the listener with a
@@ -395,7 +397,8 @@ static const char *const refusal_names[NET_REFUSED_N] = {
 	"connections",
 	"connections_per_peer",
 	"denied",
-	"not_listed"};
+	"not_listed",
+	"dest_unavailable"};
 static const char *const eviction_names[NET_EVICTED_N] = {
 	"handshakes", "connections_per_peer"};
 
@@ -615,6 +618,85 @@ static int on_identified(void *ctx, struct conn *c, char *why, size_t whysz)
 refuse:
 	stats.refused[reason]++;
 	return -1;
+}
+
+/* ---- a forward-only relay's destinations ([relay] require_connected) ------ */
+
+/* The peer a [route] line names for dest, or NULL. */
+static const char *route_of(const struct config *c, const char *dest)
+{
+	size_t i;
+
+	for (i = 0; i < c->n_routes; i++)
+		if (!strcmp(c->routes[i].dest, dest))
+			return c->routes[i].via;
+	return NULL;
+}
+
+/* Is `id` one of the required destinations, or the peer [route] names for
+ * one? Such a peer is what the others wait for: never refused. */
+static int dest_or_hop(const struct config *c, const char *id)
+{
+	size_t i;
+
+	for (i = 0; i < c->n_relay_require; i++) {
+		const char *via = route_of(c, c->relay_require[i]);
+
+		if (!strcmp(c->relay_require[i], id) ||
+		    (via && !strcmp(via, id)))
+			return 1;
+	}
+	return 0;
+}
+
+/* Has a required destination (any of its instances) or its route a ready
+ * connection? */
+static int dest_reachable(const struct net *n)
+{
+	size_t i;
+
+	for (i = 0; i < n->n_conns; i++)
+		if (conn_state(n->conns[i]) == CONN_READY &&
+		    dest_or_hop(n->c, conn_peer(n->conns[i])))
+			return 1;
+	return 0;
+}
+
+/*
+ * The peer's Hello is checked. A forward-only relay with [relay]
+ * require_connected refuses every peer but those destinations (and their
+ * route hops) while none of them is connected: it could forward nothing,
+ * and storing is not its job. The peer gets Error(DEST_UNAVAILABLE) in
+ * place of this node's Hello, so it never becomes ready and its dialler
+ * backs off. Links already up stay up when the last destination leaves:
+ * their messages are answered RelayAck(UNREACHABLE, NOT_CONNECTED) and
+ * their senders retry, which costs nothing while an instance restarts,
+ * where closing every shop's link would bring them all back at once.
+ */
+static int on_hello(void *ctx, struct conn *c, char *why, size_t whysz)
+{
+	struct net *n = ctx;
+	const struct config *cf = n->c;
+	char dests[300] = "";
+	size_t i, k = 0;
+
+	if (!cf->n_relay_require || dest_or_hop(cf, conn_peer(c)) ||
+	    dest_reachable(n))
+		return 0;
+	for (i = 0; i < cf->n_relay_require && k < sizeof dests; i++)
+		k += (size_t)snprintf(dests + k, sizeof dests - k, "%s%s",
+				      i ? ", " : "", cf->relay_require[i]);
+	snprintf(why, whysz,
+		 "no instance of %s%s is connected to %s, a forward-only "
+		 "relay: it has nowhere to forward messages to; connect again "
+		 "later",
+		 cf->n_relay_require > 1 ? "any of " : "", dests, cf->id);
+	stats.refused[NET_REFUSED_DEST_UNAVAILABLE]++;
+	limit_note(n, NET_REFUSED_DEST_UNAVAILABLE, conn_peer(c),
+		   "refused '%s' after its Hello: %s (no instance of %s is "
+		   "connected: [relay] require_connected)",
+		   conn_peer(c), "Error DEST_UNAVAILABLE", dests);
+	return SEMQ__ERROR__CODE__DEST_UNAVAILABLE;
 }
 
 /* ---- connection callbacks -------------------------------------------------- */
@@ -1442,6 +1524,7 @@ int net_new(const struct config *c, struct net **out, char *err, size_t errsz)
 	n->prm.handshake_timeout_ms = c->handshake_timeout_ms;
 	n->prm.write_timeout_ms = c->write_timeout_ms;
 	n->cbs.on_identified = on_identified;
+	n->cbs.on_hello = on_hello;
 	n->cbs.on_ready = on_ready;
 	n->cbs.on_frame = on_frame;
 	n->cbs.on_close = on_close;

@@ -48,8 +48,9 @@ void net_stop(struct net *n);
 void net_drain(struct net *n);
 void net_free(struct net *n); /* NULL ok */
 
-/* Why a connection was refused: closed at accept (before TLS) or right
- * after its certificate was verified. */
+/* Why a connection was refused: closed at accept (before TLS), right
+ * after its certificate was verified, or (DEST_UNAVAILABLE) after its
+ * Hello. */
 enum net_refusal {
 	NET_REFUSED_HANDSHAKES_PER_ADDRESS,  /* max_handshakes_per_address */
 	NET_REFUSED_CONNECTIONS_PER_ADDRESS, /* max_connections_per_address */
@@ -59,6 +60,7 @@ enum net_refusal {
 					       dialled ones to close */
 	NET_REFUSED_DENIED,               /* [tls] deny */
 	NET_REFUSED_NOT_LISTED,           /* [node] allow = listed */
+	NET_REFUSED_DEST_UNAVAILABLE,     /* [relay] require_connected */
 	NET_REFUSED_N
 };
 

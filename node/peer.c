@@ -10,6 +10,9 @@
  *  - No frame is read before the TLS handshake verified the peer's
  *    certificate and, for a dialled connection, its id is the one configured.
  *  - Until both Hellos are exchanged, only Hello (and Error) is accepted.
+ *    Once the peer's Hello is checked the owner may still refuse it
+ *    (on_hello): the Error then goes out in place of an acceptor's Hello,
+ *    so the peer never becomes ready (and its dialler keeps backing off).
  *  - conn_close() never frees inside a callback of the same bufferevent
  *    before the write side drained: CLOSING waits for the output to empty (or
  *    a short deadline), then frees.
@@ -387,6 +390,15 @@ static int on_hello(struct conn *c, const Semq__Hello *h)
 	c->peer_life = h->life;
 	/* printable ASCII of at most 64 bytes (codec) */
 	snprintf(c->software, sizeof c->software, "%s", h->software);
+	if (c->cbs->on_hello) {
+		char why[512];
+		int code = c->cbs->on_hello(c->ctx, c, why, sizeof why);
+
+		if (code) { /* logged by the owner, which knows why */
+			conn_close(c, code, why);
+			return -1;
+		}
+	}
 	if (!c->hello_sent)
 		send_hello(c);
 	c->state = CONN_READY;
@@ -441,6 +453,20 @@ static void log_peer_error(struct conn *c, const Semq__Error *e)
 			 "%lld s not logged)",
 			 quiet, (long long)(quiet_ms / 1000));
 	stats.errors_logged++;
+	if (e->code == SEMQ__ERROR__CODE__DEST_UNAVAILABLE) {
+		/* a forward-only relay with nowhere to forward to: say what
+		 * happens next, since the operator will ask */
+		log_msg(LOG_WARN, "peer", who(c), NULL,
+			"refused by %s for now (DEST_UNAVAILABLE): %s%s; the "
+			"messages routed through it wait here%s%s",
+			who(c), text, len > ERROR_TEXT_MAX ? "... (cut)" : "",
+			c->outbound ? ", and it is dialled again with back-off "
+				      "(reconnect_min doubling up to "
+				      "reconnect_max)"
+				    : " until it connects again",
+			more);
+		return;
+	}
 	log_msg(e->code == SEMQ__ERROR__CODE__SHUTDOWN ? LOG_INFO : LOG_WARN,
 		"peer", who(c), NULL, "peer reports error %d: %s%s%s", e->code,
 		text, len > ERROR_TEXT_MAX ? "... (cut)" : "", more);

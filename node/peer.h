@@ -61,6 +61,11 @@ struct conn_cbs {
 	 * May be NULL. */
 	int (*on_identified)(void *ctx, struct conn *c, char *why,
 			     size_t whysz);
+	/* The peer's Hello is checked (conn_peer_instance() and the rest
+	 * are set); an accepted connection has not sent its own yet. Return
+	 * an Error code (Semq__Error__Code) with a reason in why to refuse
+	 * the peer with Error(code, why) and close, or 0. May be NULL. */
+	int (*on_hello)(void *ctx, struct conn *c, char *why, size_t whysz);
 	/* Both Hellos exchanged and checked. */
 	void (*on_ready)(void *ctx, struct conn *c);
 	/* A decoded, validated frame other than Hello/Ping/Pong (ownership of f

@@ -1416,7 +1416,10 @@ static int on_data(struct proto *p, const struct job *j, int64_t now,
 			     NULL);
 	if (r == SEMQ_OK)
 		r = fwd_emit(p, ob, &fw, SEMQ__FRAME__BODY_DATA, NULL, j);
-	if (r == SEMQ_OK)
+	/* [relay] relay_ack = no: the destination's 810-Indication is the
+	 * only answer to a forwarded message (its origin queries after
+	 * query_after when none comes); refusals and custody still answer */
+	if (r == SEMQ_OK && p->c->relay_ack)
 		r = emit_relay_ack(p, ob, j->conn_id,
 				   SEMQ__RELAY_ACK__KIND__FORWARDED, 0, 0,
 				   &a.forwarded, NULL);

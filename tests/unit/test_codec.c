@@ -1083,13 +1083,15 @@ static void test_bad_enums(void **state)
 	assert_valid(&f);
 
 	/* Error.code */
-	e.code = (Semq__Error__Code)9;
+	e.code = (Semq__Error__Code)10;
 	f.body_case = SEMQ__FRAME__BODY_ERROR;
 	f.error = &e;
-	assert_refused(&f, "Error.code: 9");
+	assert_refused(&f, "Error.code: 10");
 	e.code = (Semq__Error__Code)-3;
 	assert_refused(&f, "Error.code: -3");
 	e.code = SEMQ__ERROR__CODE__SHUTDOWN;
+	assert_valid(&f);
+	e.code = SEMQ__ERROR__CODE__DEST_UNAVAILABLE;
 	assert_valid(&f);
 }
 

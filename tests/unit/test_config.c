@@ -1374,6 +1374,72 @@ static void test_describe(void **state)
 	free(buf);
 }
 
+/* [relay] relay_ack and require_connected: defaults, a forward-only relay
+ * (several ids), and what they need of [node], each at its own line. */
+static void test_relay_keys(void **state)
+{
+	struct fx *f = *state;
+
+	assert_int_equal(load(f, "[node]\nid = R1\ndb = r1.db\n"), SEMQ_OK);
+	assert_int_equal(f->c->relay_ack, 1);
+	assert_int_equal(f->c->n_relay_require, 0);
+
+	assert_int_equal(load(f, "[node]\nid = P1\ndb = p1.db\nrelay = yes\n"
+				 "[relay]\nrelay_ack = no\n"
+				 "require_connected = S1, S2\n"),
+			 SEMQ_OK);
+	assert_int_equal(f->c->relay_ack, 0);
+	assert_int_equal(f->c->n_relay_require, 2);
+	assert_string_equal(f->c->relay_require[0], "S1");
+	assert_string_equal(f->c->relay_require[1], "S2");
+	assert_int_equal(f->c->relay_line, 5);
+
+	expect_one(f,
+		   "[node]\nid = P1\ndb = p1.db\nrelay = yes\n"
+		   "store_and_forward = yes\n[relay]\nrequire_connected = S1\n",
+		   7,
+		   "[relay] require_connected: only for a forward-only relay "
+		   "(relay = yes, store_and_forward = no); a relay that stores "
+		   "keeps the messages of an absent destination instead of "
+		   "refusing its peers");
+	expect_one(f,
+		   "[node]\nid = R1\ndb = r1.db\n[relay]\n"
+		   "require_connected = S1\n",
+		   5,
+		   "[relay] require_connected: only for a forward-only relay "
+		   "(relay = yes, store_and_forward = no); a relay that stores "
+		   "keeps the messages of an absent destination instead of "
+		   "refusing its peers");
+	expect_one(f,
+		   "[node]\nid = P1\ndb = p1.db\nrelay = yes\n[relay]\n"
+		   "require_connected = S1,P1\n",
+		   6, "[relay] require_connected: 'P1' is this node itself");
+	expect_one(f,
+		   "[node]\nid = P1\ndb = p1.db\nrelay = yes\n[relay]\n"
+		   "require_connected = S1,S 2\n",
+		   6,
+		   "[relay] require_connected: item 2 'S 2' is not a node id "
+		   "(1-64 of A-Za-z0-9._-)");
+	expect_one(f,
+		   "[node]\nid = P1\ndb = p1.db\nrelay = yes\n[relay]\n"
+		   "require_connected = S1,S1\n",
+		   6, "[relay] require_connected: 'S1' is listed twice");
+	expect_one(f, "[node]\nid = R1\ndb = r1.db\n[relay]\nrelay_ack = no\n",
+		   5,
+		   "[relay] relay_ack: only a relay (relay = yes) sends "
+		   "RelayAck");
+	expect_one(f,
+		   "[node]\nid = P1\ndb = p1.db\nrelay = yes\n[relay]\n"
+		   "relay_ack = maybe\n",
+		   6,
+		   "[relay] relay_ack: 'maybe' is not yes/no (yes, no, true, "
+		   "false, on, off, 1, 0)");
+	/* yes on a node that does not relay changes nothing: accepted */
+	assert_int_equal(load(f, "[node]\nid = R1\ndb = r1.db\n[relay]\n"
+				 "relay_ack = yes\n"),
+			 SEMQ_OK);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1390,7 +1456,7 @@ int main(void)
 		T(test_parse_duration),   T(test_parse_size),
 		T(test_parse_addr),       T(test_check_daemon),
 		T(test_describe),         T(test_instance),
-		T(test_db_url),
+		T(test_db_url),           T(test_relay_keys),
 #undef T
 	};
 

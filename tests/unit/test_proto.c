@@ -106,6 +106,7 @@ static int setup(void **state)
 	fx->c.quota_messages_per_origin = 1000000;
 	fx->c.quota_bytes_per_origin = (size_t)1 << 30;
 	fx->c.unknown_dest_after_ms = 86400000;
+	fx->c.relay_ack = 1; /* [relay] default */
 	fx->c.custody_query_after_ms = 600000;
 	fx->c.max_hops = 8; /* [node] defaults */
 	fx->c.memory_budget = (size_t)256 << 20;
@@ -1616,6 +1617,41 @@ static void test_relay_forwards(void **state)
 	assert_int_equal(f->relay_ack->ids[1]->seq, 2);
 	assert_int_equal(count_rows(fx, "SELECT count(*) FROM tb_0031"), 0);
 	assert_int_equal(count_rows(fx, "SELECT count(*) FROM tb_0030"), 0);
+}
+
+/* [relay] relay_ack = no, forward-only: a forwarded message gets no
+ * RelayAck (the destination's 810-Indication answers it), a refusal still
+ * does, and nothing is kept. */
+static void test_relay_no_ack(void **state)
+{
+	struct fx *fx = *state;
+	const struct mspec m1 = {"R1", "S1", 1, "a", 0, 0};
+	const struct mspec m2 = {"R1", "S1", 2, "a", 1, 0};
+	const struct route_hop hops[2] = {{"R1", 3, 0, "", 1, 0, 0},
+					  {"S1", 9, 0, "", 1, 0, 0}};
+	const Semq__Message *msgs[4];
+	const Semq__Frame *f;
+
+	snprintf(fx->c.id, sizeof fx->c.id, "P1");
+	fx->c.relay = 1;
+	fx->c.relay_ack = 0;
+	start(fx);
+	push_routes(fx, hops, 2);
+	push_data(fx, 3, "R1", &m1, 1);
+	assert_int_equal(batch(fx, T0), 1);
+	assert_int_equal(data_to(fx, 9, msgs, 4), 1);
+	assert_int_equal(msgs[0]->seq, 1);
+	assert_int_equal(count_frames(fx, 3, SEMQ__FRAME__BODY_RELAY_ACK), 0);
+
+	push_routes(fx, hops, 1); /* S1 gone */
+	push_data(fx, 3, "R1", &m2, 1);
+	batch(fx, T0 + 1);
+	f = frame_at(fx, 3, SEMQ__FRAME__BODY_RELAY_ACK, 0);
+	assert_int_equal(f->relay_ack->kind,
+			 SEMQ__RELAY_ACK__KIND__UNREACHABLE);
+	assert_int_equal(f->relay_ack->reason,
+			 SEMQ__RELAY_REFUSAL__NOT_CONNECTED);
+	assert_int_equal(count_rows(fx, "SELECT count(*) FROM tb_0031"), 0);
 }
 
 /*
@@ -4644,6 +4680,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_relay_stores, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_relay_forwards, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_relay_no_ack, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_relay_never_back_to_sender,
 						setup, teardown),
