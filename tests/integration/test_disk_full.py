@@ -188,6 +188,14 @@ def run_disk_full(t, small):
                            f"times, not once:\n{s.log_tail()}")
     j1 = s.journal_count()
     time.sleep(3 * RETRY_S)
+    # The network thread refuses the Data R sends while the disk is full:
+    # R's resends after its queries (query_after) were answered "not
+    # received". When that is depends on how fast S's store thread gets to
+    # the queries (a loaded or sanitized build: seconds), so it is waited
+    # for, not assumed within the three retries above.
+    wait_until(lambda: REFUSED_LINE in s.log_text() or Pending("no"), 60,
+               f"S's network thread refused Data while full "
+               f"('{REFUSED_LINE}')", interval=0.2, on_timeout=t.logs)
     if not s.alive():
         raise HarnessError(f"S died while its disk was full:\n"
                            f"{s.log_tail()}")
