@@ -101,6 +101,7 @@
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -454,10 +455,27 @@ int semq_plugin_init(const struct semq_plugin_init_args *a, void **handle_out,
 		goto out;
 	}
 	/* Unreachable is fine (the first calls say so and RETRY); a server
-	 * that refuses the table is a configuration to fix. */
-	if (connect_export(x) == -2) {
-		errf(err, errsz, "export: %s", x->why);
-		goto out;
+	 * that refuses the table is a configuration to fix. A server that is
+	 * only slow to answer (a start-up, a busy machine) gets two more
+	 * tries, a second apart, so that the table exists once semqd is up
+	 * whenever the server is; what failed is said on stderr (semqd's
+	 * log), since init has no other voice for a failure it survives. */
+	for (i = 0; i < 3; i++) {
+		int c = connect_export(x);
+
+		if (c == -2) {
+			errf(err, errsz, "export: %s", x->why);
+			goto out;
+		}
+		if (c == 0)
+			break;
+		fprintf(stderr, "export: [plugin %s]: %s%s\n",
+			a->name ? a->name : "export", x->why,
+			i < 2 ? "; trying again in 1 s"
+			      : "; the documents wait in the redo queue "
+				"until it answers");
+		if (i < 2)
+			sleep(1);
 	}
 	*handle_out = x;
 	x = NULL;
