@@ -190,7 +190,11 @@ def kill9_exactly_once(t):
     pg = _base.create_database(db_name_for("export_kill9"))
     r, s = make_pair(t, pg.url)
     s.start(timeout=READY_TIMEOUT)
-    assert pg.has_table(TABLE), "init did not create the export table"
+    # semqd listens and has migrated before its plugins' init returns (the
+    # harness's "ready"): the table is waited for, not assumed.
+    wait_until(lambda: pg.has_table(TABLE), READY_TIMEOUT,
+               "the export table, made by the plugin's init",
+               on_timeout=t.logs)
     r.start(timeout=READY_TIMEOUT)
 
     blocker = PgSession(pg)
