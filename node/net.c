@@ -1697,6 +1697,11 @@ void net_drain(struct net *n)
 		event_base_loopexit(n->base, &tick);
 		event_base_dispatch(n->base);
 	}
+	/* bufferevent_free() defers the real free (and the SSL's) to the
+	 * loop while callbacks of the bufferevent are pending: a connection
+	 * destroyed just before the stop (a failed handshake) is gone from
+	 * conn_live() but not yet freed. Let the loop run them once. */
+	event_base_loop(n->base, EVLOOP_NONBLOCK);
 }
 
 void net_free(struct net *n)
