@@ -198,7 +198,19 @@ class Pg:
     def drop_database(self, name):
         if not _NAME.match(name):
             raise HarnessError(f"drop_database: bad name {name!r}")
-        self.query(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        # WITH (FORCE) cannot end an autovacuum worker in that database
+        # (it is not semq's process): wait until it has finished, at most
+        # 30 s, instead of failing the test over its cleanup.
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                self.query(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+                return
+            except HarnessError as e:
+                if "pg_signal_backend" not in str(e) or \
+                        time.monotonic() > deadline:
+                    raise
+            time.sleep(0.2)
 
     def backends(self):
         """[(pid, application_name, state, wait_event_type, xact open,
