@@ -29,6 +29,7 @@ done
 
 . tools/deps.sh
 semq_install_deps
+semq_install_promtool
 
 tools/check-format.sh
 
