@@ -57,6 +57,7 @@
 #include "log.h"
 #include "net.h"
 #include "peer.h"
+#include "plughost.h"
 #include "webui.h"
 #include "worker.h"
 
@@ -68,7 +69,7 @@
 #define IDLE_TIMEOUT_S 30 /* an HTTP connection that sends nothing */
 #define REFUSED_LOG_S 10  /* at most one line about refused requests */
 
-enum route_kind { RK_HEALTH, RK_PEERS, RK_STORE };
+enum route_kind { RK_HEALTH, RK_PEERS, RK_STORE, RK_LIVE };
 
 struct route {
 	const char *pattern; /* a '*' segment matches one path segment */
@@ -80,6 +81,7 @@ struct route {
 
 static const struct route routes[] = {
 	{"/health", EVHTTP_REQ_GET, RK_HEALTH, 0, 0},
+	{"/health/live", EVHTTP_REQ_GET, RK_LIVE, 0, 0},
 	{"/peers", EVHTTP_REQ_GET, RK_PEERS, 0, 0},
 	{"/metrics", EVHTTP_REQ_GET, RK_STORE, 0, 1},
 	{"/streams", EVHTTP_REQ_GET, RK_STORE, 0, 0},
@@ -480,28 +482,161 @@ static int64_t uptime_ms(const struct admin *a)
 	       (ts.tv_nsec - a->started_mono.tv_nsec) / 1000000;
 }
 
+/* "42m", "3h05m", "2d04h": how long, for people. */
+static void duration_text(char *buf, size_t sz, int64_t ms)
+{
+	int64_t s = ms > 0 ? ms / 1000 : 0;
+
+	if (s < 60)
+		snprintf(buf, sz, "%" PRId64 "s", s);
+	else if (s < 3600)
+		snprintf(buf, sz, "%" PRId64 "m", s / 60);
+	else if (s < 86400)
+		snprintf(buf, sz, "%" PRId64 "h%02" PRId64 "m", s / 3600,
+			 s / 60 % 60);
+	else
+		snprintf(buf, sz, "%" PRId64 "d%02" PRId64 "h", s / 86400,
+			 s / 3600 % 24);
+}
+
+/* Appends o (taken) with {"reason": code, "text": text} to arr; out of
+ * memory, the answer says less. */
+static void add_reason(json_t *arr, json_t *o, const char *code,
+		       const char *text)
+{
+	if (!o)
+		return;
+	if (!arr || json_object_set_new(o, "reason", json_string(code)) ||
+	    json_object_set_new(o, "text", json_string(text))) {
+		json_decref(o);
+		return;
+	}
+	json_array_append_new(arr, o);
+}
+
+struct down_ctx {
+	struct admin *a;
+	json_t *reasons;
+	int64_t now;
+	unsigned char *seen; /* per configured peer: reported already */
+};
+
+/* /health: a peer this node dials down longer than peer_down_after. */
+static void down_cb(void *ctx, const struct admin_peer *p)
+{
+	struct down_ctx *x = ctx;
+	const struct config *c = x->a->c;
+	char text[600], dur[32];
+	size_t i;
+
+	if (!p->configured || !p->dialled || !p->down_since || !p->peer ||
+	    x->now - p->down_since < c->peer_down_after_ms)
+		return;
+	for (i = 0; i < c->n_peers; i++)
+		if (!strcmp(c->peers[i].name, p->peer))
+			break;
+	if (i == c->n_peers || (x->seen && x->seen[i]))
+		return;
+	if (x->seen)
+		x->seen[i] = 1;
+	duration_text(dur, sizeof dur, x->now - p->down_since);
+	snprintf(text, sizeof text,
+		 "peer %s down for %s (longer than peer_down_after)%s%.300s",
+		 p->peer, dur, p->last_error ? ": " : "",
+		 p->last_error ? p->last_error : "");
+	add_reason(x->reasons,
+		   json_pack("{s:s, s:I, s:s?}", "peer", p->peer, "down_since",
+			     (json_int_t)p->down_since, "last_error",
+			     p->last_error),
+		   "peer_down", text);
+}
+
+/*
+ * Why the node is degraded (it serves, 200): peers it dials down longer
+ * than peer_down_after, its oldest unconfirmed outbound message older than
+ * backlog_age_warn, a store worker's plugin call over its deadline.
+ */
+static json_t *degraded_reasons(struct admin *a, const char *worker_what)
+{
+	struct down_ctx x = {a, json_array(), clock_real_ms(NULL), NULL};
+	char dest[SEMQ_ID_MAX + 1] = "", text[400], dur[32];
+	int64_t at;
+
+	if (!x.reasons)
+		return NULL;
+	if (a->c->n_peers)
+		x.seen = calloc(a->c->n_peers, 1);
+	a->peers(a->peers_ctx, down_cb, &x);
+	free(x.seen);
+	at = a->w ? worker_backlog(a->w, dest, sizeof dest) : 0;
+	if (at && x.now - at > a->c->backlog_age_warn_ms) {
+		duration_text(dur, sizeof dur, x.now - at);
+		snprintf(text, sizeof text,
+			 "the oldest unconfirmed outbound message (to %s) is "
+			 "%s old (longer than backlog_age_warn)",
+			 dest, dur);
+		add_reason(x.reasons,
+			   json_pack("{s:s, s:I, s:I}", "dest", dest,
+				     "oldest_at", (json_int_t)at, "age_s",
+				     (json_int_t)((x.now - at) / 1000)),
+			   "backlog_old", text);
+	}
+	if (worker_what && worker_what[0])
+		add_reason(x.reasons, json_object(), "plugin_slow",
+			   worker_what);
+	return x.reasons;
+}
+
+/* GET /health/live: the process and its network thread run (200 whatever
+ * the node's peers and store do; an orchestrator restarts on no answer). */
+static void live(struct admin *a, struct evhttp_request *req)
+{
+	send_json(req, 200,
+		  json_pack("{s:s, s:s, s:I}", "status", "alive", "node",
+			    a->c->id, "uptime_s",
+			    (json_int_t)(uptime_ms(a) / 1000)));
+}
+
 static void health(struct admin *a, struct evhttp_request *req)
 {
 	char what[1024] = "";
+	json_t *reasons = NULL, *doc;
 	int full = a->w && !a->stopping && worker_disk_full(a->w);
 	int stuck = a->w && !a->stopping && !full &&
 		    worker_stuck(a->w, what, sizeof what);
 	/* A store worker stuck holds its stream only: the node serves the
 	 * others, so 200, but says which stream waits. */
-	int degraded = a->w && !a->stopping && !full && !stuck &&
-		       worker_degraded(a->w, what, sizeof what);
-	const char *status = a->stopping ? "stopping"
-			     : full      ? "disk full"
-			     : stuck     ? "plugin stuck"
-			     : degraded  ? "degraded"
-			     : a->w      ? "ready"
-					 : "starting";
+	int slow = a->w && !a->stopping && !full && !stuck &&
+		   worker_degraded(a->w, what, sizeof what);
+	int degraded;
+	const char *status;
 
+	if (a->w && !a->stopping)
+		reasons = degraded_reasons(a, slow ? what : NULL);
+	if (stuck)
+		add_reason(reasons, json_object(), "plugin_stuck", what);
+	if (full)
+		add_reason(reasons, json_object(), "disk_full",
+			   "the disk is full: new messages are refused until "
+			   "space is freed");
+	degraded = reasons && json_array_size(reasons) > 0;
+	status = a->stopping ? "stopping"
+		 : full      ? "disk full"
+		 : stuck     ? "plugin stuck"
+		 : degraded  ? "degraded"
+		 : a->w      ? "ready"
+			     : "starting";
+
+	doc = json_pack("{s:s, s:s, s:I, s:s?}", "status", status, "node",
+			a->c->id, "uptime_s", (json_int_t)(uptime_ms(a) / 1000),
+			"detail", stuck || slow ? what : NULL);
+	if (doc) /* out of memory, it goes without them */
+		(void)json_object_set_new(doc, "reasons",
+					  reasons ? reasons : json_array());
+	else
+		json_decref(reasons);
 	send_json(req, a->w && !a->stopping && !full && !stuck ? 200 : 503,
-		  json_pack("{s:s, s:s, s:I, s:s?}", "status", status, "node",
-			    a->c->id, "uptime_s",
-			    (json_int_t)(uptime_ms(a) / 1000), "detail",
-			    stuck || degraded ? what : NULL));
+		  doc);
 }
 
 struct peers_ctx {
@@ -548,6 +683,24 @@ static void peer_json_cb(void *ctx, const struct admin_peer *p)
 			json_decref(o);
 			o = NULL;
 		}
+	/* a configured peer: whether and since when it is down */
+	if (o &&
+	    (json_object_set_new(o, "configured",
+				 json_boolean(p->configured)) ||
+	     json_object_set_new(o, "down_since", int_or_null(p->down_since)) ||
+	     json_object_set_new(
+		     o, "down_for_ms",
+		     p->down_since
+			     ? json_integer(x->now > p->down_since
+						    ? x->now - p->down_since
+						    : 0)
+			     : json_null()) ||
+	     json_object_set_new(o, "last_error",
+				 p->last_error ? json_string(p->last_error)
+					       : json_null()))) {
+		json_decref(o);
+		o = NULL;
+	}
 	if (!o || json_array_append_new(x->arr, o))
 		x->failed = 1;
 }
@@ -580,6 +733,7 @@ struct conn_count {
 	uint64_t state[N_STATES];
 	uint64_t paused;      /* connections not read from: memory_budget */
 	unsigned char *ready; /* per configured peer */
+	int64_t *down;        /* per configured peer: down since, unix ms */
 };
 
 static void count_cb(void *ctx, const struct admin_peer *p)
@@ -587,6 +741,10 @@ static void count_cb(void *ctx, const struct admin_peer *p)
 	struct conn_count *x = ctx;
 	size_t i;
 
+	for (i = 0; x->down && p->configured && p->peer && i < x->c->n_peers;
+	     i++)
+		if (!strcmp(x->c->peers[i].name, p->peer))
+			x->down[i] = p->down_since;
 	if (p->state < 0 || p->state >= N_STATES)
 		return;
 	x->state[p->state]++;
@@ -641,9 +799,23 @@ static void histogram(struct evbuffer *b, const char *name, const char *help,
 	evbuffer_add_printf(b, "%s_count %" PRIu64 "\n", name, h->total);
 }
 
+/* worker_plugin_cb: a plugin's line per outcome. */
+static void plugin_cb(void *ctx, const char *plugin, const uint64_t *outcome)
+{
+	struct evbuffer *b = ctx;
+	int k;
+
+	for (k = 0; k < PLUGHOST_OUTCOMES; k++)
+		evbuffer_add_printf(b,
+				    "semq_plugin_calls_total{plugin=\"%s\","
+				    "outcome=\"%s\"} %" PRIu64 "\n",
+				    plugin ? plugin : "?",
+				    plughost_outcome_text(k), outcome[k]);
+}
+
 static void network_metrics(struct admin *a, struct evbuffer *b)
 {
-	struct conn_count x = {a->c, {0}, 0, NULL};
+	struct conn_count x = {a->c, {0}, 0, NULL, NULL};
 	struct worker_stats s;
 	struct net_stats ns;
 	size_t i;
@@ -715,6 +887,21 @@ static void network_metrics(struct admin *a, struct evbuffer *b)
 			"semq_relay_refused_total{reason=\"loop\"} %" PRIu64
 			"\n",
 			s.relay_refused[SEMQ__RELAY_REFUSAL__LOOP]);
+		counter(b, "semq_relay_forwarded_total",
+			"Messages for other nodes this relay passed on to "
+			"their connected next hop, once committed (a copy "
+			"sent again by its origin counts again).",
+			s.relay_forwarded);
+		counter(b, "semq_relay_stored_total",
+			"Messages for other nodes this relay took into "
+			"custody (store_and_forward), once committed.",
+			s.relay_stored);
+		histogram(b, "semq_delivery_latency_seconds",
+			  "Messages recorded as received here: the time from "
+			  "their created_at at the origin (its clock) to the "
+			  "commit here; clock skew shifts it, a negative "
+			  "value counts as 0.",
+			  &s.latency_ms, 1e-3);
 		counter(b, "semq_frames_looped_total",
 			"Acknowledgements and queries this relay did not "
 			"pass on: they had passed max_hops relays (a routing "
@@ -724,6 +911,20 @@ static void network_metrics(struct admin *a, struct evbuffer *b)
 			"Plugin calls that ran longer than their [plugin] "
 			"deadline (each counted once, while it still ran).",
 			s.plugin_overdue);
+		evbuffer_add_printf(
+			b, "# HELP semq_plugin_calls_total Plugin calls by "
+			   "outcome: ok, retry, permanent (an invalid return "
+			   "code included), crash (not handed to the plugin: "
+			   "the message crashed the node before), deadline "
+			   "(returned after its [plugin] deadline; also "
+			   "counted by what it returned).\n"
+			   "# TYPE semq_plugin_calls_total counter\n");
+		worker_plugin_outcomes(a->w, plugin_cb, b);
+		gauge(b, "semq_disk_full",
+		      "1 while the store has no room to write: Data is "
+		      "refused (the senders keep it) and /health answers "
+		      "503 until a probe commits again.",
+		      worker_disk_full(a->w) ? 1.0 : 0.0);
 		gauge(b, "semq_store_workers",
 		      "Store workers applying received messages (1: the "
 		      "store thread itself).",
@@ -752,8 +953,10 @@ static void network_metrics(struct admin *a, struct evbuffer *b)
 			  "its last COMMIT.",
 			  &s.commit_us, 1e-6);
 	}
-	if (a->c->n_peers)
+	if (a->c->n_peers) {
 		x.ready = calloc(a->c->n_peers, 1);
+		x.down = calloc(a->c->n_peers, sizeof *x.down);
+	}
 	a->peers(a->peers_ctx, count_cb, &x);
 	evbuffer_add_printf(b, "# HELP semq_connections Peer connections by "
 			       "state.\n# TYPE semq_connections gauge\n");
@@ -771,7 +974,28 @@ static void network_metrics(struct admin *a, struct evbuffer *b)
 					    "semq_peer_ready{peer=\"%s\"} %d\n",
 					    a->c->peers[i].name, x.ready[i]);
 	}
+	if (x.down) {
+		int64_t now = clock_real_ms(NULL);
+
+		evbuffer_add_printf(
+			b,
+			"# HELP semq_peer_down_seconds How long a configured "
+			"peer has had no ready connection (since the start "
+			"when it never had one); 0 while it is up.\n"
+			"# TYPE semq_peer_down_seconds gauge\n");
+		for (i = 0; i < a->c->n_peers; i++) {
+			int64_t d = x.down[i] && now > x.down[i]
+					    ? now - x.down[i]
+					    : 0;
+			evbuffer_add_printf(
+				b,
+				"semq_peer_down_seconds{peer=\"%s\"} "
+				"%" PRId64 ".%03d\n",
+				a->c->peers[i].name, d / 1000, (int)(d % 1000));
+		}
+	}
 	free(x.ready);
+	free(x.down);
 	/* the network's bounds (docs/ARCHITECTURE.md, "Limits") */
 	net_get_stats(&ns);
 	evbuffer_add_printf(
@@ -860,14 +1084,31 @@ static void network_metrics(struct admin *a, struct evbuffer *b)
 		"semq_log_lines_suppressed_total{kind=\"connection\"} "
 		"%" PRIu64 "\n",
 		ns.errors_suppressed, ns.lines_suppressed);
-	if (ns.cert_not_after)
+	if (ns.cert_not_after || ns.ca_not_after)
 		evbuffer_add_printf(
-			b,
-			"# HELP semq_tls_cert_expiry_seconds When this node's "
-			"certificate expires, unix seconds.\n"
-			"# TYPE semq_tls_cert_expiry_seconds gauge\n"
-			"semq_tls_cert_expiry_seconds %" PRId64 "\n",
-			ns.cert_not_after);
+			b, "# HELP semq_tls_cert_expiry_timestamp_seconds When "
+			   "a certificate expires (notAfter), unix seconds: "
+			   "this node's (cert=\"node\") and the earliest of "
+			   "its CA file (cert=\"ca\").\n"
+			   "# TYPE semq_tls_cert_expiry_timestamp_seconds "
+			   "gauge\n");
+	if (ns.cert_not_after)
+		evbuffer_add_printf(b,
+				    "semq_tls_cert_expiry_timestamp_seconds{"
+				    "cert=\"node\"} %" PRId64 "\n",
+				    ns.cert_not_after);
+	if (ns.ca_not_after)
+		evbuffer_add_printf(b,
+				    "semq_tls_cert_expiry_timestamp_seconds{"
+				    "cert=\"ca\"} %" PRId64 "\n",
+				    ns.ca_not_after);
+	evbuffer_add_printf(
+		b,
+		"# HELP semq_build_info This semqd's version and database "
+		"(the value is always 1).\n"
+		"# TYPE semq_build_info gauge\n"
+		"semq_build_info{version=\"%s\",db=\"%s\"} 1\n",
+		SEMQ_VERSION, a->c->db_url ? "postgresql" : "sqlite");
 	if (a->c->tls_crl) {
 		counter(b, "semq_tls_crl_reloads_total",
 			"Times [tls] crl was read again (SIGHUP, or the file "
@@ -1227,11 +1468,12 @@ static void on_request(struct evhttp_request *req, void *arg)
 	    (!action_safe(req, what) || !authorised(a, req, what)))
 		return;
 	/* Reads: everything but /health needs the token when there is one. */
-	if (!rt->action && rt->kind != RK_HEALTH && a->c->admin_token &&
-	    !authorised(a, req, what))
+	if (!rt->action && rt->kind != RK_HEALTH && rt->kind != RK_LIVE &&
+	    a->c->admin_token && !authorised(a, req, what))
 		return;
 	switch (rt->kind) {
 	case RK_HEALTH: health(a, req); break;
+	case RK_LIVE: live(a, req); break;
 	case RK_PEERS: peers(a, req); break;
 	default: to_store(a, req, rt, method_name(m), path, query); break;
 	}

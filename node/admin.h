@@ -53,6 +53,15 @@ struct admin_peer {
 	int64_t next_dial_at; /* not connected: unix ms of the next dial, 0
 				 when it is not dialled (accept only) */
 	unsigned attempts;    /* dials since the last success */
+
+	/* A configured peer ([peer] section; also on its connections): */
+	int configured;
+	int dialled;            /* its section has connect = (we dial it) */
+	int64_t down_since;     /* unix ms since it has had no ready
+				   connection (from the start when never);
+				   0 while up */
+	const char *last_error; /* why its last connection closed or failed
+				   (NULL: none since the start) */
 };
 typedef void (*admin_peer_cb)(void *cb_ctx, const struct admin_peer *p);
 /* Lists every connection, then every configured peer without one. */

@@ -248,6 +248,14 @@ static const struct key keys[] = {
 	 0, 1, DAY, NULL, 0,
 	 "A plugin call running longer than this is logged and counted, and "
 	 "/health reports it (the default of [plugin] deadline)."},
+	{S_NODE, "peer_down_after", T_DURATION, "5m", NODE(peer_down_after_ms),
+	 0, 1, 30 * DAY, NULL, 0,
+	 "/health says degraded when a peer this node dials (connect =) has "
+	 "had no ready connection for this long."},
+	{S_NODE, "backlog_age_warn", T_DURATION, "15m",
+	 NODE(backlog_age_warn_ms), 0, 1, 30 * DAY, NULL, 0,
+	 "/health says degraded when this node's oldest unconfirmed outbound "
+	 "message is older than this."},
 	{S_NODE, "workers", T_UINT, "0", NODE(workers), 0, 0, 64, NULL, 0,
 	 "Store workers applying received messages in parallel, each with "
 	 "its own database connection; a stream is applied by one worker at "

@@ -111,6 +111,8 @@ struct config {
 	size_t memory_budget;                 /* 256 MiB */
 	unsigned max_hops;                    /* 8 */
 	int64_t plugin_timeout_ms;            /* 30s */
+	int64_t peer_down_after_ms;           /* 5m: /health degraded */
+	int64_t backlog_age_warn_ms;          /* 15m: /health degraded */
 	unsigned workers;         /* store workers; 0: auto (config_workers) */
 	int64_t idle_timeout_ms;  /* 60s */
 	int64_t reconnect_min_ms; /* 500ms */

@@ -106,6 +106,13 @@ struct conn_info {
 	int authed; /* counted as authenticated, else as a handshake */
 };
 
+/* Whether a configured peer is up (a connection of it is ready), for
+ * /peers, /health and /metrics: one per [peer] section, in config order. */
+struct peer_down {
+	int64_t down_since;   /* unix ms: no ready connection since; 0 = up */
+	char last_error[200]; /* the last connection's failure; "" none */
+};
+
 /* A line about refusals of one kind, at most every LIMIT_LOG_MS. */
 struct limit_log {
 	int64_t last_ms; /* monotonic; 0 = never */
@@ -142,6 +149,8 @@ struct net {
 	struct conn_cbs cbs;
 	struct dialer *dialers;
 	size_t n_dialers;
+	struct peer_down *down; /* per configured peer (n_down) */
+	size_t n_down;
 	struct conn **conns;
 	size_t n_conns;
 	uint64_t next_id;
@@ -699,6 +708,49 @@ static int on_hello(void *ctx, struct conn *c, char *why, size_t whysz)
 	return SEMQ__ERROR__CODE__DEST_UNAVAILABLE;
 }
 
+/* ---- configured peers: up, or down since when ------------------------------ */
+
+/* The [peer] section of id, or NULL. */
+static struct peer_down *peer_down_of(struct net *n, const char *id)
+{
+	size_t i;
+
+	if (!id || !id[0])
+		return NULL;
+	for (i = 0; i < n->n_down && i < n->c->n_peers; i++)
+		if (!strcmp(n->c->peers[i].name, id))
+			return &n->down[i];
+	return NULL;
+}
+
+/* Does id have a ready connection other than `except`? */
+static int peer_ready(struct net *n, const char *id, const struct conn *except)
+{
+	size_t i;
+
+	for (i = 0; i < n->n_conns; i++)
+		if (n->conns[i] != except &&
+		    conn_state(n->conns[i]) == CONN_READY &&
+		    !strcmp(conn_peer(n->conns[i]), id))
+			return 1;
+	return 0;
+}
+
+/* A connection of configured peer id closed (why: its reason): down from
+ * now when it was its last ready one; the reason is kept either way. */
+static void peer_note_close(struct net *n, const char *id, int was_ready,
+			    const struct conn *c, const char *why)
+{
+	struct peer_down *pd = peer_down_of(n, id);
+
+	if (!pd)
+		return;
+	if (why && why[0])
+		snprintf(pd->last_error, sizeof pd->last_error, "%s", why);
+	if (was_ready && !pd->down_since && !peer_ready(n, id, c))
+		pd->down_since = clock_real_ms(NULL);
+}
+
 /* ---- connection callbacks -------------------------------------------------- */
 
 static void on_ready(void *ctx, struct conn *c)
@@ -713,6 +765,11 @@ static void on_ready(void *ctx, struct conn *c)
 	if (conn_user(c))
 		((struct conn_info *)conn_user(c))->ready_at =
 			clock_real_ms(NULL);
+	{
+		struct peer_down *pd = peer_down_of(n, conn_peer(c));
+		if (pd)
+			pd->down_since = 0;
+	}
 	send_routes(n);
 	j = job_new(JOB_PEER_UP);
 	if (j) {
@@ -883,9 +940,13 @@ static void on_close(void *ctx, struct conn *c, const char *why)
 	struct net *n = ctx;
 	int was_ready = conn_state(c) == CONN_READY || conn_peer(c)[0];
 	struct conn_info *ci = conn_user(c);
+	const char *id = conn_peer(c);
 	size_t i;
 
-	(void)why;
+	for (i = 0; !id[0] && i < n->n_dialers; i++)
+		if (n->dialers[i].conn == c)
+			id = n->dialers[i].peer->name;
+	peer_note_close(n, id, ci && ci->ready_at, c, why);
 	for (i = 0; i < n->n_conns; i++)
 		if (n->conns[i] == c) {
 			count(n, ci, -1);
@@ -948,6 +1009,8 @@ static void dial_cb(evutil_socket_t fd, short what, void *arg)
 		log_msg(LOG_WARN, "net", d->peer->name, NULL,
 			"cannot dial %s:%u", d->peer->connect.host,
 			d->peer->connect.port);
+		peer_note_close(n, d->peer->name, 0, NULL,
+				"cannot start a connection (out of memory?)");
 		schedule_dial(d);
 		return;
 	}
@@ -1309,6 +1372,20 @@ void net_stop(struct net *n)
 	event_active(n->ev_stop, EV_READ, 0);
 }
 
+/* What /peers says of p's configured peer: down since, its last error. */
+static void peer_fill_down(struct net *n, struct admin_peer *p)
+{
+	const struct peer_down *pd = peer_down_of(n, p->peer);
+
+	p->configured = pd != NULL;
+	p->dialled = 0;
+	if (!pd)
+		return;
+	p->dialled = n->c->peers[pd - n->down].connect.set;
+	p->down_since = pd->down_since;
+	p->last_error = pd->last_error[0] ? pd->last_error : NULL;
+}
+
 /* admin_peers_fn: every connection, then the configured peers without
  * one (with when they are dialled next). */
 static void list_peers(void *ctx, admin_peer_cb cb, void *cb_ctx)
@@ -1335,6 +1412,7 @@ static void list_peers(void *ctx, admin_peer_cb cb, void *cb_ctx)
 		p.ready_at = ci ? ci->ready_at : 0;
 		p.pending = conn_output_pending(c);
 		p.paused = conn_paused(c);
+		peer_fill_down(n, &p);
 		cb(cb_ctx, &p);
 	}
 	for (k = 0; k < n->c->n_peers; k++) {
@@ -1362,6 +1440,7 @@ static void list_peers(void *ctx, admin_peer_cb cb, void *cb_ctx)
 		}
 		p.next_dial_at = d ? d->next_at : 0;
 		p.attempts = d ? d->attempts : 0;
+		peer_fill_down(n, &p);
 		cb(cb_ctx, &p);
 	}
 }
@@ -1544,6 +1623,7 @@ int net_new(const struct config *c, struct net **out, char *err, size_t errsz)
 			goto out;
 		}
 		stats.cert_not_after = tls_cert_not_after(n->tls);
+		stats.ca_not_after = tls_ca_not_after(n->tls);
 		stats.crl_next_update = tls_crl_next_update(n->tls);
 	}
 	r = bind_wake(n, err, errsz);
@@ -1633,6 +1713,17 @@ int net_new(const struct config *c, struct net **out, char *err, size_t errsz)
 		}
 		n->prm.dns = n->dns;
 	}
+	if (c->n_peers) {
+		/* every configured peer is down from the start until it
+		 * connects */
+		int64_t now = clock_real_ms(NULL);
+		n->down = calloc(c->n_peers, sizeof *n->down);
+		if (!n->down)
+			goto out;
+		n->n_down = c->n_peers;
+		for (i = 0; i < c->n_peers; i++)
+			n->down[i].down_since = now;
+	}
 	if (n->n_dialers) {
 		size_t k = 0;
 		n->dialers = calloc(n->n_dialers, sizeof *n->dialers);
@@ -1717,6 +1808,7 @@ void net_free(struct net *n)
 		if (n->dialers[i].timer)
 			event_free(n->dialers[i].timer);
 	free(n->dialers);
+	free(n->down);
 	free(n->conns);
 	out_free_list(n->out_head);
 	for (i = 0; i < 3; i++)

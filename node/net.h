@@ -89,6 +89,7 @@ struct net_stats {
 	uint64_t errors_suppressed;  /* peers' Error lines not logged */
 	uint64_t lines_suppressed;   /* other lines left out by rate limits */
 	int64_t cert_not_after;      /* our certificate, unix s; 0 unknown */
+	int64_t ca_not_after;        /* the CA file's earliest, 0 unknown */
 	uint64_t crl_reloads;        /* [tls] crl read again */
 	uint64_t crl_failures;       /* and could not be */
 	int64_t crl_next_update;     /* earliest nextUpdate, unix s; 0 none */

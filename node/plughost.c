@@ -99,7 +99,8 @@ struct plugin {
 	void *handle;        /* the plugin's own state, released by its fini */
 	int64_t deadline_ms; /* [plugin] deadline; 0: plughost_stuck's */
 	semq_plugin_handle_fn handle_fn;
-	semq_plugin_fini_fn fini_fn; /* NULL when the plugin has none */
+	semq_plugin_fini_fn fini_fn;         /* NULL when the plugin has none */
+	uint64_t outcome[PLUGHOST_OUTCOMES]; /* calls by outcome; host's mu */
 };
 
 struct plughost {
@@ -659,6 +660,14 @@ static struct plugin *route(const struct plughost *h, uint32_t type)
 	return NULL;
 }
 
+/* One more call of p with outcome k (enum plughost_outcome). */
+static void count_outcome(struct plughost *h, struct plugin *p, int k)
+{
+	pthread_mutex_lock(&h->mu);
+	p->outcome[k]++;
+	pthread_mutex_unlock(&h->mu);
+}
+
 int plughost_handles(const struct plughost *h, uint32_t type)
 {
 	return route(h, type) != NULL;
@@ -673,6 +682,7 @@ int plughost_apply(void *host, const struct msg *m, unsigned tries,
 	struct suspect *s = NULL;
 	char perr[SEMQ_ERRLEN], gid[GUARD_IDLEN];
 	unsigned crashes = 0;
+	int64_t t0;
 	int rc;
 
 	if (err && errsz > 0)
@@ -710,6 +720,7 @@ int plughost_apply(void *host, const struct msg *m, unsigned tries,
 		pthread_mutex_unlock(&h->guard->mu);
 	}
 	if (crashes >= GUARD_CRASHES) {
+		count_outcome(h, p, PLUGHOST_CRASH);
 		errf(err, errsz,
 		     "crashed the node %u times (plugin '%s'): not handed to "
 		     "it again",
@@ -718,8 +729,11 @@ int plughost_apply(void *host, const struct msg *m, unsigned tries,
 	}
 	memset(perr, 0, sizeof perr);
 	call_mark(h, gid, p, m);
+	t0 = wall_ms();
 	rc = p->handle_fn(p->handle, &pm, tx, perr, sizeof perr);
 	call_mark(h, NULL, NULL, NULL);
+	if (p->deadline_ms && wall_ms() - t0 > p->deadline_ms)
+		count_outcome(h, p, PLUGHOST_DEADLINE);
 	if (crashes) { /* it returned: forgiven */
 		pthread_mutex_lock(&h->guard->mu);
 		s = suspect_of(h->guard->g, gid);
@@ -749,5 +763,40 @@ int plughost_apply(void *host, const struct msg *m, unsigned tries,
 		rc = SEMQ_PLUGIN_PERMANENT;
 		break;
 	}
+	count_outcome(h, p,
+		      rc == SEMQ_PLUGIN_OK      ? PLUGHOST_OK
+		      : rc == SEMQ_PLUGIN_RETRY ? PLUGHOST_RETRY
+						: PLUGHOST_PERMANENT);
 	return rc;
+}
+
+size_t plughost_count(const struct plughost *h)
+{
+	return h ? h->n : 0;
+}
+
+const char *plughost_name(const struct plughost *h, size_t i)
+{
+	return h && i < h->n ? h->v[i].name : NULL;
+}
+
+void plughost_outcomes(struct plughost *h, size_t i,
+		       uint64_t out[PLUGHOST_OUTCOMES])
+{
+	size_t k;
+
+	if (!h || i >= h->n)
+		return;
+	pthread_mutex_lock(&h->mu);
+	for (k = 0; k < PLUGHOST_OUTCOMES; k++)
+		out[k] += h->v[i].outcome[k];
+	pthread_mutex_unlock(&h->mu);
+}
+
+const char *plughost_outcome_text(int k)
+{
+	static const char *const names[PLUGHOST_OUTCOMES] = {
+		"ok", "retry", "permanent", "crash", "deadline"};
+
+	return k >= 0 && k < PLUGHOST_OUTCOMES ? names[k] : "?";
 }

@@ -96,4 +96,27 @@ int plughost_running(struct plughost *h, struct plughost_call *c);
 int plughost_stuck(struct plughost *h, int64_t now, int64_t timeout_ms,
 		   char *what, size_t whatsz);
 
+/*
+ * Outcomes of plughost_apply per plugin, for /metrics (any thread): what a
+ * call returned (ok, retry, permanent: an invalid code counts as
+ * permanent), a message not handed to it because it crashed the node
+ * (crash), and, besides its outcome, a call that returned after its
+ * deadline (deadline).
+ */
+enum plughost_outcome {
+	PLUGHOST_OK,
+	PLUGHOST_RETRY,
+	PLUGHOST_PERMANENT,
+	PLUGHOST_CRASH,
+	PLUGHOST_DEADLINE,
+	PLUGHOST_OUTCOMES
+};
+const char *plughost_outcome_text(int k);        /* "ok", "retry", ... */
+size_t plughost_count(const struct plughost *h); /* plugins loaded */
+/* The name of plugin i (config order; borrowed while h lives), or NULL. */
+const char *plughost_name(const struct plughost *h, size_t i);
+/* Adds plugin i's counts by outcome to out. */
+void plughost_outcomes(struct plughost *h, size_t i,
+		       uint64_t out[PLUGHOST_OUTCOMES]);
+
 #endif

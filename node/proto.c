@@ -596,6 +596,11 @@ void proto_take_counts(struct proto *p, struct proto_counts *c)
 		c->relay_refused[i] += p->cnt.relay_refused[i];
 	c->undeliverable += p->cnt.undeliverable;
 	c->looped += p->cnt.looped;
+	c->relay_forwarded += p->cnt.relay_forwarded;
+	c->relay_stored += p->cnt.relay_stored;
+	for (size_t i = 0; i < PROTO_LATENCY_N; i++)
+		c->latency[i] += p->cnt.latency[i];
+	c->latency_sum_ms += p->cnt.latency_sum_ms;
 	memset(&p->cnt, 0, sizeof p->cnt);
 }
 
@@ -606,9 +611,17 @@ static int in_redo(int result)
 	       result == RES_DEAD;
 }
 
-/* Counts what store_receive() answered (rr) for metrics. */
-static void count_receipt(struct proto *p, int rr, int result)
+const int64_t proto_latency_bounds_ms[PROTO_LATENCY_N - 1] = {
+	10,   25,    50,    100,   250,    500,    1000,   2500,
+	5000, 10000, 30000, 60000, 300000, 900000, 3600000};
+
+/* Counts what store_receive() answered (rr) for m at now for metrics. */
+static void count_receipt(struct proto *p, int rr, int result,
+			  const struct msg *m, int64_t now)
 {
+	int64_t age;
+	size_t k;
+
 	if (rr == SEMQ_DUPLICATE)
 		p->cnt.duplicates++;
 	if (rr == SEMQ_DECLINED)
@@ -618,6 +631,13 @@ static void count_receipt(struct proto *p, int rr, int result)
 	p->cnt.received++;
 	if (in_redo(result))
 		p->cnt.redo_created++;
+	age = m->created_at > 0 && now > m->created_at ? now - m->created_at
+						       : 0;
+	for (k = 0; k < PROTO_LATENCY_N - 1; k++)
+		if (age <= proto_latency_bounds_ms[k])
+			break;
+	p->cnt.latency[k]++;
+	p->cnt.latency_sum_ms += (uint64_t)age;
 }
 
 /* ---- lives ----------------------------------------------------------------- */
@@ -793,7 +813,7 @@ static int receive_one(struct proto *p, const struct msg *m, const char *via,
 
 	r = store_receive(p->st, m, via, need, now, plughost_apply, p->ph,
 			  &result, err, sizeof err);
-	count_receipt(p, r, result);
+	count_receipt(p, r, result, m, now);
 	switch (r) {
 	case SEMQ_OK:
 		*verdict = result;
@@ -1269,6 +1289,8 @@ static int relay_one(struct proto *p, const struct job *j, Semq__Message *w,
 		r = fwd_add(fw, conn, w);
 		if (r == SEMQ_OK)
 			r = relayed_add(p, rel, &m->id, now);
+		if (r == SEMQ_OK)
+			p->cnt.relay_forwarded++;
 		return r ? r : idlist_add(&a->forwarded, &m->id, 0);
 	}
 	if (!p->c->store_and_forward)
@@ -1305,6 +1327,7 @@ static int relay_one(struct proto *p, const struct job *j, Semq__Message *w,
 	}
 	if (r == SEMQ_OK) {
 		p->stored++;
+		p->cnt.relay_stored++;
 		rf->use.messages++;
 		rf->use.bytes += (int64_t)m->payload_len;
 		rf->use.all_messages++;
@@ -1457,7 +1480,7 @@ static int retry_held(struct proto *p, int64_t now, struct outbox *ob)
 		rr = store_receive(p->st, &h->m, h->via[0] ? h->via : NULL,
 				   h->need, now, plughost_apply, p->ph, &result,
 				   err, sizeof err);
-		count_receipt(p, rr, result);
+		count_receipt(p, rr, result, &h->m, now);
 		if (rr == SEMQ_AGAIN && now - h->since < p->c->query_after_ms) {
 			pp = &h->next;
 			continue;

@@ -77,6 +77,10 @@ void proto_rolled_back(struct proto *p);
 /* What a batch did, for metrics. Counted as it runs, forgotten when it rolls
  * back; after its commit proto_take_counts() adds them to *c and starts
  * counting from zero again. */
+#define PROTO_LATENCY_N 16 /* buckets of proto_counts.latency */
+/* Their upper bounds in ms, ascending; the last bucket is unbounded. */
+extern const int64_t proto_latency_bounds_ms[PROTO_LATENCY_N - 1];
+
 struct proto_counts {
 	uint64_t sent;         /* tb_0031 rows put in Data frames (resends,
 				  tombstones, a relay's stored copies too) */
@@ -96,6 +100,14 @@ struct proto_counts {
 	uint64_t undeliverable; /* own messages a relay could not deliver,
 				   put dead for the operator */
 	uint64_t looped;        /* frames not passed on: past max_hops */
+	/* relay: messages passed on to a connected next hop, and copies
+	 * taken into custody (store_and_forward), counted once committed */
+	uint64_t relay_forwarded, relay_stored;
+	/* messages recorded as received: now - their created_at at the
+	 * origin (0 when negative: clock skew), by bucket of
+	 * proto_latency_bounds_ms (the last one +Inf), and the sum in ms */
+	uint64_t latency[PROTO_LATENCY_N];
+	uint64_t latency_sum_ms;
 };
 void proto_take_counts(struct proto *p, struct proto_counts *c);
 

@@ -584,6 +584,29 @@ int64_t tls_cert_not_after(SSL_CTX *ctx)
 	return own ? asn1_unix(X509_get0_notAfter(own)) : 0;
 }
 
+int64_t tls_ca_not_after(SSL_CTX *ctx)
+{
+	X509_STORE *st = ctx ? SSL_CTX_get_cert_store(ctx) : NULL;
+	STACK_OF(X509_OBJECT) * objs;
+	int64_t first = 0;
+	int i;
+
+	if (!st)
+		return 0;
+	if (!X509_STORE_lock(st))
+		return 0;
+	objs = X509_STORE_get0_objects(st);
+	for (i = 0; objs && i < sk_X509_OBJECT_num(objs); i++) {
+		X509 *x = X509_OBJECT_get0_X509(sk_X509_OBJECT_value(objs, i));
+		int64_t t = x ? asn1_unix(X509_get0_notAfter(x)) : 0;
+
+		if (t > 0 && (!first || t < first))
+			first = t;
+	}
+	X509_STORE_unlock(st);
+	return first;
+}
+
 /* As verify_cb for a verification outside a handshake: a stale CRL is
  * checked against, without a log line (the load logged it). */
 static int check_cb(int ok, X509_STORE_CTX *sc)

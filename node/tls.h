@@ -76,10 +76,13 @@ int tls_check_own(SSL_CTX *ctx, int64_t now, const char *cert, const char *ca,
 
 /*
  * This node's certificate's notAfter in unix seconds (for the metric
- * semq_tls_cert_expiry_seconds); 0 when ctx has no certificate or its
+ * semq_tls_cert_expiry_timestamp_seconds); 0 when ctx has no certificate or its
  * notAfter cannot be read.
  */
 int64_t tls_cert_not_after(SSL_CTX *ctx);
+/* The earliest notAfter of the CA certificates the context trusts, unix s;
+ * 0 when there is none. */
+int64_t tls_ca_not_after(SSL_CTX *ctx);
 
 /* The id in a certificate: URI SAN semq://ID, else CN; validated as a node
  * id. SEMQ_ERR_INVALID when it has none. */

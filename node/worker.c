@@ -54,6 +54,7 @@
 #define WATCH_MS 1000 /* the watchdog looks this often */
 #define DISK_FULL_RETRY_MS 2000      /* a full disk is tried this often */
 #define DISK_FULL_PROBE (256 * 1024) /* bytes a retry must be able to write */
+#define BACKLOG_SCAN_MS 1000         /* the oldest unconfirmed row looked up */
 
 /* Upper bounds of the histograms' buckets (worker_stats); +Inf follows. */
 static const uint64_t jobs_bounds[] = {1, 2, 5, 10, 20, 50, 100, 200, 512};
@@ -120,7 +121,10 @@ struct worker {
 	struct worker_stats stats; /* under mu */
 	int disk_full;             /* under mu */
 	int probe_left;            /* the probe's row is still in the table */
-	int64_t probed;            /* mono_us of the last probe */
+	int64_t backlog_scanned;   /* mono_us of the last scan (store thread) */
+	int64_t backlog_at;        /* under mu: worker_backlog() */
+	char backlog_dest[SEMQ_ID_MAX + 1];
+	int64_t probed; /* mono_us of the last probe */
 
 	/* [node] memory_budget (worker.h), under mu */
 	size_t queued_bytes;
@@ -153,6 +157,17 @@ static void hist_init(struct worker_hist *h, const uint64_t *bounds, size_t n)
 	memset(h, 0, sizeof *h);
 	memcpy(h->bound, bounds, n * sizeof *bounds);
 	h->n = n + 1; /* and +Inf */
+}
+
+/* proto's latency bounds as a histogram's (the same values, unsigned). */
+static const uint64_t *latency_bounds(void)
+{
+	static uint64_t b[PROTO_LATENCY_N - 1];
+	size_t i;
+
+	for (i = 0; i < PROTO_LATENCY_N - 1; i++)
+		b[i] = (uint64_t)proto_latency_bounds_ms[i];
+	return b;
 }
 
 static void hist_observe(struct worker_hist *h, uint64_t v)
@@ -285,6 +300,8 @@ int worker_new(const struct config *c, worker_output_fn out, void *out_ctx,
 		  sizeof msgs_bounds / sizeof msgs_bounds[0]);
 	hist_init(&w->stats.commit_us, commit_us_bounds,
 		  sizeof commit_us_bounds / sizeof commit_us_bounds[0]);
+	hist_init(&w->stats.latency_ms, (const uint64_t *)latency_bounds(),
+		  PROTO_LATENCY_N - 1);
 
 	/* One worker: the store thread applies, as it does everything
 	 * else. N >= 2: N store workers beside it. */
@@ -541,6 +558,44 @@ fail:
 
 /* ---- batches ---------------------------------------------------------------- */
 
+struct backlog {
+	const char *node;
+	int64_t at;
+	char dest[SEMQ_ID_MAX + 1];
+};
+
+static int backlog_cb(void *ctx, const struct stat_row *r)
+{
+	struct backlog *b = ctx;
+
+	if (strcmp(r->table, "tb_0031") != 0 || strcmp(r->origin, b->node) ||
+	    (r->status != SS_UNSEND && r->status != SS_SEND &&
+	     r->status != SS_ACK) ||
+	    r->oldest <= 0 || (b->at && r->oldest >= b->at))
+		return 0;
+	b->at = r->oldest;
+	snprintf(b->dest, sizeof b->dest, "%s", r->dest);
+	return 0;
+}
+
+/* The oldest unconfirmed message of this node's own, for /health
+ * (worker_backlog): from the counts, one index seek per stream. */
+static int scan_backlog(struct worker *w, struct store *st)
+{
+	struct backlog b = {w->c->id, 0, ""};
+	int r;
+
+	w->backlog_scanned = mono_us();
+	r = store_counts(st, backlog_cb, &b);
+	if (r != SEMQ_OK)
+		return r;
+	pthread_mutex_lock(&w->mu);
+	w->backlog_at = b.at;
+	snprintf(w->backlog_dest, sizeof w->backlog_dest, "%s", b.dest);
+	pthread_mutex_unlock(&w->mu);
+	return SEMQ_OK;
+}
+
 /*
  * Runs jobs [head, stop) and, if tick, proto_tick in one transaction; adds
  * what it did to *cnt once it committed. A store worker's batch may stop at
@@ -594,6 +649,9 @@ static int run_batch(struct lane *l, struct job *head, struct job *stop,
 		r = proto_tick(l->p, now, ob);
 	if (r == SEMQ_OK && tick && l->idx == 0 && w->probe_left)
 		r = store_probe_space(l->st, 0);
+	if (r == SEMQ_OK && tick && l->idx == 0 &&
+	    mono_us() - w->backlog_scanned >= BACKLOG_SCAN_MS * 1000)
+		r = scan_backlog(w, l->st);
 	if (r == SEMQ_OK)
 		r = store_commit(l->st);
 	if (r != SEMQ_OK) {
@@ -722,6 +780,13 @@ static void add_stats(struct worker *w, const struct proto_counts *cnt,
 		w->stats.relay_refused[k] += cnt->relay_refused[k];
 	w->stats.undeliverable += cnt->undeliverable;
 	w->stats.looped += cnt->looped;
+	w->stats.relay_forwarded += cnt->relay_forwarded;
+	w->stats.relay_stored += cnt->relay_stored;
+	for (size_t k = 0; k < PROTO_LATENCY_N; k++) {
+		w->stats.latency_ms.count[k] += cnt->latency[k];
+		w->stats.latency_ms.total += cnt->latency[k];
+	}
+	w->stats.latency_ms.sum += cnt->latency_sum_ms;
 	if (n || msgs || cnt->confirmed) {
 		hist_observe(&w->stats.batch_jobs, n);
 		hist_observe(&w->stats.batch_messages, msgs);
@@ -1109,6 +1174,31 @@ static int lane_stuck(struct worker *w, struct lane *l, char *what,
 		 "%" PRId64 " ms",
 		 c.plugin, c.msg, c.origin, w->c->id, now - c.started);
 	return 1;
+}
+
+int64_t worker_backlog(struct worker *w, char *dest, size_t destsz)
+{
+	int64_t at;
+
+	pthread_mutex_lock(&w->mu);
+	at = w->backlog_at;
+	if (destsz)
+		snprintf(dest, destsz, "%s", w->backlog_dest);
+	pthread_mutex_unlock(&w->mu);
+	return at;
+}
+
+void worker_plugin_outcomes(struct worker *w, worker_plugin_cb cb, void *ctx)
+{
+	size_t i, k, n = plughost_count(w->lanes[0].ph);
+
+	for (i = 0; i < n; i++) {
+		uint64_t v[PLUGHOST_OUTCOMES] = {0};
+
+		for (k = 0; k < w->n_lanes; k++)
+			plughost_outcomes(w->lanes[k].ph, i, v);
+		cb(ctx, plughost_name(w->lanes[0].ph, i), v);
+	}
 }
 
 int worker_stuck(struct worker *w, char *what, size_t whatsz)

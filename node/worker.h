@@ -83,6 +83,17 @@ int worker_stuck(struct worker *w, char *what, size_t whatsz);
 /* Is a store worker in such a call? Then 1 — its stream waits, the rest go
  * on — and `what` names the calls and their streams (any thread). */
 int worker_degraded(struct worker *w, char *what, size_t whatsz);
+/* The created_at (unix ms) of this node's oldest unconfirmed outbound
+ * message (unsent, sent or in a relay's custody) as the store thread last
+ * looked (every second), its destination in dest; 0 when there is none
+ * (any thread). */
+int64_t worker_backlog(struct worker *w, char *dest, size_t destsz);
+/* Calls cb with each plugin's name (borrowed for the call) and its calls
+ * by outcome (enum plughost_outcome), summed over the store workers (any
+ * thread). */
+typedef void (*worker_plugin_cb)(void *ctx, const char *plugin,
+				 const uint64_t *outcome);
+void worker_plugin_outcomes(struct worker *w, worker_plugin_cb cb, void *ctx);
 /* Store workers applying received messages (1: the store thread itself). */
 size_t worker_workers(const struct worker *w);
 
@@ -118,6 +129,8 @@ struct worker_stats {
 	uint64_t plugin_overdue; /* plugin calls past their deadline */
 	uint64_t apply_queued;   /* jobs waiting for a store worker (gauge) */
 	uint64_t slow_streams;   /* streams taken alone: slow (gauge) */
+	uint64_t relay_forwarded, relay_stored; /* proto_counts */
+	struct worker_hist latency_ms; /* created_at at the origin to receipt */
 };
 void worker_get_stats(struct worker *w, struct worker_stats *s);
 

@@ -3697,6 +3697,8 @@ enum {
 	PC_SINCE,
 	PC_PENDING,
 	PC_NEXT_DIAL,
+	PC_DOWN,
+	PC_LAST_ERROR,
 	PC_N
 };
 
@@ -3713,9 +3715,9 @@ static int64_t peer_int(const json_t *p, const char *key)
 static const char *peer_cell(const void *ctx, size_t i, int col, int64_t now,
 			     char *buf, size_t sz)
 {
-	static const char *const head[PC_N] = {"PEER",     "STATE", "DIRECTION",
-					       "ADDRESS",  "SINCE", "PENDING",
-					       "NEXT_DIAL"};
+	static const char *const head[PC_N] = {
+		"PEER",    "STATE",     "DIRECTION", "ADDRESS",   "SINCE",
+		"PENDING", "NEXT_DIAL", "DOWN",      "LAST_ERROR"};
 	const json_t *p;
 
 	if (i == TABLE_HEAD)
@@ -3740,10 +3742,13 @@ static const char *peer_cell(const void *ctx, size_t i, int col, int64_t now,
 		snprintf(buf, sz, "%lld",
 			 (long long)peer_int(p, "pending_bytes"));
 		return buf;
-	default:
+	case PC_NEXT_DIAL:
 		if (!peer_int(p, "next_dial_at"))
 			return "-";
 		return fmt_until(peer_int(p, "next_dial_at"), now, buf, sz);
+	case PC_DOWN: /* a configured peer without a ready connection */
+		return fmt_age(peer_int(p, "down_since"), now, buf, sz);
+	default: return cell(peer_str(p, "last_error"), 60, buf, sz);
 	}
 }
 

@@ -384,13 +384,14 @@ def health_and_peers(t):
     assert rc == 0 and err == "", (rc, err)
     lines = out.splitlines()
     assert lines[0].split() == ["PEER", "STATE", "DIRECTION", "ADDRESS",
-                                "SINCE", "PENDING", "NEXT_DIAL"], out
+                                "SINCE", "PENDING", "NEXT_DIAL", "DOWN",
+                                "LAST_ERROR"], out
     rows = {ln.split()[0]: ln.split() for ln in lines[1:]}
     assert rows["S"][1:4] == ["ready", "dialled", s.listen], out
     assert rows["X"][1:4] == ["disconnected", "dialled",
                               r.peers["X"]["connect"]], out
     x_line = next(ln for ln in lines[1:] if ln.split()[0] == "X")
-    assert re.search(r" (due|in \d+[smhd])$", x_line), out
+    assert re.search(r" (due|in \d+[smhd]) +\d+[smhd] ", x_line), out
     print("---- semqctl peers ----\n" + out + "---- end ----")
     doc = r.semqctl_json("peers")
     assert doc["node"] == "R" and \
