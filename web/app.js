@@ -35,6 +35,7 @@
 	let busy = false; /* an action is in flight */
 	let clockOffset = 0; /* node's clock minus ours, ms */
 	let tokenDeclined = false; /* Cancel on the token prompt of a read */
+	let stuckDests = new Map(); /* dest -> its backlog_old reason */
 
 	function $(id) {
 		return document.getElementById(id);
@@ -251,12 +252,41 @@
 		const d = r.doc;
 		const h = $('health');
 		const status = typeof d.status === 'string' ? d.status : '?';
+		const reasons = Array.isArray(d.reasons) ? d.reasons : [];
 		$('node-id').textContent = d.node || '?';
 		h.textContent = status;
 		h.className = 'badge badge-' +
-			(status === 'ready' ? 'ok' : 'warn');
+			(status === 'ready' ? 'ok' : r.status === 503 ? 'bad' :
+			 'warn');
 		$('uptime').textContent = duration((d.uptime_s || 0) * 1000);
 		document.title = 'semqd ' + (d.node || '') + ' — ' + status;
+		stuckDests = new Map();
+		for (const x of reasons)
+			if (x.reason === 'backlog_old' && typeof x.dest === 'string')
+				stuckDests.set(x.dest, x);
+		showProblems(reasons);
+	}
+
+	/* The reasons /health gives, first on the page: each as its code
+	 * (a badge) and the node's own sentence. */
+	function showProblems(reasons) {
+		const list = $('problems-list');
+		const fresh = document.createElement('ul');
+		fresh.id = list.id;
+		for (const x of reasons) {
+			const li = document.createElement('li');
+			li.dataset.reason = String(x.reason);
+			const b = document.createElement('span');
+			b.className = 'badge badge-' + (x.reason === 'plugin_stuck' ||
+				x.reason === 'disk_full' ? 'bad' : 'warn');
+			b.textContent = String(x.reason).replace(/_/g, ' ');
+			li.appendChild(b);
+			li.appendChild(document.createTextNode(' ' +
+				(typeof x.text === 'string' ? x.text : '')));
+			fresh.appendChild(li);
+		}
+		list.replaceWith(fresh);
+		$('problems').hidden = reasons.length === 0;
 	}
 
 	function showUnreachable() {
@@ -272,24 +302,31 @@
 		const peers = Array.isArray(doc.peers) ? doc.peers : [];
 		redraw($('peers-body'), (tb) => {
 			if (!peers.length)
-				emptyRow(tb, 5, 'No peers configured or connected.');
+				emptyRow(tb, 6, 'No peers configured or connected.');
 			for (const p of peers) {
 				const tr = document.createElement('tr');
+				const down = typeof p.down_since === 'number';
 				let state = p.state;
+				tr.dataset.peer = p.peer === null ? '' : p.peer;
 				cell(tr, p.peer === null ? '(not yet known)' : p.peer);
+				if (down)
+					state = 'down ' + duration(doc.now - p.down_since);
 				if (p.state === 'disconnected' &&
 				    typeof p.next_dial_in_ms === 'number')
 					state += ' · next dial in ' +
 						duration(p.next_dial_in_ms);
 				badge(cell(tr, ''), state,
 				      p.state === 'ready' ? 'ok' :
-				      p.state === 'disconnected' ? 'bad' : 'warn');
+				      down || p.state === 'disconnected' ? 'bad' :
+				      'warn');
 				cell(tr, p.direction);
 				cell(tr, p.address);
-				const since = cell(tr, typeof p.since === 'number' ?
-					duration(doc.now - p.since) + ' ago' : null);
-				if (typeof p.since === 'number')
-					since.title = timestamp(p.since);
+				const at = down ? p.down_since : p.since;
+				const since = cell(tr, typeof at === 'number' ?
+					duration(doc.now - at) + ' ago' : null);
+				if (typeof at === 'number')
+					since.title = timestamp(at);
+				cell(tr, down ? p.last_error : null, 'error-text');
 				tb.appendChild(tr);
 			}
 		});
@@ -307,9 +344,15 @@
 			if (s.redo && typeof s.redo.dead === 'number')
 				dead += s.redo.dead;
 		}
+		const held = new Map(); /* dest -> [custody.waiting rows] */
+		for (const w of (doc.custody || {}).waiting || []) {
+			if (!held.has(w.dest))
+				held.set(w.dest, []);
+			held.get(w.dest).push(w);
+		}
 		redraw($('streams-body'), (tb) => {
 			if (!rows.length)
-				emptyRow(tb, 6, 'No messages yet.');
+				emptyRow(tb, 7, 'No messages yet.');
 			for (const [dir, s] of rows) {
 				const tr = document.createElement('tr');
 				tr.dataset.direction = dir;
@@ -324,6 +367,7 @@
 					age.title = timestamp(s.oldest_unconfirmed_at);
 				cell(tr, dir === 'in' ? s.confirmed_through : null,
 				     'num');
+				where(cell(tr, ''), dir, s, held.get(s.dest) || []);
 				tb.appendChild(tr);
 			}
 		});
@@ -332,6 +376,38 @@
 		all.textContent = 'Retry all dead (' + dead + ')';
 		all.disabled = busy || dead === 0;
 		all.dataset.dead = String(dead);
+	}
+
+	/* An outbound stream's unconfirmed documents: how many wait at which
+	 * relay (its custody, since when) and how many here; "stuck" when
+	 * /health names the stream's backlog as too old. */
+	function where(td, dir, s, waiting) {
+		td.textContent = '';
+		td.classList.remove('muted');
+		if (dir !== 'out' || !s.depth) {
+			td.textContent = dir === 'out' ? 'all confirmed' : '—';
+			td.classList.add('muted');
+			return;
+		}
+		const stuck = stuckDests.get(s.dest);
+		if (stuck) {
+			const b = document.createElement('span');
+			b.className = 'badge badge-bad';
+			b.textContent = 'stuck ' + duration(stuck.age_s * 1000);
+			td.appendChild(b);
+			td.appendChild(document.createTextNode(' '));
+		}
+		const parts = [];
+		let atRelays = 0;
+		for (const w of waiting) {
+			atRelays += w.messages;
+			parts.push('waiting at ' + w.relay + ': ' + w.messages +
+				   (typeof w.age_ms === 'number' ? ' for ' +
+				    duration(w.age_ms) : ''));
+		}
+		if (s.depth > atRelays)
+			parts.push((s.depth - atRelays) + ' here');
+		td.appendChild(document.createTextNode(parts.join(' · ')));
 	}
 
 	/* What this relay holds for others, and what relays hold of this
