@@ -1793,6 +1793,34 @@ void config_free(struct config *c)
 	free(c);
 }
 
+const char *config_pick_path(const char *given, const char **how)
+{
+	const char *env = getenv("SEMQ_CONFIG");
+
+	if (given) {
+		*how = "-c";
+		return given;
+	}
+	if (env && *env) {
+		*how = "$SEMQ_CONFIG";
+		return env;
+	}
+	*how = "the default: neither -c nor $SEMQ_CONFIG given";
+	return SEMQ_CONFIG_DEFAULT;
+}
+
+int config_file_exists(const char *path, const char *how, char *err,
+		       size_t errsz)
+{
+	struct stat st;
+
+	if (stat(path, &st) == 0 || errno != ENOENT)
+		return SEMQ_OK;
+	snprintf(err, errsz, "configuration file %s (%s) does not exist", path,
+		 how);
+	return SEMQ_ERR_NOT_FOUND;
+}
+
 int config_load(const char *path, struct config **out, char **errs_out)
 {
 	struct load L;
@@ -1815,9 +1843,12 @@ int config_load(const char *path, struct config **out, char **errs_out)
 	}
 	L.c->file = strdup(path);
 	slash = strrchr(path, '/');
+	/* "b1.ini" is in "." as much as "./b1.ini": a relative path in it
+	 * becomes "./x", which dlopen() takes as a file, not as a name to
+	 * look up in the library path. */
 	L.dir = slash ? strndup(path,
 				slash == path ? 1 : (size_t)(slash - path))
-		      : strdup("");
+		      : strdup(".");
 	if (!L.c->file || !L.dir) {
 		r = SEMQ_ERR_NOMEM;
 		goto out;

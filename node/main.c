@@ -5,7 +5,10 @@
  * net.c) and the store thread (worker.c). SIGTERM/SIGINT: stop accepting,
  * finish the open batch, say goodbye to peers, exit 0.
  *
- * Exit codes: 0 ok, 1 runtime failure, 2 usage or configuration error.
+ * Exit codes: 0 ok, 1 runtime failure, 2 usage or configuration error;
+ * also with --check (0: the configuration is fine). The configuration is
+ * -c FILE, else $SEMQ_CONFIG, else /etc/semq/node.ini (config_pick_path),
+ * as for semqctl.
  *
  * Every file semqd creates (the SQLite database, its WAL and SHM, the log)
  * is its owner's only: the umask is 077 from the first line of main(). A
@@ -36,14 +39,29 @@
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: semqd -c node.ini [--check]\n"
+	fprintf(f, "Usage: semqd [-c node.ini] [--check]\n"
 		   "\n"
-		   "  -c, --config FILE  the node's configuration (required)\n"
+		   "The SEMQ node: carries documents between nodes over mutual "
+		   "TLS, "
+		   "exactly\n"
+		   "once and in order, and applies them with its plugins.\n"
+		   "\n"
+		   "Options:\n"
+		   "  -c, --config FILE  the node's configuration; default "
+		   "$SEMQ_CONFIG, else\n"
+		   "                     " SEMQ_CONFIG_DEFAULT "\n"
 		   "  -t, --check        check the configuration, the "
 		   "certificates, the database\n"
 		   "                     and the plugins, then exit\n"
 		   "  -h, --help         this text\n"
-		   "  -V, --version      print the version\n");
+		   "  -V, --version      print the version\n"
+		   "\n"
+		   "Exit status: 0 ok (with --check: the configuration is "
+		   "fine), 1 "
+		   "runtime\n"
+		   "failure (e.g. the database cannot be opened), 2 usage or "
+		   "configuration error\n"
+		   "(FILE:LINE: message).\n");
 }
 
 /*
@@ -105,7 +123,7 @@ int main(int argc, char **argv)
 		/* Not in usage(): the node.ini reference, for docs/CONFIG.md. */
 		{"config-reference", no_argument, NULL, 'R'},
 		{NULL, 0, NULL, 0}};
-	const char *path = NULL;
+	const char *path = NULL, *how = NULL;
 	char err[1024] = "", *errs = NULL, db_shown[512];
 	struct config *c = NULL;
 	struct worker *w = NULL;
@@ -138,9 +156,9 @@ int main(int argc, char **argv)
 			argv[optind]);
 		return 2;
 	}
-	if (!path) {
-		fprintf(stderr,
-			"semqd: -c node.ini is required (try --help)\n");
+	path = config_pick_path(path, &how);
+	if (config_file_exists(path, how, err, sizeof err) != SEMQ_OK) {
+		fprintf(stderr, "semqd: %s\n", err);
 		return 2;
 	}
 

@@ -343,7 +343,9 @@ EOF
 pids+=($!)
 "$SEMQD" -c "$dir/e/r1.ini" >"$dir/e/r1.log" 2>&1 &
 pids+=($!)
-"$SEMQCTL" -c "$dir/e/r1.ini" send --to S1 --type 7 --key K1 --data hello >"$dir/log" 2>&1 ||
+# R1's semqd may not have created its database yet: --create, as an
+# application queueing before the node's first start would.
+"$SEMQCTL" -c "$dir/e/r1.ini" --create send --to S1 --type 7 --key K1 --data hello >"$dir/log" 2>&1 ||
 	bad "semqctl send"
 "$SEMQCTL" -c "$dir/e/r1.ini" send --to S1 --type 7 --data "" >"$dir/log" 2>&1 ||
 	bad "semqctl send (empty payload)"
