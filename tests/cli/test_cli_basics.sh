@@ -136,6 +136,9 @@ cat >"$dir/n/node.ini" <<EOF
 id = R1
 db = node.db
 EOF
+# The messages name $SEMQ_CONFIG literally.
+# shellcheck disable=SC2016
+default_missing='configuration file /etc/semq/node.ini (the default: neither -c nor $SEMQ_CONFIG given) does not exist'
 if [ -e /etc/semq/node.ini ]; then
 	echo "skip - the default /etc/semq/node.ini (it exists on this machine)"
 else
@@ -143,7 +146,7 @@ else
 		# shellcheck disable=SC2086
 		run "$SEMQCTL" $args
 		if [ "$rc" -eq 2 ] && [ -z "$out" ] &&
-			[ "$err" = 'semqctl: configuration file /etc/semq/node.ini (the default: neither -c nor $SEMQ_CONFIG given) does not exist' ]; then
+			[ "$err" = "semqctl: $default_missing" ]; then
 			ok "semqctl $args without -c or \$SEMQ_CONFIG names /etc/semq/node.ini, exit 2"
 		else
 			bad "semqctl $args without -c or \$SEMQ_CONFIG names /etc/semq/node.ini, exit 2"
@@ -151,7 +154,7 @@ else
 	done
 	run "$SEMQD" --check
 	if [ "$rc" -eq 2 ] &&
-		[ "$err" = 'semqd: configuration file /etc/semq/node.ini (the default: neither -c nor $SEMQ_CONFIG given) does not exist' ]; then
+		[ "$err" = "semqd: $default_missing" ]; then
 		ok "semqd without -c or \$SEMQ_CONFIG names /etc/semq/node.ini, exit 2"
 	else
 		bad "semqd without -c or \$SEMQ_CONFIG names /etc/semq/node.ini, exit 2"
@@ -299,6 +302,52 @@ if [ "$rc" -eq 0 ] && grep -q "db ./b1.db" "$dir/out"; then
 else
 	bad "semqctl -c b1.ini opens ./b1.db, the database semqd made"
 fi
+
+# ---- bash completion ---------------------------------------------------------------
+# comp WORDS...: what completing the last word offers, one line, sorted; in a
+# bash that has sourced the completion, with this semqctl first in PATH.
+cat >"$dir/comp.sh" <<'EOF'
+source "$1"
+shift
+complete -p semqctl
+COMP_WORDS=("$@")
+COMP_CWORD=$((${#COMP_WORDS[@]} - 1))
+_semqctl
+printf '%s\n' "${COMPREPLY[@]}" | sort | tr '\n' ' '
+EOF
+comp() {
+	(cd "$dir/n" && PATH="$(dirname "$SEMQCTL"):$PATH" bash "$dir/comp.sh" \
+		"$SRC/tools/semqctl.bash-completion" "$@" >"$dir/out" 2>"$dir/err") && rc=0 || rc=$?
+	out=$(sed -n 2p "$dir/out")
+}
+comp semqctl ""
+if [ "$rc" -eq 0 ] && [ "$(sed -n 1p "$dir/out")" = "complete -F _semqctl semqctl" ] &&
+	[ "$out" = "help lives outbound peers received redo send status " ]; then
+	ok "completion: complete -p semqctl names _semqctl; the commands"
+else
+	bad "completion: complete -p semqctl names _semqctl; the commands"
+fi
+# want NAME EXPECTED WORDS...
+want() {
+	local name=$1 expected=$2
+	shift 2
+	comp "$@"
+	if [ "$rc" -eq 0 ] && [ "$out" = "$expected" ]; then
+		ok "completion: $name"
+	else
+		bad "completion: $name (want '$expected', got '$out')"
+	fi
+}
+want "re -> received redo" "received redo " semqctl re
+want "redo -> its subcommands" "discard list retry show " semqctl redo ""
+want "after -c FILE and --json too" "retry " semqctl -c x.ini --json redo r
+want "the options of redo retry" "--all-dead " semqctl redo retry --a
+want "the options of send" "--data --delay --deliver-at " semqctl send --to S1 --d
+want "the values of outbound list --status" \
+	"cancelled confirmed held relay-acked sent unsent " semqctl outbound list --status ""
+want "-c completes file names" "typo.ini " semqctl -c typ
+want "global options" "--config --create " semqctl --c
+want "help redo -> its subcommands" "discard list retry show " semqctl help redo ""
 
 finished=1
 echo "$pass passed, $fail failed"
