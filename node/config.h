@@ -197,6 +197,9 @@ unsigned config_workers(const struct config *c);
 
 /* Writes a reference of every section and key (type, default, meaning). */
 void config_describe(FILE *f);
+/* The same as the manual page semq.ini(5), in roff; version and date (e.g.
+ * "2026-11-26") for its title line. */
+void config_describe_man(FILE *f, const char *version, const char *date);
 
 /* Parses helpers, exposed for semqctl and tests: "5s", "30s", "1m", "6h",
  * "2d", "250ms", a bare number = seconds. SEMQ_ERR_INVALID when malformed. */

@@ -64,6 +64,20 @@ static void usage(FILE *f)
 		   "(FILE:LINE: message).\n");
 }
 
+/* --config-reference=man: semq.ini(5), dated $SOURCE_DATE_EPOCH (a
+ * reproducible build) or today. */
+static void describe_man(void)
+{
+	const char *sde = getenv("SOURCE_DATE_EPOCH");
+	time_t t = sde && *sde ? (time_t)strtoll(sde, NULL, 10) : time(NULL);
+	char date[32] = "";
+	struct tm tm;
+
+	if (gmtime_r(&t, &tm))
+		strftime(date, sizeof date, "%Y-%m-%d", &tm);
+	config_describe_man(stdout, SEMQ_VERSION, date);
+}
+
 /*
  * --check: this node's certificate as its peers will see it. Refused (one
  * line naming the file and what to do, SEMQ_ERR_CONFIG) when the key does
@@ -120,8 +134,9 @@ int main(int argc, char **argv)
 		{"check", no_argument, NULL, 't'},
 		{"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, 'V'},
-		/* Not in usage(): the node.ini reference, for docs/CONFIG.md. */
-		{"config-reference", no_argument, NULL, 'R'},
+		/* Not in usage(): the node.ini reference, for docs/CONFIG.md;
+		 * =man: as the manual page semq.ini(5), in roff. */
+		{"config-reference", optional_argument, NULL, 'R'},
 		{NULL, 0, NULL, 0}};
 	const char *path = NULL, *how = NULL;
 	char err[1024] = "", *errs = NULL, db_shown[512];
@@ -138,7 +153,20 @@ int main(int argc, char **argv)
 		case 't': check = 1; break;
 		case 'h': usage(stdout); return 0;
 		case 'V': printf("semqd %s\n", SEMQ_VERSION); return 0;
-		case 'R': config_describe(stdout); return 0;
+		case 'R':
+			if (!optarg) {
+				config_describe(stdout);
+				return 0;
+			}
+			if (strcmp(optarg, "man") != 0) {
+				fprintf(stderr,
+					"semqd: --config-reference=%s: only "
+					"'man' (try --help)\n",
+					optarg);
+				return 2;
+			}
+			describe_man();
+			return 0;
 		case ':':
 			fprintf(stderr, "semqd: %s needs an argument\n",
 				argv[optind - 1]);

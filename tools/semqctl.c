@@ -461,8 +461,8 @@ static void print_main_help(FILE *f)
 	      "Commands:\n",
 	      f);
 	for (cmd = ctl_cmds; cmd->name; cmd++)
-		fprintf(f, "  %-17s %s\n", cmd->name, cmd->summary);
-	fprintf(f, "  %-17s %s\n", "help [COMMAND]",
+		fprintf(f, "  %-18s %s\n", cmd->name, cmd->summary);
+	fprintf(f, "  %-18s %s\n", "help [COMMAND]",
 		"this help, or one command's");
 	fputs("\nOptions:\n", f);
 	fputs(global_opts_help, f);
