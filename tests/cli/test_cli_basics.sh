@@ -237,6 +237,34 @@ else
 	bad "once it exists, semqctl opens it without --create"
 fi
 
+# The same on PostgreSQL: a database without the SEMQ schema is refused and
+# left without tables (with the cluster of $SEMQ_TEST_PG_URL; else skipped).
+if [ -n "${SEMQ_TEST_PG_URL:-}" ] && command -v psql >/dev/null; then
+	pgdb=semq_cli_basics_$$
+	pgurl=$(python3 -c 'import sys, urllib.parse as u
+p = u.urlparse(sys.argv[1]); print(p._replace(path="/" + sys.argv[2]).geturl())' \
+		"$SEMQ_TEST_PG_URL" "$pgdb")
+	psql "$SEMQ_TEST_PG_URL" -qc "CREATE DATABASE $pgdb" >/dev/null
+	printf '[node]\nid = R1\ndb = %s\n' "$pgurl" >"$dir/n/pg.ini"
+	run "$SEMQCTL" -c "$dir/n/pg.ini" status
+	tables=$(psql "$pgurl" -Atc "SELECT count(*) FROM pg_tables WHERE schemaname = current_schema()")
+	if [ "$rc" -eq 1 ] && [[ "$err" == "semqctl: database postgresql://"*"/$pgdb"*" has no SEMQ schema (the node creates it on first start; semqctl --create to create it now)" ]] &&
+		[ "$tables" = 0 ]; then
+		ok "PostgreSQL: a database without the schema is refused, exit 1, no table made"
+	else
+		bad "PostgreSQL: a database without the schema is refused, exit 1, no table made"
+	fi
+	run "$SEMQCTL" -c "$dir/n/pg.ini" --create status --json
+	if [ "$rc" -eq 0 ] && [ "$(psql "$pgurl" -Atc "SELECT to_regclass('tb_0031') IS NOT NULL")" = t ]; then
+		ok "PostgreSQL: --create makes the schema"
+	else
+		bad "PostgreSQL: --create makes the schema"
+	fi
+	psql "$SEMQ_TEST_PG_URL" -qc "DROP DATABASE $pgdb WITH (FORCE)" >/dev/null || true
+else
+	echo "skip - PostgreSQL without the schema (SEMQ_TEST_PG_URL is not set)"
+fi
+
 # ---- semqd --check exit codes -------------------------------------------------
 mkdir -p "$dir/c"
 cp "$JOURNAL" "$dir/c/inbox.so"
