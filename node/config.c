@@ -1801,6 +1801,34 @@ void config_free(struct config *c)
 	free(c);
 }
 
+const char *config_pick_path(const char *given, const char **how)
+{
+	const char *env = getenv("SEMQ_CONFIG");
+
+	if (given) {
+		*how = "-c";
+		return given;
+	}
+	if (env && *env) {
+		*how = "$SEMQ_CONFIG";
+		return env;
+	}
+	*how = "the default: neither -c nor $SEMQ_CONFIG given";
+	return SEMQ_CONFIG_DEFAULT;
+}
+
+int config_file_exists(const char *path, const char *how, char *err,
+		       size_t errsz)
+{
+	struct stat st;
+
+	if (stat(path, &st) == 0 || errno != ENOENT)
+		return SEMQ_OK;
+	snprintf(err, errsz, "configuration file %s (%s) does not exist", path,
+		 how);
+	return SEMQ_ERR_NOT_FOUND;
+}
+
 int config_load(const char *path, struct config **out, char **errs_out)
 {
 	struct load L;
@@ -1823,9 +1851,12 @@ int config_load(const char *path, struct config **out, char **errs_out)
 	}
 	L.c->file = strdup(path);
 	slash = strrchr(path, '/');
+	/* "b1.ini" is in "." as much as "./b1.ini": a relative path in it
+	 * becomes "./x", which dlopen() takes as a file, not as a name to
+	 * look up in the library path. */
 	L.dir = slash ? strndup(path,
 				slash == path ? 1 : (size_t)(slash - path))
-		      : strdup("");
+		      : strdup(".");
 	if (!L.c->file || !L.dir) {
 		r = SEMQ_ERR_NOMEM;
 		goto out;
@@ -2025,9 +2056,25 @@ static void put_wrapped(FILE *f, int indent, const char *text, const char *tail)
 	fputc('\n', f);
 }
 
+/* What a key is when left out: "required", "default 30s", "optional"... */
+static const char *key_default(const struct key *k, char *buf, size_t sz)
+{
+	if (k->flags & K_REQUIRED)
+		return "required";
+	if (k->def) {
+		snprintf(buf, sz, "default %s", k->def);
+		return buf;
+	}
+	if (k->sect == S_NODE && strcmp(k->name, "max_frame") == 0)
+		return "default max_payload + 64KiB";
+	if (k->sect == S_NODE && strcmp(k->name, "instance") == 0)
+		return "default none, or HOST-PID with a URL db";
+	return "optional";
+}
+
 void config_describe(FILE *f)
 {
-	char tb[128];
+	char tb[128], db[160];
 
 	fprintf(f, "%s",
 		"node.ini reference (SEMQ). Durations: 250ms, 5s, 1m, 6h, 2d; "
@@ -2050,24 +2097,85 @@ void config_describe(FILE *f)
 				continue;
 			fprintf(f, "  %s = <%s>", k->name,
 				type_text(k, tb, sizeof(tb)));
-			if (k->flags & K_REQUIRED)
-				fprintf(f, "%s", "  (required)");
-			else if (k->def)
-				fprintf(f, "  (default %s)", k->def);
-			else if (k->sect == S_NODE &&
-				 strcmp(k->name, "max_frame") == 0)
-				fprintf(f, "%s",
-					"  (default max_payload + 64KiB)");
-			else if (k->sect == S_NODE &&
-				 strcmp(k->name, "instance") == 0)
-				fprintf(f, "%s",
-					"  (default none, or HOST-PID with a "
-					"URL db)");
-			else
-				fprintf(f, "%s", "  (optional)");
+			fprintf(f, "  (%s)", key_default(k, db, sizeof(db)));
 			fputc('\n', f);
 			put_wrapped(f, 6, k->doc,
 				    (k->flags & K_EXISTS) ? "Must exist." : "");
 		}
 	}
+}
+
+/* `s` as roff text: backslashes and hyphens escaped, a leading '.' or '\''
+ * kept from being read as a request. */
+static void roff_text(FILE *f, const char *s)
+{
+	if (*s == '.' || *s == '\'')
+		fputs("\\&", f);
+	for (; *s; s++) {
+		if (*s == '\\')
+			fputs("\\e", f);
+		else if (*s == '-')
+			fputs("\\-", f);
+		else
+			fputc(*s, f);
+	}
+}
+
+void config_describe_man(FILE *f, const char *version, const char *date)
+{
+	char tb[128], db[160];
+
+	fprintf(f,
+		".TH SEMQ.INI 5 \"%s\" \"semq %s\" \"File Formats Manual\"\n"
+		".SH NAME\n"
+		"semq.ini \\- configuration file of a SEMQ node (node.ini)\n"
+		".SH SYNOPSIS\n"
+		"/etc/semq/node.ini\n"
+		".SH DESCRIPTION\n"
+		"The configuration of one SEMQ node, read by \\fBsemqd\\fR(8) "
+		"and \\fBsemqctl\\fR(8): \\fB\\-c\\fR \\fIFILE\\fR, else "
+		"\\fB$SEMQ_CONFIG\\fR, else \\fI/etc/semq/node.ini\\fR.\n"
+		".PP\n"
+		"Syntax: \\fB[section]\\fR, \\fIkey\\fR = \\fIvalue\\fR; "
+		"comments start with ';' or '#' at the start of a line, or ' "
+		";' "
+		"after a value. Durations: 250ms, 5s, 1m, 6h, 2d; a bare "
+		"number "
+		"is seconds. Sizes: 1000 (bytes), 64KiB or 64K, 16MiB or 16M, "
+		"1GiB or 1G. Relative paths are resolved against the directory "
+		"of the file. Every problem is reported as FILE:LINE: message; "
+		"\\fBsemqd \\-\\-check\\fR checks a file.\n"
+		".PP\n"
+		"This page is generated from the key table of semqd "
+		"(\\fBsemqd \\-\\-config\\-reference\\fR).\n",
+		date, version);
+	for (size_t s = 0; s < N_SECTIONS; s++) {
+		const struct section *sec = &sections[s];
+
+		fprintf(f, ".SH [%s%s]\n", sec->name,
+			sec->named ? " NAME" : "");
+		roff_text(f, sec->doc);
+		fputc('\n', f);
+		for (size_t i = 0; i < N_KEYS; i++) {
+			const struct key *k = &keys[i];
+
+			if (k->sect != sec->sect)
+				continue;
+			fputs(".TP\n\\fB", f);
+			roff_text(f, k->name);
+			fputs("\\fR = \\fI", f);
+			roff_text(f, type_text(k, tb, sizeof(tb)));
+			fputs("\\fR (", f);
+			roff_text(f, key_default(k, db, sizeof(db)));
+			fputs(")\n", f);
+			roff_text(f, k->doc);
+			if (k->flags & K_EXISTS)
+				fputs(" Must exist.", f);
+			fputc('\n', f);
+		}
+	}
+	fputs(".SH SEE ALSO\n"
+	      "\\fBsemqd\\fR(8), \\fBsemqctl\\fR(8); the sample "
+	      "/usr/share/doc/semq/node.ini.sample and CONFIG.md beside it.\n",
+	      f);
 }

@@ -168,6 +168,25 @@ struct config {
 int config_load(const char *path, struct config **out, char **errs_out);
 void config_free(struct config *c); /* accepts NULL */
 
+/* The configuration file when none is named on the command line. */
+#define SEMQ_CONFIG_DEFAULT "/etc/semq/node.ini"
+
+/*
+ * Which configuration file to read: `given` (-c) when not NULL, else
+ * $SEMQ_CONFIG when set and not empty, else SEMQ_CONFIG_DEFAULT. *how gets
+ * how it was chosen, for messages ("-c", "$SEMQ_CONFIG", "the default:
+ * neither -c nor $SEMQ_CONFIG given"). Both borrowed (argv, the environment
+ * or static).
+ */
+const char *config_pick_path(const char *given, const char **how);
+/*
+ * Is the file `path` there? SEMQ_OK when it is (config_load says what else
+ * is wrong with it); else SEMQ_ERR_NOT_FOUND with one line in err naming
+ * the path and `how` it was chosen, for a program to print after "PROG: ".
+ */
+int config_file_exists(const char *path, const char *how, char *err,
+		       size_t errsz);
+
 /* The peer named `name`, or NULL. Borrowed from c. */
 const struct cfg_peer *config_peer(const struct config *c, const char *name);
 
@@ -180,6 +199,9 @@ unsigned config_workers(const struct config *c);
 
 /* Writes a reference of every section and key (type, default, meaning). */
 void config_describe(FILE *f);
+/* The same as the manual page semq.ini(5), in roff; version and date (e.g.
+ * "2026-11-26") for its title line. */
+void config_describe_man(FILE *f, const char *version, const char *date);
 
 /* Parses helpers, exposed for semqctl and tests: "5s", "30s", "1m", "6h",
  * "2d", "250ms", a bare number = seconds. SEMQ_ERR_INVALID when malformed. */

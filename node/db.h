@@ -78,6 +78,8 @@ struct db_open_opts {
 				this session, else the server's setting */
 	int busy_timeout_ms; /* SQLite: lock wait; PostgreSQL: lock_timeout
 				(0 = 5000) */
+	int no_create;       /* SQLite: a missing file is SEMQ_ERR_NOT_FOUND,
+				not created */
 };
 
 /* Is this target a PostgreSQL URL (postgresql:// or postgres://)? */

@@ -35,10 +35,12 @@
  */
 #include "db_driver.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include <sqlite3.h>
@@ -303,11 +305,19 @@ int dblite_open(const struct db_open_opts *o, struct db **out, char *err,
 		o->busy_timeout_ms > 0 ? o->busy_timeout_ms : DEFAULT_BUSY_MS;
 
 	rc = sqlite3_open_v2(o->target, &l->db,
-			     SQLITE_OPEN_CREATE | SQLITE_OPEN_READWRITE |
+			     (o->no_create ? 0 : SQLITE_OPEN_CREATE) |
+				     SQLITE_OPEN_READWRITE |
 				     SQLITE_OPEN_NOMUTEX,
 			     NULL);
 	if (rc != SQLITE_OK) {
-		if (!l->db) {
+		struct stat st;
+
+		if (o->no_create && l->db && stat(o->target, &st) != 0 &&
+		    errno == ENOENT) {
+			snprintf(err, errsz, "database %s does not exist",
+				 o->target);
+			r = SEMQ_ERR_NOT_FOUND;
+		} else if (!l->db) {
 			snprintf(err, errsz, "%s: out of memory", o->target);
 			r = SEMQ_ERR_NOMEM;
 		} else {

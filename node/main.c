@@ -5,7 +5,10 @@
  * net.c) and the store thread (worker.c). SIGTERM/SIGINT: stop accepting,
  * finish the open batch, say goodbye to peers, exit 0.
  *
- * Exit codes: 0 ok, 1 runtime failure, 2 usage or configuration error.
+ * Exit codes: 0 ok, 1 runtime failure, 2 usage or configuration error;
+ * also with --check (0: the configuration is fine). The configuration is
+ * -c FILE, else $SEMQ_CONFIG, else /etc/semq/node.ini (config_pick_path),
+ * as for semqctl.
  *
  * Every file semqd creates (the SQLite database, its WAL and SHM, the log)
  * is its owner's only: the umask is 077 from the first line of main(). A
@@ -36,14 +39,43 @@
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: semqd -c node.ini [--check]\n"
+	fprintf(f, "Usage: semqd [-c node.ini] [--check]\n"
 		   "\n"
-		   "  -c, --config FILE  the node's configuration (required)\n"
+		   "The SEMQ node: carries documents between nodes over mutual "
+		   "TLS, "
+		   "exactly\n"
+		   "once and in order, and applies them with its plugins.\n"
+		   "\n"
+		   "Options:\n"
+		   "  -c, --config FILE  the node's configuration; default "
+		   "$SEMQ_CONFIG, else\n"
+		   "                     " SEMQ_CONFIG_DEFAULT "\n"
 		   "  -t, --check        check the configuration, the "
 		   "certificates, the database\n"
 		   "                     and the plugins, then exit\n"
 		   "  -h, --help         this text\n"
-		   "  -V, --version      print the version\n");
+		   "  -V, --version      print the version\n"
+		   "\n"
+		   "Exit status: 0 ok (with --check: the configuration is "
+		   "fine), 1 "
+		   "runtime\n"
+		   "failure (e.g. the database cannot be opened), 2 usage or "
+		   "configuration error\n"
+		   "(FILE:LINE: message).\n");
+}
+
+/* --config-reference=man: semq.ini(5), dated $SOURCE_DATE_EPOCH (a
+ * reproducible build) or today. */
+static void describe_man(void)
+{
+	const char *sde = getenv("SOURCE_DATE_EPOCH");
+	time_t t = sde && *sde ? (time_t)strtoll(sde, NULL, 10) : time(NULL);
+	char date[32] = "";
+	struct tm tm;
+
+	if (gmtime_r(&t, &tm))
+		strftime(date, sizeof date, "%Y-%m-%d", &tm);
+	config_describe_man(stdout, SEMQ_VERSION, date);
 }
 
 /*
@@ -102,10 +134,11 @@ int main(int argc, char **argv)
 		{"check", no_argument, NULL, 't'},
 		{"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, 'V'},
-		/* Not in usage(): the node.ini reference, for docs/CONFIG.md. */
-		{"config-reference", no_argument, NULL, 'R'},
+		/* Not in usage(): the node.ini reference, for docs/CONFIG.md;
+		 * =man: as the manual page semq.ini(5), in roff. */
+		{"config-reference", optional_argument, NULL, 'R'},
 		{NULL, 0, NULL, 0}};
-	const char *path = NULL;
+	const char *path = NULL, *how = NULL;
 	char err[1024] = "", *errs = NULL, db_shown[512];
 	struct config *c = NULL;
 	struct worker *w = NULL;
@@ -120,7 +153,20 @@ int main(int argc, char **argv)
 		case 't': check = 1; break;
 		case 'h': usage(stdout); return 0;
 		case 'V': printf("semqd %s\n", SEMQ_VERSION); return 0;
-		case 'R': config_describe(stdout); return 0;
+		case 'R':
+			if (!optarg) {
+				config_describe(stdout);
+				return 0;
+			}
+			if (strcmp(optarg, "man") != 0) {
+				fprintf(stderr,
+					"semqd: --config-reference=%s: only "
+					"'man' (try --help)\n",
+					optarg);
+				return 2;
+			}
+			describe_man();
+			return 0;
 		case ':':
 			fprintf(stderr, "semqd: %s needs an argument\n",
 				argv[optind - 1]);
@@ -138,9 +184,9 @@ int main(int argc, char **argv)
 			argv[optind]);
 		return 2;
 	}
-	if (!path) {
-		fprintf(stderr,
-			"semqd: -c node.ini is required (try --help)\n");
+	path = config_pick_path(path, &how);
+	if (config_file_exists(path, how, err, sizeof err) != SEMQ_OK) {
+		fprintf(stderr, "semqd: %s\n", err);
 		return 2;
 	}
 

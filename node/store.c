@@ -652,6 +652,8 @@ int store_open(const struct store_opts *o, struct store **out, char *err,
 	dbo.target = o->path;
 	dbo.synchronous = o->synchronous;
 	dbo.busy_timeout_ms = o->busy_timeout_ms;
+	dbo.no_create = o->no_create;
+	st->no_create = o->no_create;
 	r = db_open(&dbo, &st->db, derr, sizeof derr);
 	if (r) {
 		st->db = NULL;

@@ -61,6 +61,9 @@ struct store_opts {
 		*redo_levels_ms; /* backoff levels; NULL = SPEC defaults */
 	size_t n_redo_levels;
 	unsigned max_tries; /* attempts before dead; 0 = default (9) */
+	int no_create;      /* 1: a database that does not exist (SQLite: no
+			       file) or has no SEMQ schema yet is not created
+			       but refused, SEMQ_ERR_NOT_FOUND (semqctl) */
 };
 
 /*
@@ -68,7 +71,9 @@ struct store_opts {
  * the store (free with store_free). On failure err gets one line naming the
  * file (a URL without its password) and the problem: SEMQ_ERR_VERSION when
  * the database was written by a newer SEMQ, SEMQ_ERR_INVALID when it belongs
- * to another node id, SEMQ_ERR_DB or SEMQ_ERR_IO otherwise. Several
+ * to another node id, SEMQ_ERR_NOT_FOUND with o->no_create when it does not
+ * exist ("database X does not exist" / "... has no SEMQ schema"),
+ * SEMQ_ERR_DB or SEMQ_ERR_IO otherwise. Several
  * processes may open one new database at once: one migrates it.
  */
 int store_open(const struct store_opts *o, struct store **out, char *err,

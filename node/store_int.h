@@ -293,6 +293,7 @@ struct store {
 	char errmsg[STORE_ERRMAX];
 	int full;           /* errmsg is a full disk or a failed write */
 	int lock_timed_out; /* errmsg: another connection kept the lock */
+	int no_create;      /* store_opts.no_create: refuse a new database */
 };
 
 /* The SQL text of each statement (store_sql.c): SQLite's, and

@@ -360,6 +360,11 @@ int store__migrate(struct store *st)
 		r = too_new(st, cur, latest);
 		goto out;
 	}
+	if (cur == 0 && st->no_create) {
+		r = seterr(st, SEMQ_ERR_NOT_FOUND,
+			   "database %s has no SEMQ schema", st->name);
+		goto out;
+	}
 	st->migrated_from = cur;
 	if (cur >= 1 && cur < latest) {
 		r = keep_copy(st, cur);

@@ -12,6 +12,7 @@ SEMQ_PACKAGES=(
 	postgresql libpq-dev
 	clang libclang-rt-14-dev valgrind
 	chromium
+	help2man lintian
 )
 
 semq_install_deps() {

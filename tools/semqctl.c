@@ -2,11 +2,13 @@
 /*
  * semqctl — the operator's command line for one SEMQ node (SPEC §8).
  *
- *   semqctl -c node.ini [--json] COMMAND [ARGS]
+ *   semqctl [-c node.ini] [--json] [--create] COMMAND [ARGS]
  *
- * It reads the node's configuration, opens the node's database through the
- * store (creating and migrating it when it is new, exactly as semqd would) and
- * runs one command against it: `status` shows what is queued where, `send`
+ * It reads the node's configuration (-c, else $SEMQ_CONFIG, else
+ * /etc/semq/node.ini), opens the node's database through the store
+ * (migrating it as semqd would; a database that does not exist is refused,
+ * not created, unless --create: a wrong -c or db must not look like an
+ * empty node) and runs one command against it: `status` shows what is queued where, `send`
  * queues a message and wakes the daemon, `outbound list|show|cancel` lists,
  * inspects and cancels the node's outbound messages, `redo
  * list|show|retry|discard` lists, inspects, retries and gives up on entries
@@ -20,8 +22,8 @@
  *    only parses the global options, finds the command in the table, lets the
  *    generic parser fill in the command's options, and dispatches. A new
  *    command is one more table entry; a name may be two words ("redo list").
- *  - Global options (-c, --json, --help) are accepted before or after the
- *    command. A command option that takes a value takes the next argument
+ *  - Global options (-c, --json, --create, --help, --version) are accepted
+ *    before or after the command; `help COMMAND` is `COMMAND --help`. A command option that takes a value takes the next argument
  *    verbatim, so `--data --json` sends the text "--json".
  *  - Exit codes (SPEC §8): 0 ok; 2 usage or configuration error, reported as
  *    one line naming the argument (plus a "Try ... --help" line), or every
@@ -80,8 +82,12 @@ struct ctl_cmd {
 /* Everything one run of semqctl knows. Strings point into argv. */
 struct ctl {
 	const char *config_path;
+	const char *config_how; /* how config_path was chosen, for messages */
 	int json;
 	int help;
+	int version;
+	int create; /* --create: make the database when it is not there */
+	const char *group; /* "redo" in `redo --help`: help for the group */
 	const struct ctl_cmd *cmd;
 	/* Option values by index in cmd->opts; "" for a flag that is set. */
 	const char *val[CTL_MAX_OPTS];
@@ -426,11 +432,28 @@ static int fail(const char *fmt, ...)
 	return EXIT_FAIL;
 }
 
+/* The global options, for the main help and every command's help. */
+static const char global_opts_help[] =
+	"  -c, --config FILE  the node's configuration; default $SEMQ_CONFIG, "
+	"else\n"
+	"                     " SEMQ_CONFIG_DEFAULT "\n"
+	"      --json         print JSON instead of text\n"
+	"      --create       create the node's database when it does not "
+	"exist (by\n"
+	"                     default semqctl refuses: the node creates it on "
+	"first\n"
+	"                     start)\n"
+	"  -h, --help         this help; 'semqctl COMMAND --help' or "
+	"'semqctl help\n"
+	"                     COMMAND' for one command\n"
+	"  -V, --version      print the version\n";
+
 static void print_main_help(FILE *f)
 {
 	const struct ctl_cmd *cmd;
 
-	fputs("Usage: semqctl -c node.ini [--json] COMMAND [ARGS]\n"
+	fputs("Usage: semqctl [-c node.ini] [--json] [--create] COMMAND "
+	      "[ARGS]\n"
 	      "\n"
 	      "Administers the SEMQ node configured in node.ini, through its "
 	      "database.\n"
@@ -438,23 +461,45 @@ static void print_main_help(FILE *f)
 	      "Commands:\n",
 	      f);
 	for (cmd = ctl_cmds; cmd->name; cmd++)
-		fprintf(f, "  %-16s %s\n", cmd->name, cmd->summary);
+		fprintf(f, "  %-18s %s\n", cmd->name, cmd->summary);
+	fprintf(f, "  %-18s %s\n", "help [COMMAND]",
+		"this help, or one command's");
+	fputs("\nOptions:\n", f);
+	fputs(global_opts_help, f);
 	fputs("\n"
-	      "Options:\n"
-	      "  -c, --config FILE  the node's configuration (required)\n"
-	      "      --json         print JSON instead of text\n"
-	      "  -h, --help         this help; 'semqctl COMMAND --help' for "
-	      "one command\n"
-	      "\n"
-	      "Exit status: 0 ok, 1 runtime failure, 2 usage or configuration "
-	      "error.\n",
+	      "Exit status: 0 ok, 1 runtime failure (e.g. the database does "
+	      "not exist),\n"
+	      "2 usage or configuration error.\n",
 	      f);
 }
 
 static void print_cmd_help(const struct ctl_cmd *cmd, FILE *f)
 {
-	fprintf(f, "Usage: semqctl -c node.ini [--json] %s%s%s\n\n%s",
+	fprintf(f, "Usage: semqctl [-c node.ini] [--json] %s%s%s\n\n%s",
 		cmd->name, *cmd->usage ? " " : "", cmd->usage, cmd->help);
+	fprintf(f, "\nGlobal options:\n%s", global_opts_help);
+}
+
+/* `semqctl redo --help`: the usage and summary of each command of the
+ * group `word`. */
+static void print_group_help(const char *word, FILE *f)
+{
+	const struct ctl_cmd *cmd;
+	size_t n = strlen(word);
+
+	fprintf(f,
+		"Usage: semqctl [-c node.ini] [--json] %s COMMAND [ARGS]\n\n",
+		word);
+	for (cmd = ctl_cmds; cmd->name; cmd++) {
+		if (strncmp(cmd->name, word, n) || cmd->name[n] != ' ')
+			continue;
+		fprintf(f, "  %s%s%s\n      %s\n", cmd->name,
+			*cmd->usage ? " " : "", cmd->usage, cmd->summary);
+	}
+	fprintf(f,
+		"\n'semqctl %s COMMAND --help' for the options of one.\n"
+		"\nGlobal options:\n%s",
+		word, global_opts_help);
 }
 
 /* ---- argument parsing ---------------------------------------------------- */
@@ -479,7 +524,7 @@ static int cmd_match(const char *name, char **argv, int argc)
 }
 
 /*
- * -c/--config, --json, -h/--help at argv[*i]. Returns 1 when it was one
+ * -c/--config, --json, --create, -h/--help, -V/--version at argv[*i]. Returns 1 when it was one
  * (*i then points at its last word), 0 when it is not a global option, or
  * EXIT_USAGE (negated) after reporting a problem.
  */
@@ -493,6 +538,14 @@ static int parse_global(struct ctl *c, int argc, char **argv, int *i)
 	}
 	if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
 		c->help = 1;
+		return 1;
+	}
+	if (!strcmp(a, "-V") || !strcmp(a, "--version")) {
+		c->version = 1;
+		return 1;
+	}
+	if (!strcmp(a, "--create")) {
+		c->create = 1;
 		return 1;
 	}
 	if (!strcmp(a, "-c") || !strcmp(a, "--config")) {
@@ -575,6 +628,7 @@ static int cmd_group(const char *word, char *subs, size_t sz)
 static int find_cmd(struct ctl *c, int argc, char **argv, int *i)
 {
 	const struct ctl_cmd *cmd;
+	const char *word = argv[*i];
 	char subs[256];
 	int used;
 
@@ -586,17 +640,20 @@ static int find_cmd(struct ctl *c, int argc, char **argv, int *i)
 			return EXIT_OK;
 		}
 	}
-	if (cmd_group(argv[*i], subs, sizeof subs)) {
-		/* "outbound --help": the main help lists the group. */
+	if (cmd_group(word, subs, sizeof subs)) {
+		/* "redo --help", "help redo": the group's commands. */
 		if (*i + 1 < argc && (!strcmp(argv[*i + 1], "--help") ||
 				      !strcmp(argv[*i + 1], "-h"))) {
 			c->help = 1;
 			*i += 1;
+		}
+		if (c->help) {
+			c->group = word;
 			return EXIT_OK;
 		}
-		return usage_err(c, "'%s' needs one of: %s", argv[*i], subs);
+		return usage_err(c, "'%s' needs one of: %s", word, subs);
 	}
-	return usage_err(c, "unknown command '%s'", argv[*i]);
+	return usage_err(c, "unknown command '%s'", word);
 }
 
 /*
@@ -618,9 +675,15 @@ static int parse_args(struct ctl *c, int argc, char **argv)
 			if (r)
 				continue;
 		}
+		if (!c->cmd && c->group)
+			return usage_err(c, "unexpected argument '%s'", a);
 		if (!c->cmd) {
 			if (a[0] == '-')
 				return usage_err(c, "unknown option '%s'", a);
+			if (!strcmp(a, "help") && !c->help) {
+				c->help = 1; /* help COMMAND = COMMAND --help */
+				continue;
+			}
 			r = find_cmd(c, argc, argv, &i);
 			if (r)
 				return r;
@@ -643,15 +706,11 @@ static int parse_args(struct ctl *c, int argc, char **argv)
 			return usage_err(c, "too many arguments at '%s'", a);
 		c->pos[c->n_pos++] = a;
 	}
-	if (c->help)
+	if (c->help || c->version)
 		return EXIT_OK;
 	if (!c->cmd)
 		return usage_err(c, "no command given");
-	if (!c->config_path) {
-		/* Not the command's fault: report it as a global option. */
-		c->cmd = NULL;
-		return usage_err(c, "-c node.ini is required");
-	}
+	c->config_path = config_pick_path(c->config_path, &c->config_how);
 	return EXIT_OK;
 }
 
@@ -697,13 +756,19 @@ static int64_t now_ms(void)
 /* ---- the node: configuration and database -------------------------------- */
 
 /* Loads c->config_path into c->cfg. EXIT_OK, or EXIT_USAGE after printing
- * every problem config_load() found. */
+ * that the file is not there (and how it was chosen) or every problem
+ * config_load() found. */
 static int ctl_load_config(struct ctl *c)
 {
-	char *errs = NULL;
+	char *errs = NULL, err[SEMQ_ERRLEN + PATH_MAX];
 	size_t n;
 	int r;
 
+	if (config_file_exists(c->config_path, c->config_how, err,
+			       sizeof err) != SEMQ_OK) {
+		fprintf(stderr, "semqctl: %s\n", err);
+		return EXIT_USAGE;
+	}
 	r = config_load(c->config_path, &c->cfg, &errs);
 	if (r == SEMQ_OK) {
 		semq_db_shown(c->cfg->db, c->db, sizeof c->db);
@@ -723,7 +788,9 @@ static int ctl_load_config(struct ctl *c)
 							     : EXIT_USAGE;
 }
 
-/* Opens the node's database (creating and migrating it) into c->st. */
+/* Opens the node's database (migrating it; creating it only with --create)
+ * into c->st. A database that is not there is exit 1, saying how to make
+ * it. */
 static int ctl_open_store(struct ctl *c)
 {
 	struct store_opts o = {
@@ -734,10 +801,17 @@ static int ctl_open_store(struct ctl *c)
 		.redo_levels_ms = c->cfg->redo_levels_ms,
 		.n_redo_levels = c->cfg->n_redo_levels,
 		.max_tries = c->cfg->max_tries,
+		.no_create = !c->create,
 	};
 	char err[SEMQ_ERRLEN] = "";
+	int r;
 
-	if (store_open(&o, &c->st, err, sizeof err) != SEMQ_OK)
+	r = store_open(&o, &c->st, err, sizeof err);
+	if (r == SEMQ_ERR_NOT_FOUND)
+		return fail("%s (the node creates it on first start; "
+			    "semqctl --create to create it now)",
+			    err);
+	if (r != SEMQ_OK)
 		return fail("%s", err[0] ? err : "cannot open the database");
 	return EXIT_OK;
 }
@@ -3818,8 +3892,14 @@ int main(int argc, char **argv)
 	if (c.help) {
 		if (c.cmd)
 			print_cmd_help(c.cmd, stdout);
+		else if (c.group)
+			print_group_help(c.group, stdout);
 		else
 			print_main_help(stdout);
+		goto out;
+	}
+	if (c.version) {
+		printf("semqctl %s\n", SEMQ_VERSION);
 		goto out;
 	}
 	r = c.cmd->run(&c);

@@ -244,23 +244,27 @@ check "the sample with its commented defaults uncommented passes semqd --check" 
 P=$dir/x
 check "cmake --install BUILD --prefix P succeeds" "$CMAKE" --install "$BUILD" --prefix "$P"
 missing=()
-for f in bin/semqd bin/semqctl lib/libsemq.so.0 \
+for f in sbin/semqd bin/semqctl lib/libsemq.so.0 \
 	lib/semq/plugins/journal.so lib/semq/plugins/bill.so lib/semq/plugins/export.so \
 	include/semq/semq.h include/semq/plugin.h include/semq/error.h \
 	share/semq/db/0001_init.sql lib/systemd/system/semqd.service \
 	share/doc/semq/node.ini.sample share/doc/semq/README.md \
 	share/doc/semq/ARCHITECTURE.md share/doc/semq/PROTOCOL.md \
 	share/doc/semq/CONFIG.md share/doc/semq/PLUGINS.md \
-	share/doc/semq/examples/minimal.c; do
+	share/doc/semq/examples/minimal.c share/man/man8/semqd.8.gz \
+	share/man/man8/semqctl.8.gz share/man/man5/semq.ini.5.gz \
+	share/bash-completion/completions/semqctl; do
 	[ -s "$P/$f" ] || missing+=("$f")
 done
-if [ ${#missing[@]} -eq 0 ] && [ -x "$P/bin/semqd" ] && [ -x "$P/bin/semqctl" ]; then
-	ok "the install tree has the binaries, plugins, headers, schema, docs, sample and unit"
+if [ ${#missing[@]} -eq 0 ] && [ -x "$P/sbin/semqd" ] && [ -x "$P/bin/semqctl" ] &&
+	[ ! -e "$P/etc/semq/node.ini" ] &&
+	grep -q "^path = $P/lib/semq/plugins/bill.so" "$P/share/doc/semq/node.ini.sample"; then
+	ok "the install tree has the binaries, plugins, headers, schema, docs, sample (naming PREFIX's plugins), man pages, completion and unit"
 else
 	: >"$dir/log"
-	bad "the install tree has the binaries, plugins, headers, schema, docs, sample and unit (missing: ${missing[*]})"
+	bad "the install tree has the binaries, plugins, headers, schema, docs, sample (naming PREFIX's plugins), man pages, completion and unit (missing: ${missing[*]})"
 fi
-if grep -qx "ExecStart=$P/bin/semqd -c /etc/semq/node.ini" "$P/lib/systemd/system/semqd.service" &&
+if grep -qx "ExecStart=$P/sbin/semqd -c /etc/semq/node.ini" "$P/lib/systemd/system/semqd.service" &&
 	! grep -v '^#' "$P/lib/systemd/system/semqd.service" | grep -q /usr/local; then
 	ok "the installed unit runs the installed semqd"
 else
@@ -275,12 +279,14 @@ else
 fi
 check "DESTDIR=D cmake --install --prefix /usr stages under D" \
 	env DESTDIR="$dir/d" "$CMAKE" --install "$BUILD" --prefix /usr
-if [ -x "$dir/d/usr/bin/semqd" ] &&
-	grep -qx "ExecStart=/usr/bin/semqd -c /etc/semq/node.ini" "$dir/d/usr/lib/systemd/system/semqd.service"; then
-	ok "with DESTDIR the unit names /usr/bin/semqd and lands under DESTDIR"
+if [ -x "$dir/d/usr/sbin/semqd" ] &&
+	grep -qx "ExecStart=/usr/sbin/semqd -c /etc/semq/node.ini" "$dir/d/usr/lib/systemd/system/semqd.service" &&
+	[ -s "$dir/d/usr/lib/semq/plugins/bill.so" ] &&
+	grep -q "^path = /usr/lib/semq/plugins/bill.so" "$dir/d/etc/semq/node.ini"; then
+	ok "with DESTDIR and --prefix /usr: /usr/sbin/semqd in the unit, plugins in /usr/lib/semq/plugins as /etc/semq/node.ini names them"
 else
 	: >"$dir/log"
-	bad "with DESTDIR the unit names /usr/bin/semqd and lands under DESTDIR"
+	bad "with DESTDIR and --prefix /usr: /usr/sbin/semqd in the unit, plugins in /usr/lib/semq/plugins as /etc/semq/node.ini names them"
 fi
 
 # A plugin built from the installed headers, as docs/PLUGINS.md says.
@@ -304,7 +310,7 @@ else
 fi
 sample "$P/lib/semq/plugins" "$dir/s/installed.ini"
 check "the installed semqd checks the sample with the installed bill plugin" \
-	"$P/bin/semqd" -c "$dir/s/installed.ini" --check
+	"$P/sbin/semqd" -c "$dir/s/installed.ini" --check
 
 # ---- the minimal plugin, end to end -------------------------------------------
 "$SRC/tools/mkcerts.sh" "$dir/e/certs" R1 S1 >"$dir/log" 2>&1 || bad "mkcerts.sh R1 S1"
@@ -343,7 +349,9 @@ EOF
 pids+=($!)
 "$SEMQD" -c "$dir/e/r1.ini" >"$dir/e/r1.log" 2>&1 &
 pids+=($!)
-"$SEMQCTL" -c "$dir/e/r1.ini" send --to S1 --type 7 --key K1 --data hello >"$dir/log" 2>&1 ||
+# R1's semqd may not have created its database yet: --create, as an
+# application queueing before the node's first start would.
+"$SEMQCTL" -c "$dir/e/r1.ini" --create send --to S1 --type 7 --key K1 --data hello >"$dir/log" 2>&1 ||
 	bad "semqctl send"
 "$SEMQCTL" -c "$dir/e/r1.ini" send --to S1 --type 7 --data "" >"$dir/log" 2>&1 ||
 	bad "semqctl send (empty payload)"

@@ -116,7 +116,7 @@ else
 	bad "send --help prints the usage of send without -c, exit 0"
 fi
 run -c "$INI" status --help
-if [ "$rc" -eq 0 ] && [[ "$out" == *"semqctl -c node.ini [--json] status"* ]] &&
+if [ "$rc" -eq 0 ] && [[ "$out" == *"semqctl [-c node.ini] [--json] status"* ]] &&
 	[ ! -e "$dir/node.db" ]; then
 	ok "status --help exits 0 and does not touch the database"
 else
@@ -125,12 +125,20 @@ fi
 
 # ---- status on a new database ------------------------------------------------
 run -c "$INI" status
+if [ "$rc" -eq 1 ] && [ -z "$out" ] &&
+	[ "$err" = "semqctl: database $dir/node.db does not exist (the node creates it on first start; semqctl --create to create it now)" ] &&
+	[ ! -e "$dir/node.db" ]; then
+	ok "status refuses a database that does not exist, exit 1, creates nothing"
+else
+	bad "status refuses a database that does not exist, exit 1, creates nothing"
+fi
+run -c "$INI" --create status
 if [ "$rc" -eq 0 ] && [[ "$out" == *"no messages"* ]] &&
 	[[ "$out" == *R1* ]] && [[ "$out" == *"$dir/node.db"* ]] &&
 	[ -s "$dir/node.db" ]; then
-	ok "status creates the database and shows 'no messages'"
+	ok "status --create creates the database and shows 'no messages'"
 else
-	bad "status creates the database and shows 'no messages'"
+	bad "status --create creates the database and shows 'no messages'"
 fi
 run --config="$INI" status --json
 if [ "$rc" -eq 0 ] && pyjson '
@@ -278,9 +286,6 @@ head -c 2000 /dev/zero >"$dir/big.bin"
 key256=$(printf 'k%.0s' $(seq 256))
 data1025=$(printf 'd%.0s' $(seq 1025))
 
-expect_usage "missing -c" "-c node.ini is required" status
-expect_usage "missing -c for send" "-c node.ini is required" \
-	send --to S1 --type 1 --data x
 expect_usage "-c without a value" "-c needs a value" status -c
 expect_usage "no command" "no command" -c "$INI"
 expect_usage "unknown command" "unknown command 'frobnicate'" \
@@ -422,7 +427,7 @@ fi
 for sub in list show cancel; do
 	run outbound "$sub" --help
 	if [ "$rc" -eq 0 ] && [ -z "$err" ] &&
-		[[ "$(head -1 "$dir/out")" == "Usage: semqctl -c node.ini [--json] outbound $sub"* ]]; then
+		[[ "$(head -1 "$dir/out")" == "Usage: semqctl [-c node.ini] [--json] outbound $sub"* ]]; then
 		ok "outbound $sub --help prints its usage, exit 0"
 	else
 		bad "outbound $sub --help prints its usage, exit 0"
@@ -909,7 +914,7 @@ for sub in "redo list" "redo show" "redo retry" "redo discard" "received list"; 
 	# shellcheck disable=SC2086
 	run $sub --help
 	if [ "$rc" -eq 0 ] && [ -z "$err" ] &&
-		[[ "$(head -1 "$dir/out")" == "Usage: semqctl -c node.ini [--json] $sub"* ]]; then
+		[[ "$(head -1 "$dir/out")" == "Usage: semqctl [-c node.ini] [--json] $sub"* ]]; then
 		ok "$sub --help prints its usage, exit 0"
 	else
 		bad "$sub --help prints its usage, exit 0"
@@ -922,7 +927,7 @@ expect_usage "redo with an unknown subcommand" \
 expect_usage "received without a subcommand" "'received' needs one of: list" \
 	-c "$S1" received
 
-run -c "$S1" redo list
+run -c "$S1" --create redo list
 if [ "$rc" -eq 0 ] && [ "$out" = "no redo entries" ] && [ -s "$dir/s1.db" ]; then
 	ok "redo list on a new database: 'no redo entries'"
 else

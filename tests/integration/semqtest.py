@@ -734,7 +734,14 @@ class Node:
                                _program("SEMQCTL", "semqctl"), "SEMQCTL")
         if not os.path.exists(self.ini):
             self.write_config()
-        r = subprocess.run([semqctl, "-c", self.ini] + [str(a) for a in args],
+        # Before the node's first start its database may not exist yet:
+        # semqctl refuses to create it unless asked (--create), which a
+        # test queueing documents first (as an application would) means.
+        # An older release's semqctl (semqctl_program) has no --create.
+        create = ["--create"] if (self.starts == 0 and
+                                  self.semqctl_program is None) else []
+        r = subprocess.run([semqctl, "-c", self.ini] + create +
+                           [str(a) for a in args],
                            capture_output=True, timeout=timeout,
                            input=input, cwd=self.dir,
                            text=not isinstance(input, bytes))

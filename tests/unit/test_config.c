@@ -912,12 +912,19 @@ static void test_relative_paths(void **state)
 	config_free(c);
 	c = NULL;
 
-	/* Config in the working directory: paths are left as written. */
+	/* Config in the working directory, named without a slash: paths are
+	 * under "." (as with ./node.ini), so that a plugin path is a file to
+	 * dlopen(), not a name to look up in the library path. */
 	snprintf(rel, sizeof(rel), "%s/etc/semq", f->dir);
 	assert_int_equal(chdir(rel), 0);
 	assert_int_equal(config_load("node.ini", &c, &errs), SEMQ_OK);
-	assert_string_equal(c->tls_ca, "ca.crt");
-	assert_string_equal(c->db, "../../var/s1.db");
+	assert_string_equal(c->tls_ca, "./ca.crt");
+	assert_string_equal(c->db, "./../../var/s1.db");
+	assert_string_equal(c->plugins[0].path, "./../../lib/j.so");
+	config_free(c);
+	c = NULL;
+	assert_int_equal(config_load("./node.ini", &c, &errs), SEMQ_OK);
+	assert_string_equal(c->plugins[0].path, "./../../lib/j.so");
 	/* An absolute path stays as it is. */
 	config_free(c);
 	c = NULL;
