@@ -78,6 +78,7 @@
 #include "fault.h"
 #include "log.h"
 #include "peer.h"
+#include "sdnotify.h"
 #include "tls.h"
 #include "worker.h"
 
@@ -125,6 +126,9 @@ struct net {
 	int64_t accept_paused_at;      /* monotonic ms: first failure; 0 none */
 	uint64_t accept_failed;        /* failures of this episode */
 	struct event *ev_crl;          /* [tls] crl poll */
+	struct event *ev_watchdog;     /* systemd: WATCHDOG=1 */
+	int64_t watchdog_ms;           /* its period; 0 off */
+	int watchdog_starved;          /* the store thread is silent */
 	struct event *ev_relief;       /* memory_budget: below half again */
 	int pressed;                   /* some reading is paused for it */
 	unsigned n_handshakes;         /* connections before authentication */
@@ -1282,14 +1286,48 @@ static void stop_cb(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
-	if (!n->stopping)
+	if (!n->stopping) {
 		log_info("net", "stopping: no new connections");
+		sdnotify_send("STOPPING=1\nSTATUS=stopping");
+	}
 	n->stopping = 1;
 	if (n->listener)
 		evconnlistener_disable(n->listener);
 	if (n->admin)
 		admin_stopping(n->admin);
 	event_base_loopexit(n->base, NULL);
+}
+
+/*
+ * systemd's watchdog, every half of WATCHDOG_USEC: this callback running
+ * proves the network loop; worker_alive() the store thread (it turned its
+ * loop within the period, or it is in a plugin call within its deadline).
+ * Silent longer, it is not fed, and systemd restarts semqd
+ * (docs/OPERATIONS.md, "systemd").
+ */
+static void watchdog_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct net *n = arg;
+	int64_t age = 0;
+
+	(void)fd;
+	(void)what;
+	if (!n->w || worker_alive(n->w, n->watchdog_ms, &age)) {
+		if (n->watchdog_starved)
+			log_msg(LOG_WARN, "main", NULL, NULL,
+				"the store thread makes progress again: "
+				"feeding the systemd watchdog again");
+		n->watchdog_starved = 0;
+		sdnotify_send("WATCHDOG=1");
+		return;
+	}
+	if (!n->watchdog_starved)
+		log_msg(LOG_ERROR, "main", NULL, NULL,
+			"the store thread has made no progress for %lld ms "
+			"(WATCHDOG_USEC %lld ms): not feeding the systemd "
+			"watchdog, which restarts semqd",
+			(long long)age, (long long)n->watchdog_ms);
+	n->watchdog_starved = 1;
 }
 
 static void signal_cb(evutil_socket_t sig, short what, void *arg)
@@ -1673,6 +1711,17 @@ int net_run(struct net *n)
 
 	for (i = 0; i < n->n_dialers; i++)
 		schedule_dial(&n->dialers[i]);
+	n->watchdog_ms = sdnotify_watchdog_ms();
+	if (n->watchdog_ms > 0) {
+		int64_t half = n->watchdog_ms / 2 ? n->watchdog_ms / 2 : 1;
+		struct timeval tv = {half / 1000, (half % 1000) * 1000};
+
+		n->ev_watchdog =
+			event_new(n->base, -1, EV_PERSIST, watchdog_cb, n);
+		if (n->ev_watchdog)
+			event_add(n->ev_watchdog, &tv);
+		sdnotify_send("WATCHDOG=1");
+	}
 	event_base_dispatch(n->base);
 	n->stopping = 1;
 	return SEMQ_OK;
@@ -1734,6 +1783,8 @@ void net_free(struct net *n)
 		event_free(n->ev_accept_calm);
 	if (n->ev_crl)
 		event_free(n->ev_crl);
+	if (n->ev_watchdog)
+		event_free(n->ev_watchdog);
 	if (n->ev_relief)
 		event_free(n->ev_relief);
 	if (n->dns)
