@@ -1344,6 +1344,11 @@ void admin_attach_worker(struct admin *a, struct worker *w)
 	a->w = w;
 }
 
+void admin_set_config(struct admin *a, const struct config *c)
+{
+	a->c = c;
+}
+
 void admin_stopping(struct admin *a)
 {
 	a->stopping = 1;

@@ -760,6 +760,30 @@ static void tls_error_text(struct bufferevent *bev, char *buf, size_t bufsz,
 	}
 }
 
+/* Is c's TCP connection established (or was it, before the peer closed
+ * it)? A dial refused or unanswered has no peer address. */
+static int tcp_connected(const struct conn *c)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof ss;
+	evutil_socket_t fd = bufferevent_getfd(c->bev);
+
+	return fd >= 0 && getpeername(fd, (struct sockaddr *)&ss, &sl) == 0;
+}
+
+/* Why c's connect failed: the socket's pending error, else `last` (the
+ * error when the event came). */
+static int tcp_error(const struct conn *c, int last)
+{
+	evutil_socket_t fd = bufferevent_getfd(c->bev);
+	int e = 0;
+	socklen_t sl = sizeof e;
+
+	if (fd < 0 || getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &sl) != 0 || !e)
+		e = last;
+	return e;
+}
+
 /* Has the TLS handshake of c begun (its TCP connection was made)? */
 static int ssl_started(const struct conn *c)
 {
@@ -770,6 +794,7 @@ static int ssl_started(const struct conn *c)
 
 static void event_cb(struct bufferevent *bev, short what, void *arg)
 {
+	int last = EVUTIL_SOCKET_ERROR();
 	struct conn *c = arg;
 	char why[512];
 
@@ -842,6 +867,15 @@ static void event_cb(struct bufferevent *bev, short what, void *arg)
 		snprintf(why, sizeof why, "idle for %lld ms",
 			 (long long)c->prm->idle_timeout_ms);
 		failed(c, CONN_FAIL_TIMEOUT);
+	} else if (c->outbound && c->state == CONN_TLS && !tcp_connected(c)) {
+		/* the dial found nobody: say so, not "closed by peer" */
+		int e = tcp_error(c, last), reason = errno_failure_of(e);
+
+		snprintf(why, sizeof why, "cannot connect: %s reason=%s",
+			 e ? evutil_socket_error_to_string(e)
+			   : "connection not established",
+			 conn_failure_text(reason));
+		failed(c, reason);
 	} else if (what & BEV_EVENT_EOF) {
 		snprintf(why, sizeof why, "closed by peer%s",
 			 c->state == CONN_READY ? "" : " reason=closed");

@@ -7,6 +7,17 @@
      comes after the start line (which names the listen and admin
      addresses), WATCHDOG=1 repeats, every line carries its syslog
      priority ("<6>" INFO, "<4>" WARN), and SIGTERM sends STOPPING=1.
+  2. sighup_adds_peer_and_failures_by_reason — S runs with allow = listed
+     and no [peer R2]: R2 is refused (S's line names R2's address and
+     certificate; semq_connections_refused_total{reason="not_listed"}),
+     R2's dial of a dead port says "cannot connect" with reason=refused
+     (semq_connections_failed_total{direction="dialled",reason="refused"}),
+     and X, whose certificate another CA signed, fails S's handshake
+     (reason=unknown_ca, address and cert=X; the accepted counter). Then on
+     S, all with the same process: SIGHUP with node.ini unchanged logs "no
+     change"; SIGHUP with a syntax error logs file:line and keeps the
+     running configuration; SIGHUP with [peer R2] added logs the change,
+     and R2's message is delivered exactly once.
 
 Run by ctest as integration_ops_signals, or by hand:
   SEMQD=build/semqd JOURNAL_SO=build/plugins/journal.so \\
@@ -22,7 +33,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from semqtest import Pending, run, test, wait_until  # noqa: E402
+from semqtest import (Certs, Pending, check_exactly_once,  # noqa: E402
+                      dead_port, make_certs, run, test, wait_until)
 
 FAST = {"reconnect_min": "100ms", "reconnect_max": "500ms"}
 
@@ -117,6 +129,114 @@ def systemd_notify_watchdog_journal(t):
         print(f"     notify: {[m for _, m in notify.got][:3]} ...")
     finally:
         notify.close()
+
+
+def metric(node, name, **labels):
+    """The value of one sample of node's /metrics (0 when absent)."""
+    status, body = node.admin_get("/metrics")
+    assert status == 200, (status, body)
+    want = ",".join(f'{k}="{v}"' for k, v in labels.items())
+    for ln in body.splitlines():
+        if ln.startswith(f"{name}{{{want}}} ") or (
+                not labels and ln.startswith(f"{name} ")):
+            return float(ln.rsplit(" ", 1)[1])
+    return 0.0
+
+
+def wait_metric(node, name, at_least=1, **labels):
+    return wait_until(
+        lambda: metric(node, name, **labels) >= at_least or Pending(
+            f"{metric(node, name, **labels)}"),
+        10, f"{node.id}: {name}{labels} >= {at_least}",
+        on_timeout=node.log_tail)
+
+
+def sighup(node, pattern, what):
+    """SIGHUP to node; waits for a new line matching pattern."""
+    before = len(log_lines(node, pattern))
+    node.proc.send_signal(signal.SIGHUP)
+    return wait_log(node, pattern, what, n=before + 1)[-1]
+
+
+@test(timeout=90)
+def sighup_adds_peer_and_failures_by_reason(t):
+    certs = t.certs(["S", "R2"])
+    s = t.node("S", certs, admin=True,
+               node_options=dict(FAST, allow="listed"))
+    s.add_peer("R1")  # allow = listed needs one
+    s.start()
+    pid = s.proc.pid
+    dead, dead_at = dead_port()
+    r2 = t.node("R2", certs, listen=None, admin=True, journal=False,
+                node_options=FAST)
+    r2.add_peer("S", connect=s.listen)
+    r2.add_peer("Z", connect=f"127.0.0.1:{dead_at}")
+    r2.start()
+    r2.enqueue("S", type=7, key="k", payload=b"after the reload")
+
+    # refused by S: named by address and certificate, counted by reason
+    line = wait_log(s, r"WARN +peer +peer=R2 refused: 'R2' has no \[peer "
+                    r"R2\] section.* addr=127\.0\.0\.1:\d+ cert=R2$",
+                    "R2 refused")[0]
+    print(f"     S: {line}")
+    wait_metric(s, "semq_connections_refused_total", reason="not_listed")
+    # R2's dial of a port where nothing listens
+    line = wait_log(r2, r"WARN +peer +peer=Z tls: cannot connect: .* "
+                    rf"reason=refused addr=127\.0\.0\.1:{dead_at} cert=\?$",
+                    "Z refused the dial")[0]
+    print(f"     R2: {line}")
+    wait_metric(r2, "semq_connections_failed_total", direction="dialled",
+                reason="refused")
+    dead.close()
+
+    # a certificate of another CA: S names where it came from and whose
+    evil = make_certs(t.path("evil"), ["X"], ca_name="evil")
+    bundle = t.path("evil", "both-ca.crt")
+    with open(bundle, "w") as out:
+        for p in (evil.ca, certs.ca):
+            with open(p) as f:
+                out.write(f.read())
+    x = t.node("X", Certs(evil.dir, "both-ca.crt"), listen=None,
+               journal=False, node_options=FAST)
+    x.add_peer("S", connect=s.listen)
+    x.start()
+    line = wait_log(s, r"WARN +peer +peer=conn#\d+ tls: TLS handshake "
+                    r"failed: .* reason=unknown_ca "
+                    r"addr=127\.0\.0\.1:\d+ cert=X$", "X refused")[0]
+    print(f"     S: {line}")
+    wait_metric(s, "semq_connections_failed_total", direction="accepted",
+                reason="unknown_ca")
+    x.stop()
+
+    # SIGHUP, nothing changed
+    sighup(s, r"NOTICE +main +reload: no change$", "no change")
+    # SIGHUP, a syntax error: logged with file:line, nothing changes
+    text = s.config_text()
+    with open(s.ini, "w") as f:
+        f.write(text + "[peer R2\n")
+    bad = text.count("\n") + 1
+    s.peers["R2"] = {"connect": None, "trusted_relay": False}
+    line = sighup(s, rf"ERROR +main +reload: {re.escape(s.ini)}:{bad}: ",
+                  "the bad line")
+    print(f"     S: {line}")
+    wait_log(s, r"reload refused: the running configuration stays",
+             "kept")
+    assert not log_lines(s, r"\bpeer=R2 ready\b"), s.log_tail()
+    assert r2.outbound_status_counts("S").get(100, 0) == 0
+
+    # SIGHUP with [peer R2]: R2 gets in, its message is delivered once
+    s.write_config()
+    line = sighup(s, r"NOTICE +main +peer=R2 reload: \[peer R2\] added "
+                  r"\(connect none, trusted_relay no\)", "R2 added")
+    print(f"     S: {line}")
+    wait_log(s, r"INFO +peer +peer=R2 ready \(accepted, .* "
+             r"addr=127\.0\.0\.1:\d+ cert=R2$", "R2 ready")
+    r2.wait_all_confirmed("S", 1, timeout=20)
+    check_exactly_once(s, ["R2"], 1)
+    assert s.alive() and s.proc.pid == pid, "S was restarted"
+    assert s.starts == 1
+    r2.stop()
+    s.stop()
 
 
 if __name__ == "__main__":
