@@ -1710,7 +1710,8 @@ static void signal_cb(evutil_socket_t sig, short what, void *arg)
 	if (sig == SIGHUP) {
 		if (log_reopen() != SEMQ_OK)
 			log_warn("net", "SIGHUP: cannot reopen the log file");
-		reload(arg);
+		if (!((struct net *)arg)->stopping)
+			reload(arg);
 		return;
 	}
 	stop_cb(-1, 0, arg);

@@ -867,7 +867,8 @@ static void event_cb(struct bufferevent *bev, short what, void *arg)
 		snprintf(why, sizeof why, "idle for %lld ms",
 			 (long long)c->prm->idle_timeout_ms);
 		failed(c, CONN_FAIL_TIMEOUT);
-	} else if (c->outbound && c->state == CONN_TLS && !tcp_connected(c)) {
+	} else if (c->outbound && c->state == CONN_TLS && !tcp_connected(c) &&
+		   !bufferevent_socket_get_dns_error(bev)) {
 		/* the dial found nobody: say so, not "closed by peer" */
 		int e = tcp_error(c, last), reason = errno_failure_of(e);
 

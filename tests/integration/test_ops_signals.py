@@ -16,8 +16,9 @@
      (reason=unknown_ca, address and cert=X; the accepted counter). Then on
      S, all with the same process: SIGHUP with node.ini unchanged logs "no
      change"; SIGHUP with a syntax error logs file:line and keeps the
-     running configuration; SIGHUP with [peer R2] added logs the change,
-     and R2's message is delivered exactly once.
+     running configuration; SIGHUP with [peer R2] (and a [route] through
+     it) added logs each change, and R2's message is delivered exactly
+     once.
 
 Run by ctest as integration_ops_signals, or by hand:
   SEMQD=build/semqd JOURNAL_SO=build/plugins/journal.so \\
@@ -224,11 +225,15 @@ def sighup_adds_peer_and_failures_by_reason(t):
     assert not log_lines(s, r"\bpeer=R2 ready\b"), s.log_tail()
     assert r2.outbound_status_counts("S").get(100, 0) == 0
 
-    # SIGHUP with [peer R2]: R2 gets in, its message is delivered once
+    # SIGHUP with [peer R2] (and a route through it): R2 gets in, its
+    # message is delivered once
+    s.add_route("R9", "R2")
     s.write_config()
     line = sighup(s, r"NOTICE +main +peer=R2 reload: \[peer R2\] added "
                   r"\(connect none, trusted_relay no\)", "R2 added")
     print(f"     S: {line}")
+    wait_log(s, r"NOTICE +main +reload: \[route\] R9 = R2 added$",
+             "the route")
     wait_log(s, r"INFO +peer +peer=R2 ready \(accepted, .* "
              r"addr=127\.0\.0\.1:\d+ cert=R2$", "R2 ready")
     r2.wait_all_confirmed("S", 1, timeout=20)
