@@ -818,6 +818,7 @@ static void network_metrics(struct admin *a, struct evbuffer *b)
 	struct conn_count x = {a->c, {0}, 0, NULL, NULL};
 	struct worker_stats s;
 	struct net_stats ns;
+	struct conn_stats cs;
 	size_t i;
 
 	if (a->w) {
@@ -1032,6 +1033,23 @@ static void network_metrics(struct admin *a, struct evbuffer *b)
 			"semq_connections_evicted_total{reason=\"%s\"}"
 			" %" PRIu64 "\n",
 			net_eviction_text((int)i), ns.evicted[i]);
+	conn_get_stats(&cs);
+	evbuffer_add_printf(
+		b, "# HELP semq_connections_failed_total Connections that "
+		   "failed before they were ready, by direction (accepted, "
+		   "dialled) and reason: the dial (refused, timeout, dns, "
+		   "unreachable, reset, closed, other) or the TLS handshake "
+		   "(unknown_ca, expired, revoked, id_mismatch, no_cert, "
+		   "version, tls).\n"
+		   "# TYPE semq_connections_failed_total counter\n");
+	for (i = 0; i < 2 * CONN_FAIL_N; i++)
+		evbuffer_add_printf(
+			b,
+			"semq_connections_failed_total{direction=\"%s\","
+			"reason=\"%s\"} %" PRIu64 "\n",
+			i < CONN_FAIL_N ? "accepted" : "dialled",
+			conn_failure_text((int)(i % CONN_FAIL_N)),
+			cs.failed[i / CONN_FAIL_N][i % CONN_FAIL_N]);
 	counter(b, "semq_handshake_timeouts_total",
 		"Connections closed for not finishing TLS and Hello within "
 		"handshake_timeout.",
@@ -1566,6 +1584,11 @@ out:
 void admin_attach_worker(struct admin *a, struct worker *w)
 {
 	a->w = w;
+}
+
+void admin_set_config(struct admin *a, const struct config *c)
+{
+	a->c = c;
 }
 
 void admin_stopping(struct admin *a)

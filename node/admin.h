@@ -79,6 +79,9 @@ int admin_new(struct event_base *base, const struct config *c,
 /* The store thread is there (w borrowed until admin_stopping): /health is
  * ready and requests for the tables are submitted to it. */
 void admin_attach_worker(struct admin *a, struct worker *w);
+/* The configuration in force after a SIGHUP reload (borrowed, as the one
+ * given to admin_new; network thread). */
+void admin_set_config(struct admin *a, const struct config *c);
 
 /* The node is stopping: /health answers 503, requests for the tables are
  * refused with 503; those already submitted are still answered. */

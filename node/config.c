@@ -1768,6 +1768,126 @@ unsigned config_workers(const struct config *c)
 	return n < 2 ? 2 : n > 64 ? 64 : (unsigned)n;
 }
 
+/* ---- reload: what differs ------------------------------------------------- */
+
+static const char *section_name(enum sect sect)
+{
+	size_t i;
+
+	for (i = 0; i < sizeof sections / sizeof sections[0]; i++)
+		if (sections[i].sect == sect)
+			return sections[i].name;
+	return "?";
+}
+
+static int str_differs(const char *a, const char *b)
+{
+	return (a == NULL) != (b == NULL) || (a && strcmp(a, b) != 0);
+}
+
+/* Does the value of key k differ between the structs at a and b? */
+static int key_differs(const struct key *k, const char *a, const char *b)
+{
+	switch (k->type) {
+	case T_STRING:
+	case T_PATH:
+	case T_DB:
+		return str_differs(*(char *const *)(a + k->off),
+				   *(char *const *)(b + k->off));
+	case T_ID:
+	case T_INSTANCE: return strcmp(a + k->off, b + k->off) != 0;
+	case T_BOOL:
+	case T_ENUM:
+		return *(const int *)(a + k->off) != *(const int *)(b + k->off);
+	case T_DURATION:
+		return *(const int64_t *)(a + k->off) !=
+		       *(const int64_t *)(b + k->off);
+	case T_UINT:
+		return *(const unsigned *)(a + k->off) !=
+		       *(const unsigned *)(b + k->off);
+	case T_SIZE:
+		return *(const size_t *)(a + k->off) !=
+		       *(const size_t *)(b + k->off);
+	case T_ADDR: {
+		const struct cfg_addr *x = (const void *)(a + k->off);
+		const struct cfg_addr *y = (const void *)(b + k->off);
+
+		return x->set != y->set ||
+		       (x->set &&
+			(strcmp(x->host, y->host) != 0 || x->port != y->port));
+	}
+	case T_DURLIST:
+	case T_TYPELIST:
+	case T_IDLIST: {
+		size_t n = *(const size_t *)(a + k->off_n), item;
+		const void *x = *(const void *const *)(a + k->off);
+		const void *y = *(const void *const *)(b + k->off);
+
+		if (n != *(const size_t *)(b + k->off_n))
+			return 1;
+		item = k->type == T_DURLIST    ? sizeof(int64_t)
+		       : k->type == T_TYPELIST ? sizeof(uint32_t)
+					       : SEMQ_ID_MAX + 1;
+		return n && memcmp(x, y, n * item) != 0;
+	}
+	case T_ROUTE:
+	case T_OPTION: return 0;
+	}
+	return 0;
+}
+
+static int plugin_differs(const struct cfg_plugin *a,
+			  const struct cfg_plugin *b)
+{
+	size_t i;
+
+	if (str_differs(a->path, b->path) || a->all_types != b->all_types ||
+	    a->n_types != b->n_types || a->deadline_ms != b->deadline_ms ||
+	    a->n_options != b->n_options ||
+	    (a->n_types &&
+	     memcmp(a->types, b->types, a->n_types * sizeof *a->types)))
+		return 1;
+	for (i = 0; i < a->n_options; i++)
+		if (strcmp(a->options[i].key, b->options[i].key) ||
+		    strcmp(a->options[i].value, b->options[i].value))
+			return 1;
+	return 0;
+}
+
+void config_diff(const struct config *a, const struct config *b,
+		 void (*fn)(void *ctx, const char *sect, const char *name,
+			    const char *key),
+		 void *ctx)
+{
+	size_t i, k;
+
+	for (i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+		const struct key *key = &keys[i];
+
+		if (key->sect == S_PEER || key->sect == S_PLUGIN ||
+		    key->sect == S_ROUTE || (key->flags & K_DOC))
+			continue;
+		if (key_differs(key, (const char *)a, (const char *)b))
+			fn(ctx, section_name(key->sect), NULL, key->name);
+	}
+	for (i = 0; i < a->n_plugins; i++) {
+		const struct cfg_plugin *pa = &a->plugins[i], *pb = NULL;
+
+		for (k = 0; k < b->n_plugins && !pb; k++)
+			if (!strcmp(b->plugins[k].name, pa->name))
+				pb = &b->plugins[k];
+		if (!pb || plugin_differs(pa, pb))
+			fn(ctx, "plugin", pa->name, pb ? "changed" : "removed");
+	}
+	for (k = 0; k < b->n_plugins; k++) {
+		for (i = 0; i < a->n_plugins; i++)
+			if (!strcmp(b->plugins[k].name, a->plugins[i].name))
+				break;
+		if (i == a->n_plugins)
+			fn(ctx, "plugin", b->plugins[k].name, "added");
+	}
+}
+
 void config_free(struct config *c)
 {
 	if (!c)

@@ -187,6 +187,18 @@ const char *config_pick_path(const char *given, const char **how);
 int config_file_exists(const char *path, const char *how, char *err,
 		       size_t errsz);
 
+/*
+ * For a reload (SIGHUP, net.c): calls fn(ctx, section, NULL, key) for every
+ * key of [node], [tls], [redo] and [relay] whose value differs between a and
+ * b ("node", NULL, "db"), and fn(ctx, "plugin", NAME, "added" | "removed" |
+ * "changed") for the [plugin] sections. [peer] and [route] are compared by
+ * the caller, which applies them.
+ */
+void config_diff(const struct config *a, const struct config *b,
+		 void (*fn)(void *ctx, const char *sect, const char *name,
+			    const char *key),
+		 void *ctx);
+
 /* The peer named `name`, or NULL. Borrowed from c. */
 const struct cfg_peer *config_peer(const struct config *c, const char *name);
 

@@ -52,6 +52,7 @@ struct routes *routes_copy(const struct routes *r)
 
 	if (!c)
 		return NULL;
+	c->cfg = r ? r->cfg : NULL;
 	if (r && r->n_hops) {
 		c->hops = calloc(r->n_hops, sizeof *c->hops);
 		if (!c->hops) {

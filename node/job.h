@@ -61,6 +61,11 @@ struct route_hop {
 struct routes {
 	struct route_hop *hops;
 	size_t n_hops;
+	/* The configuration in force when the snapshot was taken, NULL for
+	 * "unchanged": after a SIGHUP reload ([peer] and [route] sections,
+	 * net.c) the store thread reads peers and routes from it. Borrowed:
+	 * every generation lives until the process exits. */
+	const struct config *cfg;
 };
 
 /*

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -20,7 +21,34 @@ static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 static int g_fd = -1; /* -1 = stderr */
 static char *g_path;
 
-static const char *level_text[] = {"ERROR", "WARN", "INFO", "DEBUG"};
+static const char *level_text[] = {"ERROR", "WARN", "INFO", "DEBUG", "NOTICE"};
+/* syslog priorities for journald, by level */
+static const int level_prio[] = {3, 4, 6, 7, 5};
+static pthread_once_t g_journal_once = PTHREAD_ONCE_INIT;
+static int g_journal; /* stderr is the journal */
+
+/* JOURNAL_STREAM is "DEV:INO" of the stream systemd connected to stdout
+ * and stderr; a stderr redirected since (a shell, a test) does not match. */
+static void journal_detect(void)
+{
+	const char *js = getenv("JOURNAL_STREAM");
+	unsigned long long dev, ino;
+	struct stat st;
+	char end;
+
+	if (!js || sscanf(js, "%llu:%llu%c", &dev, &ino, &end) != 2)
+		return;
+	if (fstat(STDERR_FILENO, &st) != 0)
+		return;
+	g_journal = (unsigned long long)st.st_dev == dev &&
+		    (unsigned long long)st.st_ino == ino;
+}
+
+int log_journal(void)
+{
+	pthread_once(&g_journal_once, journal_detect);
+	return g_journal;
+}
 
 void log_set_level(int level)
 {
@@ -93,13 +121,19 @@ void log_vmsg(int level, const char *subsys, const char *peer,
 	size_t n;
 	int k, saved = errno;
 
-	if (level > atomic_load(&g_level))
-		return;
-	if (level < LOG_ERROR)
+	if (level < LOG_ERROR || level > LOG_NOTICE)
 		level = LOG_ERROR;
+	if ((level == LOG_NOTICE ? LOG_INFO : level) > atomic_load(&g_level))
+		return;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	gmtime_r(&ts.tv_sec, &tm);
-	n = strftime(line, sizeof line, "%Y-%m-%dT%H:%M:%S", &tm);
+	n = 0;
+	pthread_mutex_lock(&g_mu);
+	if (g_fd < 0 && log_journal())
+		n = (size_t)snprintf(line, sizeof line, "<%d>",
+				     level_prio[level]);
+	pthread_mutex_unlock(&g_mu);
+	n += strftime(line + n, sizeof line - n, "%Y-%m-%dT%H:%M:%S", &tm);
 	k = snprintf(line + n, sizeof line - n, ".%03ldZ %-5s %-6s ",
 		     ts.tv_nsec / 1000000, level_text[level],
 		     subsys ? subsys : "-");

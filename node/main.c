@@ -30,6 +30,7 @@
 #include "config.h"
 #include "log.h"
 #include "net.h"
+#include "sdnotify.h"
 #include "tls.h"
 #include "types.h"
 #include "worker.h"
@@ -127,6 +128,41 @@ out:
 	return r;
 }
 
+/* "host:port", "[v6]:port" */
+static void addr_shown(const struct cfg_addr *a, char *buf, size_t sz)
+{
+	snprintf(buf, sz, strchr(a->host, ':') ? "[%s]:%u" : "%s:%u", a->host,
+		 (unsigned)a->port);
+}
+
+/*
+ * The start line: what an operator checks first (version, node, role, the
+ * database, the addresses it listens on), and the same for systemd's
+ * READY=1 with its STATUS=, written into status.
+ */
+static void start_line(const struct config *c, const char *db_shown,
+		       char *status, size_t statussz)
+{
+	char listen[300] = "none", admin[300] = "none";
+	const char *role = c->relay        ? "relay"
+			   : c->listen.set ? "server"
+					   : "edge";
+
+	if (c->listen.set)
+		addr_shown(&c->listen, listen, sizeof listen);
+	if (c->admin.set)
+		addr_shown(&c->admin, admin, sizeof admin);
+	log_msg(LOG_INFO, "main", NULL, NULL,
+		"semqd %s: node %s%s%s, role %s, db %s %s, listen %s, admin "
+		"%s, %zu peer(s), %zu plugin(s)",
+		SEMQ_VERSION, c->id, c->instance[0] ? " instance " : "",
+		c->instance, role, c->db_url ? "postgresql" : "sqlite",
+		db_shown, listen, admin, c->n_peers, c->n_plugins);
+	snprintf(status, statussz,
+		 "READY=1\nSTATUS=node %s (%s) listening on %s, admin %s",
+		 c->id, role, listen, admin);
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -139,7 +175,7 @@ int main(int argc, char **argv)
 		{"config-reference", optional_argument, NULL, 'R'},
 		{NULL, 0, NULL, 0}};
 	const char *path = NULL, *how = NULL;
-	char err[1024] = "", *errs = NULL, db_shown[512];
+	char err[1024] = "", *errs = NULL, db_shown[512], status[1024];
 	struct config *c = NULL;
 	struct worker *w = NULL;
 	struct net *n = NULL;
@@ -249,11 +285,11 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	semq_db_shown(c->db, db_shown, sizeof db_shown);
-	log_msg(LOG_INFO, "main", NULL, NULL,
-		"semqd %s: node %s%s%s, db %s%s%s, %zu peer(s), %zu plugin(s)",
-		SEMQ_VERSION, c->id, c->instance[0] ? " instance " : "",
-		c->instance, db_shown, c->listen.set ? ", listening on " : "",
-		c->listen.set ? c->listen.host : "", c->n_peers, c->n_plugins);
+	start_line(c, db_shown, status, sizeof status);
+	/* systemd (Type=notify): listening, the store open, peers next */
+	if (sdnotify_send(status) == SEMQ_ERR_IO)
+		log_warn("main", "cannot notify systemd at NOTIFY_SOCKET '%s'",
+			 getenv("NOTIFY_SOCKET"));
 	net_run(n);
 	/* Stop order: no new input (the loop stopped), the store thread
 	 * finishes its open batch and everything queued, then the last

@@ -78,6 +78,7 @@
 #include "fault.h"
 #include "log.h"
 #include "peer.h"
+#include "sdnotify.h"
 #include "tls.h"
 #include "worker.h"
 
@@ -132,6 +133,9 @@ struct net {
 	int64_t accept_paused_at;      /* monotonic ms: first failure; 0 none */
 	uint64_t accept_failed;        /* failures of this episode */
 	struct event *ev_crl;          /* [tls] crl poll */
+	struct event *ev_watchdog;     /* systemd: WATCHDOG=1 */
+	int64_t watchdog_ms;           /* its period; 0 off */
+	int watchdog_starved;          /* the store thread is silent */
 	struct event *ev_relief;       /* memory_budget: below half again */
 	int pressed;                   /* some reading is paused for it */
 	unsigned n_handshakes;         /* connections before authentication */
@@ -147,7 +151,8 @@ struct net {
 	struct worker *w;
 	struct conn_params prm;
 	struct conn_cbs cbs;
-	struct dialer *dialers;
+	struct dialer *
+		*dialers; /* each its own allocation: timers point to it */
 	size_t n_dialers;
 	struct peer_down *down; /* per configured peer (n_down) */
 	size_t n_down;
@@ -156,6 +161,14 @@ struct net {
 	uint64_t next_id;
 	int stopping;
 	uint64_t rng;
+	/* Configurations of SIGHUP reloads, kept until exit (the store
+	 * thread may still read one): each a parsed file, or the live copy
+	 * made of the running one and the parsed file's reloadable parts
+	 * (shallow: freed alone). */
+	struct {
+		struct config *parsed, *live;
+	} * gens;
+	size_t n_gens;
 };
 
 /* What the bounds did (network thread only; one net per process). */
@@ -246,6 +259,7 @@ static void send_routes(struct net *n)
 		k++;
 	}
 	r->n_hops = k;
+	r->cfg = n->c; /* a reload's peers and routes reach the store so */
 	j->routes = r;
 	submit(n, j);
 }
@@ -736,6 +750,34 @@ static int peer_ready(struct net *n, const char *id, const struct conn *except)
 	return 0;
 }
 
+/* A reload's new [peer] list: a peer kept keeps its record, a new one is
+ * down from now until it connects. Out of memory: the old records stay
+ * (peer_down_of checks both bounds). */
+static void peer_down_rebuild(struct net *n, const struct config *nc)
+{
+	struct peer_down *d = NULL;
+	int64_t now = clock_real_ms(NULL);
+	size_t i;
+
+	if (nc->n_peers) {
+		d = calloc(nc->n_peers, sizeof *d);
+		if (!d)
+			return;
+	}
+	for (i = 0; i < nc->n_peers; i++) {
+		const struct peer_down *old =
+			peer_down_of(n, nc->peers[i].name);
+
+		if (old)
+			d[i] = *old;
+		else if (!peer_ready(n, nc->peers[i].name, NULL))
+			d[i].down_since = now;
+	}
+	free(n->down);
+	n->down = d;
+	n->n_down = nc->n_peers;
+}
+
 /* A connection of configured peer id closed (why: its reason): down from
  * now when it was its last ready one; the reason is kept either way. */
 static void peer_note_close(struct net *n, const char *id, int was_ready,
@@ -760,8 +802,8 @@ static void on_ready(void *ctx, struct conn *c)
 	size_t i;
 
 	for (i = 0; i < n->n_dialers; i++)
-		if (n->dialers[i].conn == c)
-			n->dialers[i].attempts = 0;
+		if (n->dialers[i]->conn == c)
+			n->dialers[i]->attempts = 0;
 	if (conn_user(c))
 		((struct conn_info *)conn_user(c))->ready_at =
 			clock_real_ms(NULL);
@@ -944,8 +986,8 @@ static void on_close(void *ctx, struct conn *c, const char *why)
 	size_t i;
 
 	for (i = 0; !id[0] && i < n->n_dialers; i++)
-		if (n->dialers[i].conn == c)
-			id = n->dialers[i].peer->name;
+		if (n->dialers[i]->conn == c)
+			id = n->dialers[i]->peer->name;
 	peer_note_close(n, id, ci && ci->ready_at, c, why);
 	for (i = 0; i < n->n_conns; i++)
 		if (n->conns[i] == c) {
@@ -958,10 +1000,10 @@ static void on_close(void *ctx, struct conn *c, const char *why)
 	free(ci);
 	conn_set_user(c, NULL);
 	for (i = 0; i < n->n_dialers; i++)
-		if (n->dialers[i].conn == c) {
-			n->dialers[i].conn = NULL;
+		if (n->dialers[i]->conn == c) {
+			n->dialers[i]->conn = NULL;
 			if (!n->stopping)
-				schedule_dial(&n->dialers[i]);
+				schedule_dial(n->dialers[i]);
 		}
 	if (was_ready && !n->stopping)
 		send_routes(n);
@@ -1018,6 +1060,38 @@ static void dial_cb(evutil_socket_t fd, short what, void *arg)
 	d->next_at = 0;
 	log_msg(LOG_DEBUG, "net", d->peer->name, NULL, "dialling %s:%u",
 		d->peer->connect.host, d->peer->connect.port);
+}
+
+/* A dialer for peer (borrowed from the configuration in force), appended
+ * to n->dialers, not scheduled; NULL when out of memory. */
+static struct dialer *dialer_add(struct net *n, const struct cfg_peer *peer)
+{
+	struct dialer **v, *d = calloc(1, sizeof *d);
+
+	v = d ? realloc(n->dialers, (n->n_dialers + 1) * sizeof *v) : NULL;
+	if (v)
+		n->dialers = v;
+	if (d)
+		d->timer = evtimer_new(n->base, dial_cb, d);
+	if (!v || !d->timer) {
+		if (d && d->timer)
+			event_free(d->timer);
+		free(d);
+		return NULL;
+	}
+	d->n = n;
+	d->peer = peer;
+	n->dialers[n->n_dialers++] = d;
+	return d;
+}
+
+static void dialer_free(struct dialer *d)
+{
+	if (!d)
+		return;
+	if (d->timer)
+		event_free(d->timer);
+	free(d);
 }
 
 static void schedule_dial(struct dialer *d)
@@ -1345,8 +1419,10 @@ static void stop_cb(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
-	if (!n->stopping)
+	if (!n->stopping) {
 		log_info("net", "stopping: no new connections");
+		sdnotify_send("STOPPING=1\nSTATUS=stopping");
+	}
 	n->stopping = 1;
 	if (n->listener)
 		evconnlistener_disable(n->listener);
@@ -1355,13 +1431,379 @@ static void stop_cb(evutil_socket_t fd, short what, void *arg)
 	event_base_loopexit(n->base, NULL);
 }
 
+static int is_numeric(const char *host);
+
+/* ---- SIGHUP: reload node.ini ------------------------------------------------ */
+
+/* A key that differs, as config_diff() reports it: the reloadable ones
+ * were taken, the others wait for a restart. */
+struct reload_diff {
+	unsigned changes;
+};
+
+static int reloadable(const char *sect, const char *key)
+{
+	static const char *const safe[][2] = {{"node", "allow"},
+					      {"node", "log_level"},
+					      {"tls", "deny"},
+					      {"tls", "crl"},
+					      {"relay", "require_connected"}};
+	size_t i;
+
+	for (i = 0; key && i < sizeof safe / sizeof safe[0]; i++)
+		if (!strcmp(safe[i][0], sect) && !strcmp(safe[i][1], key))
+			return 1;
+	return 0;
+}
+
+static void reload_key(void *ctx, const char *sect, const char *name,
+		       const char *key)
+{
+	struct reload_diff *x = ctx;
+
+	x->changes++;
+	if (name) /* a [plugin] section */
+		log_msg(LOG_WARN, "main", NULL, NULL,
+			"reload: [%s %s] %s: needs a restart (plugins stay "
+			"as loaded)",
+			sect, name, key);
+	else if (reloadable(sect, key))
+		log_msg(LOG_NOTICE, "main", NULL, NULL,
+			"reload: [%s] %s changed: applied", sect, key);
+	else
+		log_msg(LOG_WARN, "main", NULL, NULL,
+			"reload: [%s] %s changed: needs a restart (the running "
+			"value stays)",
+			sect, key);
+}
+
+static const char *yesno(int v)
+{
+	return v ? "yes" : "no";
+}
+
+/* [peer] sections: one line per peer added, removed or changed. */
+static void reload_peers(const struct config *a, const struct config *b,
+			 struct reload_diff *x)
+{
+	char was[300], now[300];
+	size_t i;
+
+	for (i = 0; i < a->n_peers; i++) {
+		const struct cfg_peer *pa = &a->peers[i];
+		const struct cfg_peer *pb = config_peer(b, pa->name);
+
+		if (pa->connect.set)
+			addr_text(was, sizeof was, pa->connect.host,
+				  pa->connect.port);
+		else
+			snprintf(was, sizeof was, "none");
+		if (!pb) {
+			x->changes++;
+			log_msg(LOG_NOTICE, "main", pa->name, NULL,
+				"reload: [peer %s] removed (connect %s): its "
+				"connections close",
+				pa->name, was);
+			continue;
+		}
+		if (pb->connect.set)
+			addr_text(now, sizeof now, pb->connect.host,
+				  pb->connect.port);
+		else
+			snprintf(now, sizeof now, "none");
+		if (strcmp(was, now)) {
+			x->changes++;
+			log_msg(LOG_NOTICE, "main", pa->name, NULL,
+				"reload: [peer %s] connect %s -> %s", pa->name,
+				was, now);
+		}
+		if (pa->trusted_relay != pb->trusted_relay) {
+			x->changes++;
+			log_msg(LOG_NOTICE, "main", pa->name, NULL,
+				"reload: [peer %s] trusted_relay %s -> %s: its "
+				"connections close and reconnect",
+				pa->name, yesno(pa->trusted_relay),
+				yesno(pb->trusted_relay));
+		}
+	}
+	for (i = 0; i < b->n_peers; i++) {
+		const struct cfg_peer *pb = &b->peers[i];
+
+		if (config_peer(a, pb->name))
+			continue;
+		x->changes++;
+		if (pb->connect.set)
+			addr_text(now, sizeof now, pb->connect.host,
+				  pb->connect.port);
+		else
+			snprintf(now, sizeof now, "none");
+		log_msg(LOG_NOTICE, "main", pb->name, NULL,
+			"reload: [peer %s] added (connect %s, trusted_relay "
+			"%s)",
+			pb->name, now, yesno(pb->trusted_relay));
+	}
+}
+
+/* [route]: one line per destination added, removed or sent elsewhere. */
+static void reload_routes(const struct config *a, const struct config *b,
+			  struct reload_diff *x)
+{
+	size_t i;
+
+	for (i = 0; i < a->n_routes; i++) {
+		const char *via = route_of(b, a->routes[i].dest);
+
+		if (via && !strcmp(via, a->routes[i].via))
+			continue;
+		x->changes++;
+		log_msg(LOG_NOTICE, "main", NULL, NULL,
+			"reload: [route] %s = %s%s%s", a->routes[i].dest,
+			a->routes[i].via, via ? " -> " : " removed",
+			via ? via : "");
+	}
+	for (i = 0; i < b->n_routes; i++) {
+		if (route_of(a, b->routes[i].dest))
+			continue;
+		x->changes++;
+		log_msg(LOG_NOTICE, "main", NULL, NULL,
+			"reload: [route] %s = %s added", b->routes[i].dest,
+			b->routes[i].via);
+	}
+}
+
+/* The dialers for the configuration in force: a peer whose address is
+ * unchanged keeps its dialer (and its connection); a removed or moved one
+ * loses it (its connection closes: dialled again at the new address). */
+static int reload_dialers(struct net *n)
+{
+	size_t i, k;
+	int r = SEMQ_OK;
+
+	for (i = 0; i < n->n_dialers;) {
+		struct dialer *d = n->dialers[i];
+		const struct cfg_peer *p = config_peer(n->c, d->peer->name);
+
+		if (p && p->connect.set &&
+		    !strcmp(p->connect.host, d->peer->connect.host) &&
+		    p->connect.port == d->peer->connect.port) {
+			d->peer = p;
+			i++;
+			continue;
+		}
+		if (d->conn) {
+			struct conn *c = d->conn;
+
+			d->conn = NULL; /* on_close must not redial it */
+			conn_close(c, SEMQ__ERROR__CODE__SHUTDOWN,
+				   "reconfigured: this node no longer dials "
+				   "this address");
+		}
+		dialer_free(d);
+		memmove(&n->dialers[i], &n->dialers[i + 1],
+			(n->n_dialers - i - 1) * sizeof *n->dialers);
+		n->n_dialers--;
+	}
+	for (k = 0; k < n->c->n_peers; k++) {
+		const struct cfg_peer *p = &n->c->peers[k];
+		struct dialer *d;
+
+		if (!p->connect.set)
+			continue;
+		for (i = 0; i < n->n_dialers; i++)
+			if (n->dialers[i]->peer == p)
+				break;
+		if (i < n->n_dialers)
+			continue;
+		if (!is_numeric(p->connect.host) && !n->dns) {
+			n->dns = evdns_base_new(
+				n->base,
+				EVDNS_BASE_INITIALIZE_NAMESERVERS |
+					EVDNS_BASE_DISABLE_WHEN_INACTIVE);
+			n->prm.dns = n->dns;
+		}
+		d = dialer_add(n, p);
+		if (!d) {
+			r = SEMQ_ERR_NOMEM;
+			continue;
+		}
+		schedule_dial(d);
+	}
+	return r;
+}
+
+/* Connections the configuration in force no longer lets in, or whose
+ * rights changed (trusted_relay): closed; dialled ones are dialled again,
+ * accepted ones come back with the new rights. */
+static void reload_conns(struct net *n, const struct config *was)
+{
+	size_t i = 0;
+
+	while (i < n->n_conns) {
+		struct conn *c = n->conns[i];
+		const char *id = conn_peer(c);
+		const struct cfg_peer *pa = config_peer(was, id);
+		const struct cfg_peer *pb = config_peer(n->c, id);
+		const char *why = NULL;
+		int code = SEMQ__ERROR__CODE__FORBIDDEN;
+		size_t k;
+
+		if (!id[0]) {
+			i++;
+			continue;
+		}
+		for (k = 0; k < n->c->n_tls_deny && !why; k++)
+			if (!strcmp(n->c->tls_deny[k], id))
+				why = "reconfigured: its id is in [tls] deny";
+		if (!why && n->c->allow_listed && !pb)
+			why = "reconfigured: it has no [peer] section and "
+			      "[node] allow = listed";
+		if (!why && (pa ? pa->trusted_relay : 0) !=
+				    (pb ? pb->trusted_relay : 0)) {
+			why = "reconfigured: its trusted_relay changed; "
+			      "reconnect";
+			code = SEMQ__ERROR__CODE__SHUTDOWN;
+		}
+		if (!why) {
+			i++;
+			continue;
+		}
+		log_msg(LOG_NOTICE, "net", id, NULL, "closed: %s", why);
+		conn_close(c, code, why); /* leaves n->conns */
+		if (i < n->n_conns && n->conns[i] == c)
+			i++;
+	}
+}
+
+/*
+ * SIGHUP: node.ini again. A file that does not load or check keeps the
+ * running configuration (its errors logged with file:line). Otherwise the
+ * reloadable parts ([peer], [route], [node] allow, log_level, [tls] deny,
+ * crl, [relay] require_connected) go into a live copy of the running
+ * configuration that replaces it here and, with the next routing snapshot,
+ * on the store thread; every other key that changed is logged as needing a
+ * restart. One line per change, or "no change".
+ */
+static void reload(struct net *n)
+{
+	struct config *nc = NULL, *live = NULL;
+	const struct config *was = n->c;
+	struct reload_diff x = {0};
+	char *errs = NULL, *line, *save = NULL;
+	void *v;
+	int r;
+
+	sdnotify_send("RELOADING=1");
+	log_msg(LOG_NOTICE, "main", NULL, NULL, "SIGHUP: reading %s again",
+		was->file);
+	r = config_load(was->file, &nc, &errs);
+	if (r == SEMQ_OK)
+		r = config_check_daemon(nc, &errs);
+	if (r != SEMQ_OK) {
+		for (line = errs ? strtok_r(errs, "\n", &save) : NULL; line;
+		     line = strtok_r(NULL, "\n", &save))
+			log_msg(LOG_ERROR, "main", NULL, NULL, "reload: %s",
+				line);
+		log_msg(LOG_ERROR, "main", NULL, NULL,
+			"reload refused: the running configuration stays");
+		goto out;
+	}
+	live = malloc(sizeof *live);
+	v = live ? realloc(n->gens, (n->n_gens + 2) * sizeof *n->gens) : NULL;
+	if (!v) {
+		free(live);
+		log_msg(LOG_ERROR, "main", NULL, NULL,
+			"reload: out of memory; the running configuration "
+			"stays");
+		goto out;
+	}
+	n->gens = v;
+	*live = *was;
+	live->peers = nc->peers;
+	live->n_peers = nc->n_peers;
+	live->routes = nc->routes;
+	live->n_routes = nc->n_routes;
+	live->route_line = nc->route_line;
+	live->allow_listed = nc->allow_listed;
+	live->log_level = nc->log_level;
+	live->tls_deny = nc->tls_deny;
+	live->n_tls_deny = nc->n_tls_deny;
+	live->tls_crl = nc->tls_crl;
+	live->relay_require = nc->relay_require;
+	live->n_relay_require = nc->n_relay_require;
+
+	config_diff(was, nc, reload_key, &x);
+	reload_peers(was, live, &x);
+	reload_routes(was, live, &x);
+	if (!x.changes) {
+		log_msg(LOG_NOTICE, "main", NULL, NULL, "reload: no change");
+		free(live);
+		goto out;
+	}
+	/* both live until exit: the store thread may read either */
+	n->gens[n->n_gens].parsed = nc;
+	n->gens[n->n_gens].live = NULL;
+	n->gens[n->n_gens + 1].parsed = NULL;
+	n->gens[n->n_gens + 1].live = live;
+	n->n_gens += 2;
+	nc = NULL;
+	peer_down_rebuild(n, live);
+	n->c = live;
+	log_set_level(live->log_level);
+	if (n->admin)
+		admin_set_config(n->admin, live);
+	if (reload_dialers(n) != SEMQ_OK)
+		log_msg(LOG_ERROR, "main", NULL, NULL,
+			"reload: out of memory: some peers are not dialled");
+	reload_conns(n, was);
+	send_routes(n);
+out:
+	/* the CRL is read again on every SIGHUP (logrotate's too) */
+	crl_reload(n, 1);
+	config_free(nc);
+	free(errs);
+	sdnotify_send("READY=1");
+}
+
+/*
+ * systemd's watchdog, every half of WATCHDOG_USEC: this callback running
+ * proves the network loop; worker_alive() the store thread (it turned its
+ * loop within the period, or it is in a plugin call within its deadline).
+ * Silent longer, it is not fed, and systemd restarts semqd
+ * (docs/OPERATIONS.md, "systemd").
+ */
+static void watchdog_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct net *n = arg;
+	int64_t age = 0;
+
+	(void)fd;
+	(void)what;
+	if (!n->w || worker_alive(n->w, n->watchdog_ms, &age)) {
+		if (n->watchdog_starved)
+			log_msg(LOG_WARN, "main", NULL, NULL,
+				"the store thread makes progress again: "
+				"feeding the systemd watchdog again");
+		n->watchdog_starved = 0;
+		sdnotify_send("WATCHDOG=1");
+		return;
+	}
+	if (!n->watchdog_starved)
+		log_msg(LOG_ERROR, "main", NULL, NULL,
+			"the store thread has made no progress for %lld ms "
+			"(WATCHDOG_USEC %lld ms): not feeding the systemd "
+			"watchdog, which restarts semqd",
+			(long long)age, (long long)n->watchdog_ms);
+	n->watchdog_starved = 1;
+}
+
 static void signal_cb(evutil_socket_t sig, short what, void *arg)
 {
 	(void)what;
 	if (sig == SIGHUP) {
 		if (log_reopen() != SEMQ_OK)
 			log_warn("net", "SIGHUP: cannot reopen the log file");
-		crl_reload(arg, 1);
+		if (!((struct net *)arg)->stopping)
+			reload(arg);
 		return;
 	}
 	stop_cb(-1, 0, arg);
@@ -1401,8 +1843,8 @@ static void list_peers(void *ctx, admin_peer_cb cb, void *cb_ctx)
 
 		p.peer = conn_peer(c)[0] ? conn_peer(c) : NULL;
 		for (k = 0; !p.peer && k < n->n_dialers; k++)
-			if (n->dialers[k].conn == c)
-				p.peer = n->dialers[k].peer->name;
+			if (n->dialers[k]->conn == c)
+				p.peer = n->dialers[k]->peer->name;
 		p.instance = conn_peer_instance(c);
 		p.state = conn_state(c);
 		p.outbound = conn_outbound(c);
@@ -1426,8 +1868,8 @@ static void list_peers(void *ctx, admin_peer_cb cb, void *cb_ctx)
 		if (i < n->n_conns)
 			continue;
 		for (i = 0; i < n->n_dialers; i++)
-			if (n->dialers[i].peer == cp)
-				d = &n->dialers[i];
+			if (n->dialers[i]->peer == cp)
+				d = n->dialers[i];
 		if (d && d->conn)
 			continue; /* dialling: listed with the connections */
 		p.peer = cp->name;
@@ -1724,23 +2166,10 @@ int net_new(const struct config *c, struct net **out, char *err, size_t errsz)
 		for (i = 0; i < c->n_peers; i++)
 			n->down[i].down_since = now;
 	}
-	if (n->n_dialers) {
-		size_t k = 0;
-		n->dialers = calloc(n->n_dialers, sizeof *n->dialers);
-		if (!n->dialers)
+	n->n_dialers = 0;
+	for (i = 0; i < c->n_peers; i++)
+		if (c->peers[i].connect.set && !dialer_add(n, &c->peers[i]))
 			goto out;
-		for (i = 0; i < c->n_peers; i++) {
-			struct dialer *d;
-			if (!c->peers[i].connect.set)
-				continue;
-			d = &n->dialers[k++];
-			d->n = n;
-			d->peer = &c->peers[i];
-			d->timer = evtimer_new(n->base, dial_cb, d);
-			if (!d->timer)
-				goto out;
-		}
-	}
 	*out = n;
 	n = NULL;
 	r = SEMQ_OK;
@@ -1763,7 +2192,18 @@ int net_run(struct net *n)
 	size_t i;
 
 	for (i = 0; i < n->n_dialers; i++)
-		schedule_dial(&n->dialers[i]);
+		schedule_dial(n->dialers[i]);
+	n->watchdog_ms = sdnotify_watchdog_ms();
+	if (n->watchdog_ms > 0) {
+		int64_t half = n->watchdog_ms / 2 ? n->watchdog_ms / 2 : 1;
+		struct timeval tv = {half / 1000, (half % 1000) * 1000};
+
+		n->ev_watchdog =
+			event_new(n->base, -1, EV_PERSIST, watchdog_cb, n);
+		if (n->ev_watchdog)
+			event_add(n->ev_watchdog, &tv);
+		sdnotify_send("WATCHDOG=1");
+	}
 	event_base_dispatch(n->base);
 	n->stopping = 1;
 	return SEMQ_OK;
@@ -1805,10 +2245,15 @@ void net_free(struct net *n)
 	while (n->n_conns)
 		conn_free(n->conns[0]);
 	for (i = 0; i < n->n_dialers; i++)
-		if (n->dialers[i].timer)
-			event_free(n->dialers[i].timer);
+		dialer_free(n->dialers[i]);
 	free(n->dialers);
 	free(n->down);
+	for (i = 0; i < n->n_gens; i++)
+		if (n->gens[i].parsed)
+			config_free(n->gens[i].parsed);
+		else
+			free(n->gens[i].live);
+	free(n->gens);
 	free(n->conns);
 	out_free_list(n->out_head);
 	for (i = 0; i < 3; i++)
@@ -1826,6 +2271,8 @@ void net_free(struct net *n)
 		event_free(n->ev_accept_calm);
 	if (n->ev_crl)
 		event_free(n->ev_crl);
+	if (n->ev_watchdog)
+		event_free(n->ev_watchdog);
 	if (n->ev_relief)
 		event_free(n->ev_relief);
 	if (n->dns)

@@ -39,6 +39,7 @@
 #include <inttypes.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -48,6 +49,7 @@
 #include <event2/bufferevent.h>
 #include <event2/bufferevent_ssl.h>
 #include <openssl/err.h>
+#include <openssl/x509.h>
 
 #include "codec.h"
 #include "config.h"
@@ -74,7 +76,9 @@ struct conn {
 	uint64_t peer_life;                   /* its life; 0 = revision 1 */
 	char software[65];                    /* its software, "" = none */
 	char addr[64];
-	char remote[64]; /* the socket's other end */
+	char remote[64];            /* the socket's other end */
+	char cert[SEMQ_ID_MAX + 1]; /* the presented certificate's id or CN,
+				       verified or not; "" unknown */
 	unsigned peer_features;
 	size_t peer_max_frame; /* from its Hello */
 	int paused; /* conn_pause(): no frame is read until it resumes */
@@ -209,6 +213,74 @@ static const char *who(const struct conn *c)
 	return c->peer[0] ? c->peer : c->expect[0] ? c->expect : c->addr;
 }
 
+static const char *const failure_text[CONN_FAIL_N] = {
+	"refused", "timeout",    "dns",     "unreachable", "reset",
+	"closed",  "unknown_ca", "expired", "revoked",     "id_mismatch",
+	"no_cert", "version",    "tls",     "other"};
+
+const char *conn_failure_text(int reason)
+{
+	return reason >= 0 && reason < CONN_FAIL_N ? failure_text[reason] : "?";
+}
+
+/* A connection that never got ready failed for `reason`: counted once. */
+static void failed(struct conn *c, int reason)
+{
+	if (c->state == CONN_READY || c->state == CONN_CLOSING || c->closed)
+		return;
+	stats.failed[c->outbound ? 1 : 0][reason]++;
+}
+
+/* The id (or CN) of the certificate the peer presented, verified or not:
+ * what its refusal line names. */
+static void note_cert(struct conn *c)
+{
+	SSL *ssl = c->bev ? bufferevent_openssl_get_ssl(c->bev) : NULL;
+	X509 *x = ssl ? tls_presented_cert(ssl) : NULL;
+	const X509_NAME *name;
+	char cn[256];
+	size_t i;
+
+	if (c->cert[0] || !x)
+		return;
+	if (tls_cert_id(x, c->cert) == SEMQ_OK)
+		return;
+	name = X509_get_subject_name(x);
+	if (!name ||
+	    X509_NAME_get_text_by_NID((X509_NAME *)name, NID_commonName, cn,
+				      sizeof cn) < 0)
+		return;
+	for (i = 0; cn[i] && i < sizeof c->cert - 1; i++) /* shown: printable */
+		c->cert[i] = cn[i] > 0x20 && cn[i] < 0x7f ? cn[i] : '?';
+	c->cert[i] = '\0';
+}
+
+/*
+ * A line about connection c: peer=WHO as every peer line, then the text,
+ * then where it is (addr=HOST:PORT, the socket's other end or the address
+ * dialled) and whose certificate (cert=ID; "?" before the handshake showed
+ * one).
+ */
+static void conn_log(struct conn *c, int level, const char *peer,
+		     const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+static void conn_log(struct conn *c, int level, const char *peer,
+		     const char *fmt, ...)
+{
+	char text[1600];
+	va_list ap;
+
+	note_cert(c);
+	va_start(ap, fmt);
+	vsnprintf(text, sizeof text, fmt, ap);
+	va_end(ap);
+	log_msg(level, "peer", peer, NULL, "%s addr=%s cert=%s", text,
+		c->remote[0] ? c->remote : c->addr,
+		c->peer[0]   ? c->peer
+		: c->cert[0] ? c->cert
+			     : "?");
+}
+
 static void destroy(struct conn *c, const char *why)
 {
 	if (!c->closed) {
@@ -277,6 +349,9 @@ void conn_close(struct conn *c, int code, const char *text)
 	if (!c || c->state == CONN_CLOSING)
 		return;
 	was_tls = c->state == CONN_TLS;
+	if (code == SEMQ__ERROR__CODE__SHUTDOWN && c->state == CONN_READY)
+		conn_log(c, LOG_INFO, who(c), "closing: %s",
+			 text ? text : "closed by this node");
 	if (code && !was_tls) {
 		Semq__Frame f = SEMQ__FRAME__INIT;
 		Semq__Error e = SEMQ__ERROR__INIT;
@@ -370,7 +445,8 @@ static int on_hello(struct conn *c, const Semq__Hello *h)
 		snprintf(text, sizeof text,
 			 "Hello says '%s' but the certificate is for '%s'",
 			 h->node_id, c->peer);
-		log_msg(LOG_WARN, "peer", c->peer, NULL, "refused: %s", text);
+		failed(c, CONN_FAIL_ID_MISMATCH);
+		conn_log(c, LOG_WARN, c->peer, "refused: %s", text);
 		conn_close(c, SEMQ__ERROR__CODE__IDENTITY, text);
 		return -1;
 	}
@@ -378,7 +454,8 @@ static int on_hello(struct conn *c, const Semq__Hello *h)
 		snprintf(text, sizeof text,
 			 "protocol version %u is not spoken here (1)",
 			 h->protocol_version);
-		log_msg(LOG_WARN, "peer", c->peer, NULL, "refused: %s", text);
+		failed(c, CONN_FAIL_VERSION);
+		conn_log(c, LOG_WARN, c->peer, "refused: %s", text);
 		conn_close(c, SEMQ__ERROR__CODE__VERSION, text);
 		return -1;
 	}
@@ -410,17 +487,17 @@ static int on_hello(struct conn *c, const Semq__Hello *h)
 			    ping_cb, c);
 	if (c->ping)
 		event_add(c->ping, &tv);
-	log_msg(LOG_INFO, "peer", c->peer, NULL,
-		"ready (%s, %s%s%s, %s, wire revision %u)",
-		c->outbound ? "dialled" : "accepted", c->addr,
-		c->instance[0] ? ", instance " : "", c->instance,
-		c->software[0] ? c->software : "semqd 0.1", c->revision);
+	conn_log(c, LOG_INFO, c->peer,
+		 "ready (%s, %s%s%s, %s, wire revision %u)",
+		 c->outbound ? "dialled" : "accepted", c->addr,
+		 c->instance[0] ? ", instance " : "", c->instance,
+		 c->software[0] ? c->software : "semqd 0.1", c->revision);
 	if (c->revision < 2)
-		log_msg(LOG_WARN, "peer", c->peer, NULL,
-			"runs SEMQ 0.1 (wire revision 1): it knows no lives "
-			"or digests, so a restore or re-image of this node "
-			"or of %s is not detected on this link; upgrade %s",
-			c->peer, c->peer);
+		conn_log(c, LOG_WARN, c->peer,
+			 "runs SEMQ 0.1 (wire revision 1): it knows no lives "
+			 "or digests, so a restore or re-image of this node "
+			 "or of %s is not detected on this link; upgrade %s",
+			 c->peer, c->peer);
 	if (c->cbs->on_ready)
 		c->cbs->on_ready(c->ctx, c);
 	return 0;
@@ -456,20 +533,22 @@ static void log_peer_error(struct conn *c, const Semq__Error *e)
 	if (e->code == SEMQ__ERROR__CODE__DEST_UNAVAILABLE) {
 		/* a forward-only relay with nowhere to forward to: say what
 		 * happens next, since the operator will ask */
-		log_msg(LOG_WARN, "peer", who(c), NULL,
-			"refused by %s for now (DEST_UNAVAILABLE): %s%s; the "
-			"messages routed through it wait here%s%s",
-			who(c), text, len > ERROR_TEXT_MAX ? "... (cut)" : "",
-			c->outbound ? ", and it is dialled again with back-off "
-				      "(reconnect_min doubling up to "
-				      "reconnect_max)"
-				    : " until it connects again",
-			more);
+		conn_log(c, LOG_WARN, who(c),
+			 "refused by %s for now (DEST_UNAVAILABLE): %s%s; the "
+			 "messages routed through it wait here%s%s",
+			 who(c), text, len > ERROR_TEXT_MAX ? "... (cut)" : "",
+			 c->outbound
+				 ? ", and it is dialled again with back-off "
+				   "(reconnect_min doubling up to "
+				   "reconnect_max)"
+				 : " until it connects again",
+			 more);
 		return;
 	}
-	log_msg(e->code == SEMQ__ERROR__CODE__SHUTDOWN ? LOG_INFO : LOG_WARN,
-		"peer", who(c), NULL, "peer reports error %d: %s%s%s", e->code,
-		text, len > ERROR_TEXT_MAX ? "... (cut)" : "", more);
+	conn_log(c,
+		 e->code == SEMQ__ERROR__CODE__SHUTDOWN ? LOG_INFO : LOG_WARN,
+		 who(c), "peer reports error %d: %s%s%s", e->code, text,
+		 len > ERROR_TEXT_MAX ? "... (cut)" : "", more);
 }
 
 /* Handles one frame; returns non-zero when the connection is gone. */
@@ -489,8 +568,8 @@ static int dispatch(struct conn *c, Semq__Frame *f)
 		int r;
 		if (f->body_case != SEMQ__FRAME__BODY_HELLO) {
 			codec_frame_free(f);
-			log_msg(LOG_WARN, "peer", who(c), NULL,
-				"refused: a frame before Hello");
+			conn_log(c, LOG_WARN, who(c),
+				 "refused: a frame before Hello");
 			conn_close(c, SEMQ__ERROR__CODE__PROTOCOL,
 				   "Hello expected first");
 			return -1;
@@ -534,10 +613,10 @@ static void no_delay(struct conn *c)
 
 	if (fd >= 0 &&
 	    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) != 0)
-		log_msg(LOG_WARN, "peer", who(c), NULL,
-			"TCP_NODELAY: %s (frames may wait for the peer's "
-			"ACK)",
-			strerror(errno));
+		conn_log(c, LOG_WARN, who(c),
+			 "TCP_NODELAY: %s (frames may wait for the peer's "
+			 "ACK)",
+			 strerror(errno));
 }
 
 static void read_cb(struct bufferevent *bev, void *arg)
@@ -564,8 +643,7 @@ static void read_cb(struct bufferevent *bev, void *arg)
 				: c->prm->max_frame,
 			&len, err, sizeof err);
 		if (r != SEMQ_OK) {
-			log_msg(LOG_WARN, "peer", who(c), NULL, "refused: %s",
-				err);
+			conn_log(c, LOG_WARN, who(c), "refused: %s", err);
 			conn_close(c,
 				   r == SEMQ_ERR_TOO_BIG
 					   ? SEMQ__ERROR__CODE__FRAME_TOO_BIG
@@ -584,8 +662,8 @@ static void read_cb(struct bufferevent *bev, void *arg)
 				      sizeof err);
 		evbuffer_drain(in, CODEC_HDR + len);
 		if (r != SEMQ_OK) {
-			log_msg(LOG_WARN, "peer", who(c), NULL,
-				"refused a bad frame: %s", err);
+			conn_log(c, LOG_WARN, who(c), "refused a bad frame: %s",
+				 err);
 			conn_close(c, SEMQ__ERROR__CODE__PROTOCOL, err);
 			return;
 		}
@@ -605,27 +683,118 @@ static void write_cb(struct bufferevent *bev, void *arg)
 		bufferevent_enable(bev, EV_READ);
 }
 
-static void tls_error_text(struct bufferevent *bev, char *buf, size_t bufsz)
+/* What an OpenSSL error (ours, or the peer's alert) says of the failure;
+ * CONN_FAIL_N when it says nothing more than "verify failed". */
+static int tls_failure_of(unsigned long e)
+{
+	switch (ERR_GET_REASON(e)) {
+	case SSL_R_TLSV1_ALERT_UNKNOWN_CA: return CONN_FAIL_UNKNOWN_CA;
+	case SSL_R_SSLV3_ALERT_CERTIFICATE_EXPIRED: return CONN_FAIL_EXPIRED;
+	case SSL_R_SSLV3_ALERT_CERTIFICATE_REVOKED: return CONN_FAIL_REVOKED;
+	case SSL_R_PEER_DID_NOT_RETURN_A_CERTIFICATE:
+	case SSL_R_TLSV13_ALERT_CERTIFICATE_REQUIRED: return CONN_FAIL_NO_CERT;
+	case SSL_R_UNSUPPORTED_PROTOCOL:
+	case SSL_R_TLSV1_ALERT_PROTOCOL_VERSION:
+	case SSL_R_WRONG_VERSION_NUMBER:
+	case SSL_R_NO_PROTOCOLS_AVAILABLE:
+	case SSL_R_HTTP_REQUEST: return CONN_FAIL_VERSION;
+	case SSL_R_CERTIFICATE_VERIFY_FAILED: return CONN_FAIL_N;
+	}
+	return CONN_FAIL_TLS_OTHER;
+}
+
+/* The same for a certificate check's result (X509_V_ERR_*). */
+static int verify_failure_of(long v)
+{
+	switch (v) {
+	case X509_V_ERR_CERT_HAS_EXPIRED:
+	case X509_V_ERR_CERT_NOT_YET_VALID: return CONN_FAIL_EXPIRED;
+	case X509_V_ERR_CERT_REVOKED: return CONN_FAIL_REVOKED;
+	case X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT:
+	case X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT_LOCALLY:
+	case X509_V_ERR_SELF_SIGNED_CERT_IN_CHAIN:
+	case X509_V_ERR_DEPTH_ZERO_SELF_SIGNED_CERT:
+	case X509_V_ERR_UNABLE_TO_VERIFY_LEAF_SIGNATURE:
+	case X509_V_ERR_CERT_SIGNATURE_FAILURE: return CONN_FAIL_UNKNOWN_CA;
+	}
+	return CONN_FAIL_TLS_OTHER;
+}
+
+static int errno_failure_of(int e)
+{
+	switch (e) {
+	case ECONNREFUSED: return CONN_FAIL_REFUSED;
+	case ETIMEDOUT: return CONN_FAIL_TIMEOUT;
+	case EHOSTUNREACH:
+	case ENETUNREACH: return CONN_FAIL_UNREACHABLE;
+	case ECONNRESET:
+	case EPIPE: return CONN_FAIL_RESET;
+	}
+	return CONN_FAIL_OTHER;
+}
+
+/* The OpenSSL errors of bev as text (or the socket error), and what they
+ * say of the failure in *reason (CONN_FAIL_N: nothing). */
+static void tls_error_text(struct bufferevent *bev, char *buf, size_t bufsz,
+			   int *reason)
 {
 	unsigned long e;
 	size_t n = 0;
 
 	buf[0] = '\0';
+	*reason = CONN_FAIL_N;
 	while ((e = bufferevent_get_openssl_error(bev)) != 0 && n < bufsz) {
 		char one[160];
 		if (ERR_GET_LIB(e) == 0)
 			continue; /* a bare errno libevent queued: no text */
+		if (*reason == CONN_FAIL_N || *reason == CONN_FAIL_TLS_OTHER)
+			*reason = tls_failure_of(e);
 		ERR_error_string_n(e, one, sizeof one);
 		n += (size_t)snprintf(buf + n, bufsz - n, "%s%s", n ? "; " : "",
 				      one);
 	}
-	if (!buf[0] && EVUTIL_SOCKET_ERROR())
+	if (!buf[0] && EVUTIL_SOCKET_ERROR()) {
 		snprintf(buf, bufsz, "%s",
 			 evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()));
+		*reason = errno_failure_of(EVUTIL_SOCKET_ERROR());
+	}
+}
+
+/* Is c's TCP connection established (or was it, before the peer closed
+ * it)? A dial refused or unanswered has no peer address. */
+static int tcp_connected(const struct conn *c)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof ss;
+	evutil_socket_t fd = bufferevent_getfd(c->bev);
+
+	return fd >= 0 && getpeername(fd, (struct sockaddr *)&ss, &sl) == 0;
+}
+
+/* Why c's connect failed: the socket's pending error, else `last` (the
+ * error when the event came). */
+static int tcp_error(const struct conn *c, int last)
+{
+	evutil_socket_t fd = bufferevent_getfd(c->bev);
+	int e = 0;
+	socklen_t sl = sizeof e;
+
+	if (fd < 0 || getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &sl) != 0 || !e)
+		e = last;
+	return e;
+}
+
+/* Has the TLS handshake of c begun (its TCP connection was made)? */
+static int ssl_started(const struct conn *c)
+{
+	SSL *ssl = bufferevent_openssl_get_ssl(c->bev);
+
+	return ssl && SSL_get_state(ssl) != TLS_ST_BEFORE;
 }
 
 static void event_cb(struct bufferevent *bev, short what, void *arg)
 {
+	int last = EVUTIL_SOCKET_ERROR();
 	struct conn *c = arg;
 	char why[512];
 
@@ -634,9 +803,10 @@ static void event_cb(struct bufferevent *bev, short what, void *arg)
 		char err[SEMQ_ERRLEN];
 
 		if (tls_peer_id(ssl, c->peer, err, sizeof err) != SEMQ_OK) {
+			failed(c, CONN_FAIL_NO_CERT);
 			if (stranger_ok(c))
-				log_msg(LOG_WARN, "peer", c->addr, NULL,
-					"refused: %s", err);
+				conn_log(c, LOG_WARN, c->addr, "refused: %s",
+					 err);
 			c->peer[0] = '\0';
 			destroy(c, err);
 			return;
@@ -645,8 +815,8 @@ static void event_cb(struct bufferevent *bev, short what, void *arg)
 			snprintf(why, sizeof why,
 				 "dialled '%s' but its certificate is for '%s'",
 				 c->expect, c->peer);
-			log_msg(LOG_WARN, "peer", c->expect, NULL,
-				"refused: %s", why);
+			failed(c, CONN_FAIL_ID_MISMATCH);
+			conn_log(c, LOG_WARN, c->expect, "refused: %s", why);
 			destroy(c, why);
 			return;
 		}
@@ -660,14 +830,15 @@ static void event_cb(struct bufferevent *bev, short what, void *arg)
 			if (!rate_ok('r', c->peer, &quiet, &quiet_ms))
 				stats.lines_suppressed++;
 			else if (quiet)
-				log_msg(LOG_WARN, "peer", c->peer, NULL,
-					"refused: %s (and %" PRIu64
-					" times more in the last %lld s, not "
-					"logged)",
-					why, quiet, (long long)quiet_ms / 1000);
+				conn_log(c, LOG_WARN, c->peer,
+					 "refused: %s (and %" PRIu64
+					 " times more in the last %lld s, not "
+					 "logged)",
+					 why, quiet,
+					 (long long)quiet_ms / 1000);
 			else
-				log_msg(LOG_WARN, "peer", c->peer, NULL,
-					"refused: %s", why);
+				conn_log(c, LOG_WARN, c->peer, "refused: %s",
+					 why);
 			destroy(c, why);
 			return;
 		}
@@ -688,38 +859,67 @@ static void event_cb(struct bufferevent *bev, short what, void *arg)
 			 "for it in %lld ms (write_timeout)",
 			 evbuffer_get_length(bufferevent_get_output(bev)),
 			 (long long)c->prm->write_timeout_ms);
-		log_msg(LOG_WARN, "peer", who(c), NULL, "%s: %s; closed",
-			conn_state_text(c->state), why);
+		conn_log(c, LOG_WARN, who(c), "%s: %s; closed",
+			 conn_state_text(c->state), why);
 		destroy(c, why);
 		return;
 	} else if (what & BEV_EVENT_TIMEOUT) {
 		snprintf(why, sizeof why, "idle for %lld ms",
 			 (long long)c->prm->idle_timeout_ms);
+		failed(c, CONN_FAIL_TIMEOUT);
+	} else if (c->outbound && c->state == CONN_TLS && !tcp_connected(c) &&
+		   !bufferevent_socket_get_dns_error(bev)) {
+		/* the dial found nobody: say so, not "closed by peer" */
+		int e = tcp_error(c, last), reason = errno_failure_of(e);
+
+		snprintf(why, sizeof why, "cannot connect: %s reason=%s",
+			 e ? evutil_socket_error_to_string(e)
+			   : "connection not established",
+			 conn_failure_text(reason));
+		failed(c, reason);
 	} else if (what & BEV_EVENT_EOF) {
-		snprintf(why, sizeof why, "closed by peer");
+		snprintf(why, sizeof why, "closed by peer%s",
+			 c->state == CONN_READY ? "" : " reason=closed");
+		failed(c, CONN_FAIL_CLOSED);
 	} else if (c->outbound && bufferevent_socket_get_dns_error(bev)) {
-		snprintf(why, sizeof why, "cannot resolve %s: %s", c->addr,
+		snprintf(why, sizeof why, "cannot resolve %s: %s reason=dns",
+			 c->addr,
 			 evutil_gai_strerror(
 				 bufferevent_socket_get_dns_error(bev)));
+		failed(c, CONN_FAIL_DNS);
 	} else {
 		SSL *ssl = bufferevent_openssl_get_ssl(bev);
 		long v = ssl ? SSL_get_verify_result(ssl) : X509_V_OK;
 		char tls[400];
+		int reason;
 
-		tls_error_text(bev, tls, sizeof tls);
+		tls_error_text(bev, tls, sizeof tls, &reason);
+		if (v != X509_V_OK &&
+		    (reason == CONN_FAIL_N || reason == CONN_FAIL_TLS_OTHER))
+			reason = verify_failure_of(v);
+		if (reason == CONN_FAIL_N)
+			reason = CONN_FAIL_TLS_OTHER;
+		failed(c, reason);
 		/* "certificate verify failed" alone does not tell an expired
-		 * certificate from one of another CA: say which. */
-		snprintf(why, sizeof why, "%s%s%s%s%s",
-			 c->state == CONN_TLS ? "TLS handshake failed: "
-					      : "connection error: ",
+		 * certificate from one of another CA: say which. A dial that
+		 * found nobody is not a TLS failure: say that too. */
+		snprintf(why, sizeof why, "%s%s%s%s%s%s%s",
+			 c->state != CONN_TLS ? "connection error: "
+			 : c->outbound && !ssl_started(c) &&
+					 reason != CONN_FAIL_TLS_OTHER
+				 ? "cannot connect: "
+				 : "TLS handshake failed: ",
 			 tls[0] ? tls : "unknown",
 			 v != X509_V_OK ? " (certificate: " : "",
 			 v != X509_V_OK ? X509_verify_cert_error_string(v) : "",
-			 v != X509_V_OK ? ")" : "");
+			 v != X509_V_OK ? ")" : "",
+			 c->state == CONN_READY ? "" : " reason=",
+			 c->state == CONN_READY ? ""
+						: conn_failure_text(reason));
 	}
 	if (stranger_ok(c))
-		log_msg(c->state == CONN_READY ? LOG_INFO : LOG_WARN, "peer",
-			who(c), NULL, "%s: %s", conn_state_text(c->state), why);
+		conn_log(c, c->state == CONN_READY ? LOG_INFO : LOG_WARN,
+			 who(c), "%s: %s", conn_state_text(c->state), why);
 	destroy(c, why);
 }
 
@@ -739,6 +939,7 @@ static void hs_deadline_cb(evutil_socket_t fd, short what, void *arg)
 	if (c->state != CONN_TLS && c->state != CONN_HELLO)
 		return;
 	stats.handshake_timeouts++;
+	failed(c, CONN_FAIL_TIMEOUT);
 	if (c->state == CONN_TLS && c->outbound && ssl &&
 	    SSL_get_state(ssl) == TLS_ST_BEFORE)
 		snprintf(stage, sizeof stage,
@@ -763,12 +964,12 @@ static void hs_deadline_cb(evutil_socket_t fd, short what, void *arg)
 		 (long long)c->prm->handshake_timeout_ms,
 		 c->outbound ? "dialled" : "accepted", stage);
 	if (stranger_ok(c))
-		log_msg(LOG_WARN, "peer", who(c), NULL, "%s%s%s: %s; closed",
-			conn_state_text(c->state),
-			!c->remote[0] ? ""
-			: c->outbound ? " to "
-				      : " from ",
-			c->remote, why);
+		conn_log(c, LOG_WARN, who(c), "%s%s%s: %s; closed",
+			 conn_state_text(c->state),
+			 !c->remote[0] ? ""
+			 : c->outbound ? " to "
+				       : " from ",
+			 c->remote, why);
 	if (c->state == CONN_TLS)
 		destroy(c, why);
 	else

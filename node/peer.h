@@ -127,6 +127,30 @@ void *conn_user(const struct conn *c);
 /* Connections not yet freed, closing ones included. */
 unsigned conn_live(void);
 
+/* Why a connection failed before it was ready (semq_connections_failed_total
+ * {direction, reason}): the dial itself, or the TLS handshake, by what the
+ * certificate check or the peer's alert said. Refusals by a bound or a
+ * rule after the certificate was verified are net.h's net_refusal. */
+enum conn_failure {
+	CONN_FAIL_REFUSED,     /* ECONNREFUSED: nothing listens there */
+	CONN_FAIL_TIMEOUT,     /* handshake_timeout, or ETIMEDOUT */
+	CONN_FAIL_DNS,         /* the host name does not resolve */
+	CONN_FAIL_UNREACHABLE, /* no route to the host or network */
+	CONN_FAIL_RESET,       /* reset by the peer */
+	CONN_FAIL_CLOSED,      /* closed by the peer before ready */
+	CONN_FAIL_UNKNOWN_CA,  /* a certificate of another CA */
+	CONN_FAIL_EXPIRED,     /* expired, or not valid yet */
+	CONN_FAIL_REVOKED,     /* revoked by [tls] crl */
+	CONN_FAIL_ID_MISMATCH, /* not the id dialled, or Hello differs */
+	CONN_FAIL_NO_CERT,     /* no certificate, or one without a valid id */
+	CONN_FAIL_VERSION,     /* not TLS 1.3 (or not TLS), or not SEMQ v1 */
+	CONN_FAIL_TLS_OTHER,   /* another TLS failure */
+	CONN_FAIL_OTHER,       /* another socket error */
+	CONN_FAIL_N
+};
+/* The label of a reason ("unknown_ca"). */
+const char *conn_failure_text(int reason);
+
 /* What the connections' own bounds did since start (network thread). */
 struct conn_stats {
 	uint64_t handshake_timeouts; /* not READY within handshake_timeout */
@@ -134,6 +158,7 @@ struct conn_stats {
 	uint64_t errors_logged;      /* peers' Error frames logged */
 	uint64_t errors_suppressed;  /* and not logged (rate limit) */
 	uint64_t lines_suppressed;   /* other lines left out (rate limits) */
+	uint64_t failed[2][CONN_FAIL_N]; /* [0] accepted, [1] dialled */
 };
 void conn_get_stats(struct conn_stats *out);
 

@@ -2520,6 +2520,8 @@ static int on_routes(struct proto *p, const struct job *j, int64_t now,
 
 	p->routes = routes_copy(j->routes);
 	p->more_to_send = 1;
+	if (p->routes && p->routes->cfg) /* a reload: new peers, routes */
+		p->c = p->routes->cfg;
 	if (!p->routes) {
 		routes_free(old);
 		return SEMQ_ERR_NOMEM;

@@ -129,6 +129,48 @@ static struct crl_state *crl_state(SSL_CTX *ctx, int create)
 	return st;
 }
 
+/* ---- the certificate a peer presented ------------------------------------ */
+
+/* The presented leaf, kept on the SSL by verify_cb (an X509 reference) so
+ * that a failed handshake's line can name it: OpenSSL drops it then. */
+static int g_leaf_idx = -1;
+static pthread_once_t g_leaf_once = PTHREAD_ONCE_INIT;
+
+static void leaf_free(void *parent, void *ptr, CRYPTO_EX_DATA *ad, int idx,
+		      long argl, void *argp)
+{
+	X509_free(ptr);
+}
+
+static void leaf_idx_init(void)
+{
+	g_leaf_idx = SSL_get_ex_new_index(0, NULL, NULL, NULL, leaf_free);
+}
+
+static void leaf_keep(X509_STORE_CTX *sc)
+{
+	SSL *ssl = X509_STORE_CTX_get_ex_data(
+		sc, SSL_get_ex_data_X509_STORE_CTX_idx());
+	X509 *leaf = X509_STORE_CTX_get0_cert(sc);
+
+	pthread_once(&g_leaf_once, leaf_idx_init);
+	if (!ssl || !leaf || g_leaf_idx < 0 ||
+	    SSL_get_ex_data(ssl, g_leaf_idx) || !X509_up_ref(leaf))
+		return;
+	if (!SSL_set_ex_data(ssl, g_leaf_idx, leaf))
+		X509_free(leaf);
+}
+
+X509 *tls_presented_cert(SSL *ssl)
+{
+	X509 *x = SSL_get0_peer_certificate(ssl);
+
+	if (x)
+		return x;
+	pthread_once(&g_leaf_once, leaf_idx_init);
+	return g_leaf_idx < 0 ? NULL : SSL_get_ex_data(ssl, g_leaf_idx);
+}
+
 /* An ASN1_TIME as unix seconds; 0 when absent or unreadable. */
 static int64_t asn1_unix(const ASN1_TIME *t)
 {
@@ -173,6 +215,8 @@ static int verify_cb(int ok, X509_STORE_CTX *sc)
 	X509_CRL *crl;
 	time_t now;
 
+	if (!ok)
+		leaf_keep(sc);
 	if (ok || (e != X509_V_ERR_CRL_HAS_EXPIRED &&
 		   e != X509_V_ERR_CRL_NOT_YET_VALID))
 		return ok;

@@ -88,6 +88,11 @@ int64_t tls_ca_not_after(SSL_CTX *ctx);
  * id. SEMQ_ERR_INVALID when it has none. */
 int tls_cert_id(X509 *cert, char out[SEMQ_ID_MAX + 1]);
 
+/* The certificate the peer presented, verified or not (a failed
+ * verification keeps it for this): for naming it in a refusal line. NULL
+ * when it presented none. Borrowed from ssl. */
+X509 *tls_presented_cert(SSL *ssl);
+
 /* The verified peer's id after the handshake. SEMQ_ERR_INVALID when the
  * peer presented no verified certificate or it carries no valid id. */
 int tls_peer_id(SSL *ssl, char out[SEMQ_ID_MAX + 1], char *err, size_t errsz);

@@ -37,6 +37,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -136,6 +137,10 @@ struct worker {
 	int pressed; /* went over; relief() when below half */
 	void (*relief)(void *ctx);
 	void *relief_ctx;
+
+	/* monotonic ms of the store thread's last turn of its loop (a wait
+	 * ended or a batch was done): worker_alive() */
+	_Atomic int64_t beat_ms;
 
 	pthread_t watch_th; /* the plugin watchdog */
 	int watching;
@@ -1008,6 +1013,7 @@ static void *run(void *arg)
 		pthread_mutex_unlock(&w->mu);
 
 		batch(l, jobs, n);
+		atomic_store(&w->beat_ms, mono_us() / 1000);
 		if (stopping)
 			break;
 	}
@@ -1142,6 +1148,7 @@ int worker_start(struct worker *w)
 {
 	size_t i;
 
+	atomic_store(&w->beat_ms, mono_us() / 1000);
 	for (i = 0; i < w->n_lanes; i++) {
 		if (pthread_create(&w->lanes[i].th, NULL,
 				   i == 0 ? run : apply_run,
@@ -1199,6 +1206,21 @@ void worker_plugin_outcomes(struct worker *w, worker_plugin_cb cb, void *ctx)
 			plughost_outcomes(w->lanes[k].ph, i, v);
 		cb(ctx, plughost_name(w->lanes[0].ph, i), v);
 	}
+}
+
+int worker_alive(struct worker *w, int64_t within_ms, int64_t *age_ms)
+{
+	struct plughost_call c;
+	int64_t age = mono_us() / 1000 - atomic_load(&w->beat_ms);
+	char what[8];
+
+	if (age_ms)
+		*age_ms = age;
+	if (age <= within_ms)
+		return 1;
+	/* in a plugin call not past its deadline: busy, not hung */
+	return plughost_running(w->lanes[0].ph, &c) &&
+	       !lane_stuck(w, &w->lanes[0], what, sizeof what);
 }
 
 int worker_stuck(struct worker *w, char *what, size_t whatsz)

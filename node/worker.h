@@ -80,6 +80,15 @@ size_t worker_queued_bytes(struct worker *w, int *over);
  * deadline, else [node] plugin_timeout)? Then 1 — the node waits for it —
  * and `what` says which (any thread). */
 int worker_stuck(struct worker *w, char *what, size_t whatsz);
+/*
+ * Does the store thread make progress (for the systemd watchdog)? 1 when it
+ * turned its loop (a batch done, or an idle wait of at most poll_interval
+ * ended) within `within_ms`, or when it is in a plugin call not past the
+ * call's deadline; 0 when it is silent longer than that: stuck in a plugin
+ * call past its deadline (what /health calls "plugin stuck") or in the
+ * database. *age_ms (may be NULL): ms since its last turn. Any thread.
+ */
+int worker_alive(struct worker *w, int64_t within_ms, int64_t *age_ms);
 /* Is a store worker in such a call? Then 1 — its stream waits, the rest go
  * on — and `what` names the calls and their streams (any thread). */
 int worker_degraded(struct worker *w, char *what, size_t whatsz);

@@ -384,7 +384,7 @@ static void push_query_reply(struct fx *fx, uint64_t conn, const char *peer,
 /* JOB_ROUTES with the given hops (copied into the job). */
 static void push_routes(struct fx *fx, const struct route_hop *hops, size_t n)
 {
-	struct routes r = {(struct route_hop *)hops, n};
+	struct routes r = {(struct route_hop *)hops, n, NULL};
 	struct job *j = job_new(JOB_ROUTES);
 
 	assert_non_null(j);
@@ -1691,7 +1691,7 @@ static const char *const origins[N_ORIGINS] = {"R1", "R2",  "R3",  "R4",
 static uint64_t pick_s1(const struct route_hop *hops, size_t n,
 			const char *origin)
 {
-	struct routes r = {(struct route_hop *)hops, n};
+	struct routes r = {(struct route_hop *)hops, n, NULL};
 	const struct route_hop *h = routes_pick(&r, "S1", origin, "S1");
 
 	assert_non_null(h);
@@ -1802,7 +1802,7 @@ static void test_instances_pick(void **state)
 					     {"S1", 12, 0, "c", 1, 0, 0}};
 	const struct route_hop two[2] = {{"S1", 10, 0, "a", 1, 0, 0},
 					 {"S1", 11, 0, "b", 1, 0, 0}};
-	struct routes r3 = {(struct route_hop *)three, 4};
+	struct routes r3 = {(struct route_hop *)three, 4, NULL};
 	size_t per3[3] = {0}, per2[2] = {0}, i, k;
 	char o[16];
 
@@ -1833,8 +1833,8 @@ static void test_instances_pick(void **state)
 		/* b twice (a reconnect): the first listed, and the same
 		 * streams as with one connection of b. */
 		h = routes_pick(
-			&(struct routes){(struct route_hop *)twice_b, 5}, "S1",
-			o, "S1");
+			&(struct routes){(struct route_hop *)twice_b, 5, NULL},
+			"S1", o, "S1");
 		assert_int_equal(h->conn_id, c3 == 11 ? 21 : c3);
 		c2 = pick_s1(two, 2, o);
 		per2[hop_index(two, 2, c2)]++;
