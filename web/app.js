@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: MIT
 /*
  * The semqd dashboard's script (see index.html): every 2 s it reads the
- * admin endpoints (/health, /peers, /streams, /redo?status=...) and redraws
- * the header and the three tables; its buttons post the redo actions
- * (/redo/ID/retry, /redo/ID/discard, /redo/retry-all-dead).
+ * admin endpoints (/health, /peers, /streams, /redo?status=...&offset=...,
+ * /redo?status=dead&group_by=error) and redraws the header, the reasons
+ * that need attention and the tables; its buttons post the redo actions
+ * (/redo/ID/retry, /redo/ID/discard, /redo/retry-all-dead, and for a group
+ * of dead letters /redo/retry and /redo/discard, a dry run first).
  *
  * DESIGN
  *  - Every value from the node reaches the page through textContent or an
@@ -27,6 +29,7 @@
 
 (function () {
 	const REFRESH_MS = 2000;
+	const PAGE = 50; /* redo entries a page */
 	const TOKEN_KEY = 'semq.admin_token';
 
 	let timer = null;
@@ -36,6 +39,8 @@
 	let clockOffset = 0; /* node's clock minus ours, ms */
 	let tokenDeclined = false; /* Cancel on the token prompt of a read */
 	let stuckDests = new Map(); /* dest -> its backlog_old reason */
+	let redoOffset = 0; /* the first entry of the redo page shown */
+	let redoTotal = 0;
 
 	function $(id) {
 		return document.getElementById(id);
@@ -464,6 +469,56 @@
 		td.appendChild(b);
 	}
 
+	/* The dead letters grouped by their last error, the largest group
+	 * first, each with bulk Retry and Discard. */
+	function showGroups(doc) {
+		const groups = Array.isArray(doc.groups) ? doc.groups.slice() : [];
+		const now = nodeNow();
+		groups.sort((a, b) => b.count - a.count);
+		redraw($('groups-body'), (tb) => {
+			if (!groups.length)
+				emptyRow(tb, 6, 'No dead letters.');
+			groups.forEach((g, i) => {
+				const tr = document.createElement('tr');
+				tr.dataset.group = String(i);
+				cell(tr, g.count, 'num');
+				const err = cell(tr, g.error, 'error-text');
+				if (g.error)
+					err.title = g.error;
+				cell(tr, (g.dests || []).join(', '), 'mono');
+				for (const at of [g.oldest, g.newest]) {
+					const td = cell(tr, typeof at === 'number' ?
+						duration(now - at) + ' ago' : null);
+					if (typeof at === 'number')
+						td.title = timestamp(at);
+				}
+				const acts = cell(tr, '', 'actions');
+				acts.classList.remove('muted');
+				acts.textContent = '';
+				if (typeof g.error === 'string') {
+					groupButton(acts, 'Retry', 'retry', g, i);
+					groupButton(acts, 'Discard', 'discard', g, i);
+				}
+				tb.appendChild(tr);
+			});
+		});
+	}
+
+	function groupButton(td, label, kind, g, i) {
+		const b = document.createElement('button');
+		b.type = 'button';
+		b.textContent = label;
+		b.className = 'btn-' + kind;
+		b.dataset.groupAction = kind;
+		b.dataset.group = String(i);
+		b.setAttribute('data-focus-key', 'group-' + kind + '-' + i);
+		b.setAttribute('aria-label', label + ' the ' + g.count +
+			       ' dead entries with the error ' + g.error);
+		b.disabled = busy;
+		b.addEventListener('click', () => bulk(kind, g));
+		td.appendChild(b);
+	}
+
 	const STATUS_KIND = {pending: 'warn', waiting: 'warn', done: 'ok',
 			     dead: 'bad', discarded: 'muted'};
 
@@ -509,24 +564,36 @@
 				tb.appendChild(tr);
 			}
 		});
-		$('redo-count').textContent = entries.length === doc.limit ?
-			'the first ' + entries.length + ' entries' :
-			entries.length + (entries.length === 1 ? ' entry' :
-					  ' entries');
+		const total = typeof doc.total === 'number' ? doc.total :
+			entries.length;
+		const first = typeof doc.offset === 'number' ? doc.offset : 0;
+		redoTotal = total;
+		$('redo-count').textContent = !entries.length ? '' :
+			total > entries.length ? 'entries ' + (first + 1) + '–' +
+			(first + entries.length) + ' of ' + total +
+			(doc.status === 'all' ? ', dead first' : '') :
+			total + (total === 1 ? ' entry' : ' entries');
+		$('redo-prev').disabled = busy || first === 0;
+		$('redo-next').disabled = busy ||
+			first + entries.length >= total;
 	}
 
 	/* ---- refreshing ---------------------------------------------------- */
 
 	async function refreshOnce() {
 		const status = $('redo-status').value;
-		const [health, peers, streams, redo] = await Promise.allSettled([
-			api('GET', '/health', undefined, null, [503]),
-			read('/peers'),
-			read('/streams'),
-			read('/redo?status=' + encodeURIComponent(status)),
-		]);
+		const [health, peers, streams, redo, groups] =
+			await Promise.allSettled([
+				api('GET', '/health', undefined, null, [503]),
+				read('/peers'),
+				read('/streams'),
+				read('/redo?status=' + encodeURIComponent(status) +
+				     '&order=dead_first&limit=' + PAGE +
+				     '&offset=' + redoOffset),
+				read('/redo?status=dead&group_by=error'),
+			]);
 		const problems = [];
-		const refused = [peers, streams, redo].find((r) =>
+		const refused = [peers, streams, redo, groups].find((r) =>
 			r.status === 'rejected' &&
 			r.reason instanceof ApiError && r.reason.status === 401);
 
@@ -553,6 +620,11 @@
 			showRedo(redo.value.doc);
 		else
 			problems.push('/redo: ' + redo.reason.message);
+		if (groups.status === 'fulfilled')
+			showGroups(groups.value.doc);
+		else
+			problems.push('/redo?group_by=error: ' +
+				      groups.reason.message);
 		if (refused && tokenDeclined)
 			problems.push('no admin token given: reload the page to ' +
 				      'enter it');
@@ -585,8 +657,13 @@
 
 	function setBusy(on) {
 		busy = on;
-		for (const b of document.querySelectorAll('#redo-body button'))
+		for (const b of document.querySelectorAll(
+			'#redo-body button, #groups-body button'))
 			b.disabled = on;
+		if (on) {
+			$('redo-prev').disabled = true;
+			$('redo-next').disabled = true;
+		}
 		const all = $('retry-all-dead');
 		all.disabled = on || all.dataset.dead === '0';
 	}
@@ -636,6 +713,56 @@
 		});
 	}
 
+	/* A group's Retry or Discard: a dry run first, which says how many
+	 * entries (and which) the action touches; after the operator's yes the
+	 * same filter runs for real, and the page says how many changed. */
+	function bulk(kind, g) {
+		/* the node matches an error of up to 255 bytes exactly; a
+		 * longer one by its start (the dry run shows what matches) */
+		const exact = new TextEncoder().encode(g.error).length <= 255;
+		const filter = {where: exact ? 'error=' + g.error :
+				'error~' + g.error.slice(0, 60), status: 'dead'};
+		const path = '/redo/' + kind;
+		run((kind === 'retry' ? 'Retry' : 'Discard') + ' of a group',
+		    async () => {
+			const dry = await action(path, Object.assign(
+				{dry_run: true}, filter, kind === 'discard' ?
+				{reason: 'dry run'} : {}));
+			const ids = (dry.entries || []).map((e) => e.id);
+			let reason;
+			if (!dry.count)
+				return 'No dead entry has that error any more.';
+			const what = dry.count + ' dead ' + (dry.count === 1 ?
+				'entry' : 'entries') + ' with the error "' +
+				g.error + '" (ids ' + ids.slice(0, 20).join(', ') +
+				(ids.length > 20 ? ', …' : '') + ')';
+			if (kind === 'retry') {
+				if (!window.confirm('Retry ' + what + '?'))
+					return 'Retry cancelled; nothing was changed.';
+			} else {
+				reason = window.prompt('Discard ' + what + '?\n' +
+					'They will not be processed. Reason ' +
+					'(recorded with each entry):', '');
+				if (reason === null || reason.trim() === '')
+					return 'Discard cancelled (no reason); ' +
+						'nothing was changed.';
+			}
+			const done = await action(path, Object.assign(
+				{}, filter, kind === 'discard' ?
+				{reason: reason.trim()} : {}));
+			return done.count + ' dead ' + (done.count === 1 ?
+				'entry' : 'entries') + (kind === 'retry' ?
+				' retried: they run again now.' :
+				' discarded: ' + reason.trim());
+		});
+	}
+
+	function page(delta) {
+		redoOffset = Math.max(0, Math.min(redoOffset + delta * PAGE,
+			Math.max(0, redoTotal - 1)));
+		refresh();
+	}
+
 	function retryAllDead() {
 		const n = $('retry-all-dead').dataset.dead;
 		if (!window.confirm('Retry every dead redo entry (' + n + ')?'))
@@ -648,7 +775,12 @@
 	}
 
 	document.addEventListener('DOMContentLoaded', () => {
-		$('redo-status').addEventListener('change', refresh);
+		$('redo-status').addEventListener('change', () => {
+			redoOffset = 0;
+			refresh();
+		});
+		$('redo-prev').addEventListener('click', () => page(-1));
+		$('redo-next').addEventListener('click', () => page(1));
 		$('retry-all-dead').addEventListener('click', retryAllDead);
 		refresh();
 	});
