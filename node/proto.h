@@ -93,9 +93,10 @@ struct proto_counts {
 	/* relay: messages it refused to take custody of or pass on, by
 	 * reason (RELAY_REFUSAL_*: quota, unknown destination) */
 	uint64_t relay_refused[8];
-	uint64_t undeliverable; /* own messages a relay could not deliver,
+	uint64_t undeliverable;  /* own messages a relay could not deliver,
 				   put dead for the operator */
-	uint64_t looped;        /* frames not passed on: past max_hops */
+	uint64_t looped;         /* frames not passed on: past max_hops */
+	uint64_t traces_refused; /* traces not passed on: busy (trace.h) */
 };
 void proto_take_counts(struct proto *p, struct proto_counts *c);
 
@@ -125,6 +126,15 @@ int proto_holds(const struct proto *p, const char *origin);
 /* Bytes of the messages held for a missing predecessor ([node]
  * memory_budget counts them; at most a quarter of it). */
 size_t proto_held_bytes(const struct proto *p);
+
+/* The hop carrying the stream of id towards `toward` (its dest, or its
+ * origin): `toward` itself when connected, else its [route], else [route]
+ * default, and of that peer's instances the stream's; NULL when none is
+ * connected. Borrowed from r. */
+const struct route_hop *route_stream_hop(const struct routes *r,
+					 const struct config *c,
+					 const char *toward,
+					 const struct msgid *id);
 
 /* Which connection reaches `dest` now: a direct hop, else the [route] for it,
  * else [route] default; 0 when none. */

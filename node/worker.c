@@ -722,6 +722,7 @@ static void add_stats(struct worker *w, const struct proto_counts *cnt,
 		w->stats.relay_refused[k] += cnt->relay_refused[k];
 	w->stats.undeliverable += cnt->undeliverable;
 	w->stats.looped += cnt->looped;
+	w->stats.traces_refused += cnt->traces_refused;
 	if (n || msgs || cnt->confirmed) {
 		hist_observe(&w->stats.batch_jobs, n);
 		hist_observe(&w->stats.batch_messages, msgs);

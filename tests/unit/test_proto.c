@@ -1310,7 +1310,7 @@ static void expect_data(struct fx *fx, uint64_t conn, const char *dest,
 static void test_sender_sends_and_confirms(void **state)
 {
 	struct fx *fx = *state;
-	const struct route_hop hop = {"S1", 7, 0, "", 1, 0, 0};
+	const struct route_hop hop = {"S1", 7, 0, "", 1, 0, 0, 0};
 	const uint64_t ids[5] = {1, 2, 3, 4, 5};
 	const int verdicts[5] = {RES_PROCESSED, RES_PROCESSED, RES_REDO,
 				 RES_PROCESSED, RES_SCHEDULED};
@@ -1367,7 +1367,7 @@ static void test_sender_sends_and_confirms(void **state)
 static void test_sender_skips_key_not_utf8(void **state)
 {
 	struct fx *fx = *state;
-	const struct route_hop hop = {"S1", 7, 0, "", 1, 0, 0};
+	const struct route_hop hop = {"S1", 7, 0, "", 1, 0, 0, 0};
 	const Semq__Frame *f;
 	sqlite3 *db;
 
@@ -1414,7 +1414,7 @@ static void test_sender_skips_key_not_utf8(void **state)
 static void test_sender_window(void **state)
 {
 	struct fx *fx = *state;
-	const struct route_hop hop = {"S1", 7, 0, "", 1, 0, 0};
+	const struct route_hop hop = {"S1", 7, 0, "", 1, 0, 0, 0};
 	const uint64_t ids[2] = {1, 2};
 	const int verdicts[2] = {RES_PROCESSED, RES_PROCESSED};
 
@@ -1444,7 +1444,7 @@ static void test_sender_window(void **state)
 static void test_sender_relay_acks(void **state)
 {
 	struct fx *fx = *state;
-	const struct route_hop hop = {"P1", 5, 1, "", 1, 0, 0};
+	const struct route_hop hop = {"P1", 5, 1, "", 1, 0, 0, 0};
 	const uint64_t one = 1, two = 2;
 	struct out_view v;
 
@@ -1484,7 +1484,7 @@ static void test_sender_relay_acks(void **state)
 static void test_sender_query(void **state)
 {
 	struct fx *fx = *state;
-	const struct route_hop hop = {"S1", 7, 0, "", 1, 0, 0};
+	const struct route_hop hop = {"S1", 7, 0, "", 1, 0, 0, 0};
 	const uint64_t ids[3] = {1, 2, 3};
 	const int received[3] = {1, 0, 1};
 	const int results[3] = {RES_PROCESSED, 0, RES_REDO};
@@ -1545,8 +1545,8 @@ static void test_relay_stores(void **state)
 {
 	struct fx *fx = *state;
 	const struct mspec m1 = {"R1", "S1", 1, "a", 0, 0};
-	const struct route_hop hops[2] = {{"R1", 3, 0, "", 1, 0, 0},
-					  {"S1", 9, 0, "", 1, 0, 0}};
+	const struct route_hop hops[2] = {{"R1", 3, 0, "", 1, 0, 0, 0},
+					  {"S1", 9, 0, "", 1, 0, 0, 0}};
 	const Semq__Message *msgs[4];
 	const Semq__Frame *f;
 	struct out_view v;
@@ -1592,8 +1592,8 @@ static void test_relay_forwards(void **state)
 	struct fx *fx = *state;
 	const struct mspec ms[2] = {{"R1", "S1", 1, "a", 0, 0},
 				    {"R1", "S1", 2, "a", 1, 0}};
-	const struct route_hop hops[2] = {{"R1", 3, 0, "", 1, 0, 0},
-					  {"S1", 9, 0, "", 1, 0, 0}};
+	const struct route_hop hops[2] = {{"R1", 3, 0, "", 1, 0, 0, 0},
+					  {"S1", 9, 0, "", 1, 0, 0, 0}};
 	const Semq__Message *msgs[4];
 	const Semq__Frame *f;
 	size_t i;
@@ -1627,8 +1627,8 @@ static void test_relay_no_ack(void **state)
 	struct fx *fx = *state;
 	const struct mspec m1 = {"R1", "S1", 1, "a", 0, 0};
 	const struct mspec m2 = {"R1", "S1", 2, "a", 1, 0};
-	const struct route_hop hops[2] = {{"R1", 3, 0, "", 1, 0, 0},
-					  {"S1", 9, 0, "", 1, 0, 0}};
+	const struct route_hop hops[2] = {{"R1", 3, 0, "", 1, 0, 0, 0},
+					  {"S1", 9, 0, "", 1, 0, 0, 0}};
 	const Semq__Message *msgs[4];
 	const Semq__Frame *f;
 
@@ -1664,7 +1664,7 @@ static void test_relay_never_back_to_sender(void **state)
 {
 	struct fx *fx = *state;
 	const struct mspec m1 = {"R1", "S1", 1, NULL, 0, 0};
-	const struct route_hop hop = {"R1", 3, 0, "", 1, 0, 0};
+	const struct route_hop hop = {"R1", 3, 0, "", 1, 0, 0, 0};
 	const Semq__Frame *f;
 
 	snprintf(fx->routes[0].dest, sizeof fx->routes[0].dest, "default");
@@ -1784,24 +1784,24 @@ static size_t queried_to(const struct fx *fx, uint64_t conn, const char **orig,
  */
 static void test_instances_pick(void **state)
 {
-	const struct route_hop three[4] = {{"P1", 5, 1, "", 1, 0, 0},
-					   {"S1", 10, 0, "a", 1, 0, 0},
-					   {"S1", 11, 0, "b", 1, 0, 0},
-					   {"S1", 12, 0, "c", 1, 0, 0}};
-	const struct route_hop rev[4] = {{"S1", 12, 0, "c", 1, 0, 0},
-					 {"S1", 11, 0, "b", 1, 0, 0},
-					 {"P1", 5, 1, "", 1, 0, 0},
-					 {"S1", 10, 0, "a", 1, 0, 0}};
-	const struct route_hop no_b[3] = {{"P1", 5, 1, "", 1, 0, 0},
-					  {"S1", 10, 0, "a", 1, 0, 0},
-					  {"S1", 12, 0, "c", 1, 0, 0}};
-	const struct route_hop twice_b[5] = {{"S1", 21, 0, "b", 1, 0, 0},
-					     {"P1", 5, 1, "", 1, 0, 0},
-					     {"S1", 10, 0, "a", 1, 0, 0},
-					     {"S1", 11, 0, "b", 1, 0, 0},
-					     {"S1", 12, 0, "c", 1, 0, 0}};
-	const struct route_hop two[2] = {{"S1", 10, 0, "a", 1, 0, 0},
-					 {"S1", 11, 0, "b", 1, 0, 0}};
+	const struct route_hop three[4] = {{"P1", 5, 1, "", 1, 0, 0, 0},
+					   {"S1", 10, 0, "a", 1, 0, 0, 0},
+					   {"S1", 11, 0, "b", 1, 0, 0, 0},
+					   {"S1", 12, 0, "c", 1, 0, 0, 0}};
+	const struct route_hop rev[4] = {{"S1", 12, 0, "c", 1, 0, 0, 0},
+					 {"S1", 11, 0, "b", 1, 0, 0, 0},
+					 {"P1", 5, 1, "", 1, 0, 0, 0},
+					 {"S1", 10, 0, "a", 1, 0, 0, 0}};
+	const struct route_hop no_b[3] = {{"P1", 5, 1, "", 1, 0, 0, 0},
+					  {"S1", 10, 0, "a", 1, 0, 0, 0},
+					  {"S1", 12, 0, "c", 1, 0, 0, 0}};
+	const struct route_hop twice_b[5] = {{"S1", 21, 0, "b", 1, 0, 0, 0},
+					     {"P1", 5, 1, "", 1, 0, 0, 0},
+					     {"S1", 10, 0, "a", 1, 0, 0, 0},
+					     {"S1", 11, 0, "b", 1, 0, 0, 0},
+					     {"S1", 12, 0, "c", 1, 0, 0, 0}};
+	const struct route_hop two[2] = {{"S1", 10, 0, "a", 1, 0, 0, 0},
+					 {"S1", 11, 0, "b", 1, 0, 0, 0}};
 	struct routes r3 = {(struct route_hop *)three, 4};
 	size_t per3[3] = {0}, per2[2] = {0}, i, k;
 	char o[16];
@@ -1966,8 +1966,8 @@ static void test_instances_relay_spreads(void **state)
 static void test_instances_sender_one_stream(void **state)
 {
 	struct fx *fx = *state;
-	const struct route_hop hops[2] = {{"S1", 10, 0, "b", 1, 0, 0},
-					  {"S1", 11, 0, "a", 1, 0, 0}};
+	const struct route_hop hops[2] = {{"S1", 10, 0, "b", 1, 0, 0, 0},
+					  {"S1", 11, 0, "a", 1, 0, 0, 0}};
 	const int64_t qa = fx->c.query_after_ms;
 	struct msgid id;
 	uint64_t want;
@@ -2016,14 +2016,14 @@ static void test_instances_sender_one_stream(void **state)
 static void test_instances_one_leaves(void **state)
 {
 	struct fx *fx = *state;
-	const struct route_hop three[3] = {{"S1", 10, 0, "a", 1, 0, 0},
-					   {"S1", 11, 0, "b", 1, 0, 0},
-					   {"S1", 12, 0, "c", 1, 0, 0}};
-	const struct route_hop two[2] = {{"S1", 10, 0, "a", 1, 0, 0},
-					 {"S1", 12, 0, "c", 1, 0, 0}};
-	const struct route_hop back[3] = {{"S1", 21, 0, "b", 1, 0, 0},
-					  {"S1", 10, 0, "a", 1, 0, 0},
-					  {"S1", 12, 0, "c", 1, 0, 0}};
+	const struct route_hop three[3] = {{"S1", 10, 0, "a", 1, 0, 0, 0},
+					   {"S1", 11, 0, "b", 1, 0, 0, 0},
+					   {"S1", 12, 0, "c", 1, 0, 0, 0}};
+	const struct route_hop two[2] = {{"S1", 10, 0, "a", 1, 0, 0, 0},
+					 {"S1", 12, 0, "c", 1, 0, 0, 0}};
+	const struct route_hop back[3] = {{"S1", 21, 0, "b", 1, 0, 0, 0},
+					  {"S1", 10, 0, "a", 1, 0, 0, 0},
+					  {"S1", 12, 0, "c", 1, 0, 0, 0}};
 	const int64_t qa = fx->c.query_after_ms;
 	const char *q[N_ORIGINS * 2];
 	size_t i, k, n, on_b = 0, asked = 0;
@@ -2344,7 +2344,7 @@ static void stream_out_expect(struct fx *fx, const char *dest, int64_t last,
 static void test_receiver_refuses_conflict(void **state)
 {
 	struct fx *fx = *state;
-	const struct route_hop hop = {"R1", 3, 0, "", 2, LIFE_R1, 0};
+	const struct route_hop hop = {"R1", 3, 0, "", 2, LIFE_R1, 0, 0};
 	struct mspec2 ms[3] = {
 		{"R1", "S1", 1, NULL, 0, LIFE_R1, 0x1001, 0, NULL},
 		{"R1", "S1", 2, NULL, 0, LIFE_R1, 0x1002, 0, NULL},
@@ -2430,7 +2430,7 @@ static void test_receiver_refuses_conflict(void **state)
 static void test_origin_renumbers_on_conflict(void **state)
 {
 	struct fx *fx = *state;
-	const struct route_hop hop = {"S1", 7, 0, "", 2, 0x5e1, 0};
+	const struct route_hop hop = {"S1", 7, 0, "", 2, 0x5e1, 0, 0};
 	const uint64_t two = 2;
 	const int processed = RES_PROCESSED;
 	const int64_t qa = fx->c.query_after_ms;
@@ -2554,7 +2554,7 @@ static void test_origin_renumbers_on_conflict(void **state)
 static void test_stream_state_moves_counter(void **state)
 {
 	struct fx *fx = *state;
-	const struct route_hop hop = {"S1", 7, 0, "", 2, 0x5e1, 0};
+	const struct route_hop hop = {"S1", 7, 0, "", 2, 0x5e1, 0, 0};
 	const Semq__Message *msgs[8];
 	uint64_t life;
 
@@ -2600,8 +2600,8 @@ static void test_stream_state_moves_counter(void **state)
 static void test_relay_conflict_and_take_back(void **state)
 {
 	struct fx *fx = *state;
-	const struct route_hop hops[2] = {{"R1", 3, 0, "", 2, LIFE_R1, 0},
-					  {"S1", 9, 0, "", 2, 0x51, 0}};
+	const struct route_hop hops[2] = {{"R1", 3, 0, "", 2, LIFE_R1, 0, 0},
+					  {"S1", 9, 0, "", 2, 0x51, 0, 0}};
 	const uint64_t d1 = 0xd1d1, d2 = 0xd2d2;
 	struct mspec2 m = {"R1", "S1", 1, "K", 0, LIFE_R1, d1, 0, "first"};
 	const Semq__Message *msgs[4];
@@ -2697,7 +2697,7 @@ static void test_relay_conflict_and_take_back(void **state)
 static void test_origin_asks_predecessor_first(void **state)
 {
 	struct fx *fx = *state;
-	const struct route_hop hop = {"S1", 7, 0, "", 2, 0x5e1, 0};
+	const struct route_hop hop = {"S1", 7, 0, "", 2, 0x5e1, 0, 0};
 	const uint64_t three = 3;
 	const int processed = RES_PROCESSED;
 	const Semq__Message *msgs[8];
@@ -2810,7 +2810,7 @@ static void test_origin_asks_predecessor_first(void **state)
 static void test_origin_fills_given_up_seqs(void **state)
 {
 	struct fx *fx = *state;
-	const struct route_hop hop = {"S1", 7, 0, "", 2, 0x5e1, 0};
+	const struct route_hop hop = {"S1", 7, 0, "", 2, 0x5e1, 0, 0};
 	const Semq__Message *msgs[8];
 	const Semq__Frame *f;
 	uint64_t dg1, life, fd2, fd3, fd4;
@@ -2907,8 +2907,8 @@ static void test_origin_fills_given_up_seqs(void **state)
 static void test_relay_repeats_refusals(void **state)
 {
 	struct fx *fx = *state;
-	const struct route_hop hops[2] = {{"R1", 3, 0, "", 2, LIFE_R1, 0},
-					  {"S1", 9, 0, "", 2, 0x51, 0}};
+	const struct route_hop hops[2] = {{"R1", 3, 0, "", 2, LIFE_R1, 0, 0},
+					  {"S1", 9, 0, "", 2, 0x51, 0, 0}};
 	const uint64_t d1 = 0xd1d1, d2 = 0xd2d2;
 	struct mspec2 m[2] = {
 		{"R1", "S1", 1, "K", 0, LIFE_R1, d1, 0, "first"},
@@ -3002,7 +3002,7 @@ static void test_relay_repeats_refusals(void **state)
 static void test_origin_life_zero_and_earlier(void **state)
 {
 	struct fx *fx = *state;
-	const struct route_hop hop = {"S1", 7, 0, "", 2, 0x5e1, 0};
+	const struct route_hop hop = {"S1", 7, 0, "", 2, 0x5e1, 0, 0};
 	const uint64_t one = 1, two = 2;
 	const int processed = RES_PROCESSED, yes = 1;
 	const uint64_t earlier = 0xea51;
@@ -3093,8 +3093,8 @@ static void test_origin_life_zero_and_earlier(void **state)
 static void test_peer_up_stream_query(void **state)
 {
 	struct fx *fx = *state;
-	const struct route_hop hops[2] = {{"P1", 5, 1, "", 2, 0x71, 0},
-					  {"P2", 6, 1, "", 1, 0, 0}};
+	const struct route_hop hops[2] = {{"P1", 5, 1, "", 2, 0x71, 0, 0},
+					  {"P2", 6, 1, "", 1, 0, 0, 0}};
 	const Semq__Frame *f;
 
 	sender(fx, 1000);
@@ -3127,7 +3127,7 @@ static void test_peer_up_stream_query(void **state)
 static void test_stream_query_answered(void **state)
 {
 	struct fx *fx = *state;
-	const struct route_hop hop = {"R1", 3, 0, "", 2, LIFE_R1, 0};
+	const struct route_hop hop = {"R1", 3, 0, "", 2, LIFE_R1, 0, 0};
 	const struct mspec2 ms[2] = {
 		{"R1", "S1", 1, NULL, 0, LIFE_R1, 0x11, 0, NULL},
 		{"R1", "S1", 3, NULL, 0, LIFE_R1, 0x13, 0, NULL}};
@@ -3159,8 +3159,8 @@ static void test_stream_query_answered(void **state)
 static void test_relay_stream_state(void **state)
 {
 	struct fx *fx = *state;
-	struct route_hop hops[2] = {{"R1", 3, 0, "", 2, LIFE_R1, 0},
-				    {"S1", 9, 0, "", 2, 0x51, 0}};
+	struct route_hop hops[2] = {{"R1", 3, 0, "", 2, LIFE_R1, 0, 0},
+				    {"S1", 9, 0, "", 2, 0x51, 0, 0}};
 	const struct mspec2 m = {"R1",    "S9", 7, NULL, 0,
 				 LIFE_R1, 0x77, 0, NULL};
 	const Semq__Frame *f;
@@ -3230,8 +3230,8 @@ static void push_query2(struct fx *fx, uint64_t conn, const char *peer,
 static void test_relay_query_conflict(void **state)
 {
 	struct fx *fx = *state;
-	const struct route_hop hops[2] = {{"R1", 3, 0, "", 2, LIFE_R1, 0},
-					  {"S1", 9, 0, "", 2, 0x51, 0}};
+	const struct route_hop hops[2] = {{"R1", 3, 0, "", 2, LIFE_R1, 0, 0},
+					  {"S1", 9, 0, "", 2, 0x51, 0, 0}};
 	const struct mspec2 m = {"R1",    "S1", 4, NULL, 0,
 				 LIFE_R1, 0xd1, 0, NULL};
 	const Semq__Frame *f;
@@ -3276,7 +3276,7 @@ static void test_relay_query_conflict(void **state)
 static void test_origin_foreign_verdict_not_confirmed(void **state)
 {
 	struct fx *fx = *state;
-	const struct route_hop hop = {"S1", 7, 0, "", 2, 0x5e1, 0};
+	const struct route_hop hop = {"S1", 7, 0, "", 2, 0x5e1, 0, 0};
 	const Semq__Message *msgs[4];
 	struct vspec vs;
 	uint64_t life, d1;
@@ -3317,7 +3317,7 @@ static void test_origin_foreign_verdict_not_confirmed(void **state)
 static void test_origin_tombstone_undecided_settles(void **state)
 {
 	struct fx *fx = *state;
-	const struct route_hop hop = {"S1", 7, 0, "", 2, 0x5e1, 0};
+	const struct route_hop hop = {"S1", 7, 0, "", 2, 0x5e1, 0, 0};
 	const int64_t qa = fx->c.query_after_ms;
 	const Semq__Message *msgs[4];
 	struct msgid id;
@@ -3538,7 +3538,7 @@ static struct proto_counts counts(struct fx *fx)
 static void sender_via_p1(struct fx *fx, unsigned window, unsigned revision)
 {
 	const struct route_hop hop = {
-		"P1", 5, 1, "", revision, revision >= 2 ? 0x71 : 0, 0};
+		"P1", 5, 1, "", revision, revision >= 2 ? 0x71 : 0, 0, 0};
 
 	snprintf(fx->routes[0].dest, sizeof fx->routes[0].dest, "default");
 	snprintf(fx->routes[0].via, sizeof fx->routes[0].via, "P1");
@@ -3559,8 +3559,8 @@ static void sender_via_p1(struct fx *fx, unsigned window, unsigned revision)
 static void test_relay_custody_quotas(void **state)
 {
 	struct fx *fx = *state;
-	const struct route_hop hops[2] = {{"R1", 3, 0, "", 2, LIFE_R1, 0},
-					  {"R2", 4, 0, "", 2, 0x52, 0}};
+	const struct route_hop hops[2] = {{"R1", 3, 0, "", 2, LIFE_R1, 0, 0},
+					  {"R2", 4, 0, "", 2, 0x52, 0, 0}};
 	const struct mspec2 ms[3] = {
 		{"R1", "S9", 1, NULL, 0, LIFE_R1, 0x11, 0, NULL},
 		{"R1", "S9", 2, NULL, 0, LIFE_R1, 0x12, 0, NULL},
@@ -3679,9 +3679,9 @@ static void test_relay_custody_quotas(void **state)
 static void test_relay_cancel_replaces_copy(void **state)
 {
 	struct fx *fx = *state;
-	const struct route_hop r1 = {"R1", 3, 0, "", 2, LIFE_R1, 0};
-	const struct route_hop both[2] = {{"R1", 3, 0, "", 2, LIFE_R1, 0},
-					  {"S1", 9, 0, "", 2, 0x51, 0}};
+	const struct route_hop r1 = {"R1", 3, 0, "", 2, LIFE_R1, 0, 0};
+	const struct route_hop both[2] = {{"R1", 3, 0, "", 2, LIFE_R1, 0, 0},
+					  {"S1", 9, 0, "", 2, 0x51, 0, 0}};
 	const struct mspec2 ms[2] = {
 		{"R1", "S1", 1, NULL, 0, LIFE_R1, 0x11, 0, NULL},
 		{"R1", "S1", 2, NULL, 0, LIFE_R1, 0x12, 0, NULL}};
@@ -3756,12 +3756,12 @@ static void test_relay_unknown_dest(void **state)
 {
 	struct fx *fx = *state;
 	struct cfg_peer peers[1];
-	const struct route_hop r1 = {"R1", 3, 0, "", 2, LIFE_R1, 0};
-	const struct route_hop both[2] = {{"R1", 3, 0, "", 2, LIFE_R1, 0},
-					  {"R2", 4, 0, "", 2, 0x52, 0}};
-	const struct route_hop with_s6[3] = {{"R1", 3, 0, "", 2, LIFE_R1, 0},
-					     {"R2", 4, 0, "", 2, 0x52, 0},
-					     {"S6", 6, 0, "", 2, 0x56, 0}};
+	const struct route_hop r1 = {"R1", 3, 0, "", 2, LIFE_R1, 0, 0};
+	const struct route_hop both[2] = {{"R1", 3, 0, "", 2, LIFE_R1, 0, 0},
+					  {"R2", 4, 0, "", 2, 0x52, 0, 0}};
+	const struct route_hop with_s6[3] = {{"R1", 3, 0, "", 2, LIFE_R1, 0, 0},
+					     {"R2", 4, 0, "", 2, 0x52, 0, 0},
+					     {"S6", 6, 0, "", 2, 0x56, 0, 0}};
 	const struct mspec2 m1[2] = {
 		{"R1", "S9", 1, NULL, 0, LIFE_R1, 0x11, 0, NULL},
 		{"R2", "S9", 1, NULL, 0, 0x52, 0x21, 0, NULL}};
@@ -3900,7 +3900,7 @@ static void test_relay_unknown_dest(void **state)
 static void test_relay_unknown_dest_backlog(void **state)
 {
 	struct fx *fx = *state;
-	const struct route_hop r1 = {"R1", 3, 0, "", 2, LIFE_R1, 0};
+	const struct route_hop r1 = {"R1", 3, 0, "", 2, LIFE_R1, 0, 0};
 	const struct mspec2 m = {"R1",    "S9", 1, NULL, 0,
 				 LIFE_R1, 0x11, 0, NULL};
 	int64_t first = 0;
@@ -3955,9 +3955,9 @@ static void test_relay_unknown_dest_backlog(void **state)
 static void test_relay_query_custody(void **state)
 {
 	struct fx *fx = *state;
-	const struct route_hop r1 = {"R1", 3, 0, "", 2, LIFE_R1, 0};
-	const struct route_hop both[2] = {{"R1", 3, 0, "", 2, LIFE_R1, 0},
-					  {"S1", 9, 0, "", 2, 0x51, 0}};
+	const struct route_hop r1 = {"R1", 3, 0, "", 2, LIFE_R1, 0, 0};
+	const struct route_hop both[2] = {{"R1", 3, 0, "", 2, LIFE_R1, 0, 0},
+					  {"S1", 9, 0, "", 2, 0x51, 0, 0}};
 	const struct mspec2 ms[2] = {
 		{"R1", "S1", 1, NULL, 0, LIFE_R1, 0x11, 0, NULL},
 		{"R1", "S9", 1, NULL, 0, LIFE_R1, 0x91, 0, NULL}};
@@ -4172,7 +4172,7 @@ static uint64_t sent_digest(const struct fx *fx, uint64_t conn, uint64_t seq)
 static void test_origin_too_big_for_hop(void **state)
 {
 	struct fx *fx = *state;
-	const struct route_hop hop = {"S1", 7, 0, "", 2, 0x5e1, 8192};
+	const struct route_hop hop = {"S1", 7, 0, "", 2, 0x5e1, 8192, 0};
 	char err[SEMQ_ERRLEN] = "";
 	static uint8_t big[10000];
 	struct out_view v;
@@ -4380,9 +4380,9 @@ static void test_origin_unknown_dest_again(void **state)
 static void test_origin_cancels_dead_dest(void **state)
 {
 	struct fx *fx = *state;
-	const struct route_hop s1 = {"S1", 7, 0, "", 2, 0x51, 0};
-	const struct route_hop both[2] = {{"S1", 7, 0, "", 2, 0x51, 0},
-					  {"S9", 8, 0, "", 2, 0x59, 0}};
+	const struct route_hop s1 = {"S1", 7, 0, "", 2, 0x51, 0, 0};
+	const struct route_hop both[2] = {{"S1", 7, 0, "", 2, 0x51, 0, 0},
+					  {"S9", 8, 0, "", 2, 0x59, 0, 0}};
 	char err[SEMQ_ERRLEN] = "";
 	uint64_t life;
 	size_t i, k, tombs;
@@ -4467,7 +4467,7 @@ static void test_origin_cancels_dead_dest(void **state)
 static void test_origin_life_hidden_after_rev1(void **state)
 {
 	struct fx *fx = *state;
-	const struct route_hop rev2 = {"P1", 6, 1, "", 2, 0x71, 0};
+	const struct route_hop rev2 = {"P1", 6, 1, "", 2, 0x71, 0, 0};
 	const Semq__Message *msgs[8];
 	const Semq__Frame *f;
 	struct vspec vs;
@@ -4562,9 +4562,9 @@ static void push_hops(struct fx *fx, uint64_t seq, unsigned hops)
 static void test_relay_hop_limit(void **state)
 {
 	struct fx *fx = *state;
-	const struct route_hop r1 = {"R1", 3, 0, "", 2, 0x71, 0};
-	const struct route_hop both[2] = {{"R1", 3, 0, "", 2, 0x71, 0},
-					  {"S1", 9, 0, "", 2, 0x5e1, 0}};
+	const struct route_hop r1 = {"R1", 3, 0, "", 2, 0x71, 0, 0};
+	const struct route_hop both[2] = {{"R1", 3, 0, "", 2, 0x71, 0, 0},
+					  {"S1", 9, 0, "", 2, 0x5e1, 0, 0}};
 	const Semq__Message *msgs[4];
 	const Semq__RelayAck *ra;
 	struct proto_counts pc;
@@ -4607,8 +4607,8 @@ static void test_relay_hop_limit(void **state)
 static void test_origin_loop_and_foreign_relay_ack(void **state)
 {
 	struct fx *fx = *state;
-	const struct route_hop hops[2] = {{"P1", 5, 1, "", 2, 0x71, 0},
-					  {"X9", 6, 1, "", 2, 0x72, 0}};
+	const struct route_hop hops[2] = {{"P1", 5, 1, "", 2, 0x71, 0, 0},
+					  {"X9", 6, 1, "", 2, 0x72, 0, 0}};
 	uint64_t life, d1, d2;
 	struct out_view v;
 
