@@ -269,11 +269,12 @@ static int local_record(struct trace *t, const struct routes *r,
 				  rd.last_error);
 		}
 	} else {
-		const char *nh = next_name(c, id->dest);
+		const struct route_hop *h =
+			route_stream_hop(r, c, id->dest, id);
 
-		copy_text(x->next_hop, sizeof x->next_hop, nh);
-		x->r.next_connected =
-			route_stream_hop(r, c, id->dest, id) != NULL;
+		copy_text(x->next_hop, sizeof x->next_hop,
+			  h ? h->peer : next_name(c, id->dest));
+		x->r.next_connected = h != NULL;
 	}
 	return SEMQ_OK;
 }
@@ -614,6 +615,7 @@ static int start(struct trace *t, const struct routes *rt, struct tpend *p,
 	Semq__TraceRecord *rp[CODEC_TRACE_IDS];
 	struct rec *x = calloc(n ? n : 1, sizeof *x);
 	int busy = 0, r = SEMQ_OK, past = 0;
+	unsigned level;
 	char note[120] = "";
 	size_t i, k;
 
@@ -714,8 +716,10 @@ static int start(struct trace *t, const struct routes *rt, struct tpend *p,
 		r = outbox_frame(ob, s->conn_id, &f,
 				 frame_max(t, rt, s->conn_id));
 	}
-	p->wait_ms = TRACE_WAIT_MS > TRACE_HOP_MS * (p->hops_in + 1)
-			     ? TRACE_WAIT_MS - TRACE_HOP_MS * p->hops_in
+	/* the origin waits longest, each relay after it a hop less */
+	level = p->from_conn ? p->hops_in + 1 : 0;
+	p->wait_ms = TRACE_WAIT_MS > TRACE_HOP_MS * (level + 1)
+			     ? TRACE_WAIT_MS - TRACE_HOP_MS * level
 			     : TRACE_HOP_MS;
 	p->deadline = now + p->wait_ms;
 out:

@@ -23,9 +23,10 @@
  *  - Bounds: at most TRACE_PENDING traces wait for answers at once, at most
  *    TRACE_PER_CONN of them for one asking connection; over that the asker
  *    gets this node's records only, with the note "busy" (counted:
- *    semq_traces_refused_total). Each waits at most TRACE_WAIT_MS minus
- *    TRACE_HOP_MS per relay already passed (so an answer from further on
- *    reaches the asker before its own wait ends); a late answer is dropped.
+ *    semq_traces_refused_total). The origin waits TRACE_WAIT_MS for its
+ *    next hop, the relay after it TRACE_HOP_MS less, and so on (at least
+ *    TRACE_HOP_MS), so that what a relay found out reaches the asker before
+ *    the asker's own wait ends; a late answer is dropped.
  *    A Trace holds at most CODEC_TRACE_IDS ids, a reply CODEC_TRACE_HOPS
  *    hops.
  */

@@ -37,6 +37,7 @@
 #include "plughost.h"
 #include "proto.h"
 #include "store.h"
+#include "trace.h"
 #include "types.h"
 
 #define T0 INT64_C(1700000000000)
@@ -4644,6 +4645,151 @@ static void test_origin_loop_and_foreign_relay_ack(void **state)
 	assert_int_equal(redo_at(fx, "R1", "S9", 2).status, RS_DEAD);
 }
 
+/* ---- trace (trace.c) ---------------------------------------------------------- */
+
+/* A Trace of origin/dest/seq with `request`, having passed `hops` relays. */
+static void push_trace(struct fx *fx, uint64_t conn, const char *peer,
+		       uint64_t request, const char *origin, const char *dest,
+		       uint64_t seq, unsigned hops)
+{
+	Semq__MsgId id, *pid;
+	Semq__Trace t = SEMQ__TRACE__INIT;
+	Semq__Frame f = SEMQ__FRAME__INIT;
+
+	fill_ids(&id, &pid, origin, dest, &seq, 1);
+	t.request = request;
+	t.ids = &pid;
+	t.n_ids = 1;
+	f.body_case = SEMQ__FRAME__BODY_TRACE;
+	f.trace = &t;
+	f.hops = hops;
+	push_frame(fx, conn, peer, &f);
+}
+
+/* The TraceReply of `node` to request, with a record of origin/dest/seq. */
+static void push_trace_reply(struct fx *fx, uint64_t conn, const char *peer,
+			     uint64_t request, const char *origin,
+			     const char *dest, uint64_t seq)
+{
+	Semq__MsgId id, *pid;
+	Semq__TraceRecord r = SEMQ__TRACE_RECORD__INIT, *pr = &r;
+	Semq__TraceHop h = SEMQ__TRACE_HOP__INIT, *ph = &h;
+	Semq__TraceReply tr = SEMQ__TRACE_REPLY__INIT;
+	Semq__Frame f = SEMQ__FRAME__INIT;
+
+	fill_ids(&id, &pid, origin, dest, &seq, 1);
+	r.id = &id;
+	r.result = -1;
+	r.receipt = SEMQ__TRACE_RECORD__RECEIPT__RECEIVED;
+	h.node = (char *)peer;
+	h.records = &pr;
+	h.n_records = 1;
+	tr.request = request;
+	tr.hops = &ph;
+	tr.n_hops = 1;
+	f.body_case = SEMQ__FRAME__BODY_TRACE_REPLY;
+	f.trace_reply = &tr;
+	push_frame(fx, conn, peer, &f);
+}
+
+/* A relay P1 answers a Trace: its own record first, then the next hop's
+ * (asked, and awaited for a bounded time), or why it could not be asked;
+ * bounded pending traces; max_hops. */
+static void test_trace_relay(void **state)
+{
+	struct fx *fx = *state;
+	struct route_hop hops[2] = {{"R1", 3, 0, "", 2, 0, 0, 0},
+				    {"S1", 9, 0, "", 2, 0, 0, 0}};
+	const Semq__TraceReply *tr;
+	const Semq__Frame *f;
+	struct proto_counts pc;
+	uint64_t req;
+	int i;
+
+	snprintf(fx->c.id, sizeof fx->c.id, "P1");
+	fx->c.relay = 1;
+	fx->c.store_and_forward = 1;
+	start(fx);
+	push_routes(fx, hops, 2);
+	batch(fx, T0);
+
+	/* S1 is an older node: not asked, and the reply says so. */
+	push_trace(fx, 3, "R1", 5, "R1", "S1", 1, 0);
+	batch(fx, T0);
+	assert_int_equal(count_frames(fx, 9, SEMQ__FRAME__BODY_TRACE), 0);
+	tr = frame_at(fx, 3, SEMQ__FRAME__BODY_TRACE_REPLY, 0)->trace_reply;
+	assert_int_equal(tr->request, 5);
+	assert_int_equal(tr->n_hops, 2);
+	assert_string_equal(tr->hops[0]->node, "P1");
+	assert_true(tr->hops[0]->relay);
+	assert_int_equal(tr->hops[0]->n_records, 1);
+	assert_false(tr->hops[0]->records[0]->outbound);
+	assert_string_equal(tr->hops[0]->records[0]->next_hop, "S1");
+	assert_true(tr->hops[0]->records[0]->next_connected);
+	assert_string_equal(tr->hops[1]->node, "S1");
+	assert_string_equal(tr->hops[1]->note, "does not support trace");
+
+	/* S1 answers traces: asked, its answer passed back. */
+	hops[1].trace = 1;
+	push_routes(fx, hops, 2);
+	push_trace(fx, 3, "R1", 6, "R1", "S1", 1, 0);
+	batch(fx, T0);
+	assert_int_equal(count_frames(fx, 3, SEMQ__FRAME__BODY_TRACE_REPLY), 0);
+	f = frame_at(fx, 9, SEMQ__FRAME__BODY_TRACE, 0);
+	assert_int_equal(f->hops, 1);
+	req = f->trace->request;
+	push_trace_reply(fx, 9, "S1", req, "R1", "S1", 1);
+	batch(fx, T0 + 10);
+	tr = frame_at(fx, 3, SEMQ__FRAME__BODY_TRACE_REPLY, 0)->trace_reply;
+	assert_int_equal(tr->request, 6);
+	assert_int_equal(tr->n_hops, 2);
+	assert_string_equal(tr->hops[1]->node, "S1");
+	assert_int_equal(tr->hops[1]->records[0]->receipt,
+			 SEMQ__TRACE_RECORD__RECEIPT__RECEIVED);
+
+	/* No answer: the wait ends (one relay passed: 3 s), a late answer is
+	 * dropped. */
+	push_trace(fx, 3, "R1", 7, "R1", "S1", 1, 0);
+	batch(fx, T0 + 100);
+	req = frame_at(fx, 9, SEMQ__FRAME__BODY_TRACE, 0)->trace->request;
+	assert_int_equal(proto_next_due(fx->p),
+			 T0 + 100 + TRACE_WAIT_MS - TRACE_HOP_MS);
+	assert_int_equal(batch(fx, T0 + 100 + TRACE_WAIT_MS - TRACE_HOP_MS - 1),
+			 0);
+	batch(fx, T0 + 100 + TRACE_WAIT_MS - TRACE_HOP_MS);
+	tr = frame_at(fx, 3, SEMQ__FRAME__BODY_TRACE_REPLY, 0)->trace_reply;
+	assert_int_equal(tr->request, 7);
+	assert_string_equal(tr->hops[1]->note, "no answer within 3 s");
+	push_trace_reply(fx, 9, "S1", req, "R1", "S1", 1);
+	assert_int_equal(batch(fx, T0 + 5000), 0);
+
+	/* Bounds: TRACE_PER_CONN traces of one asker wait; the next one is
+	 * answered with P1's record only, "busy", and counted. */
+	proto_take_counts(fx->p, &pc);
+	for (i = 0; i <= TRACE_PER_CONN; i++)
+		push_trace(fx, 3, "R1", 10 + (uint64_t)i, "R1", "S1", 1, 0);
+	batch(fx, T0 + 6000);
+	assert_int_equal(count_frames(fx, 9, SEMQ__FRAME__BODY_TRACE),
+			 TRACE_PER_CONN);
+	tr = frame_at(fx, 3, SEMQ__FRAME__BODY_TRACE_REPLY, 0)->trace_reply;
+	assert_int_equal(tr->request, 10 + TRACE_PER_CONN);
+	assert_int_equal(tr->n_hops, 1);
+	assert_non_null(strstr(tr->hops[0]->note, "busy"));
+	memset(&pc, 0, sizeof pc);
+	proto_take_counts(fx->p, &pc);
+	assert_int_equal(pc.traces_refused, 1);
+	batch(fx, T0 + 6000 + TRACE_WAIT_MS);
+	assert_int_equal(count_frames(fx, 3, SEMQ__FRAME__BODY_TRACE_REPLY),
+			 TRACE_PER_CONN);
+
+	/* Past max_hops: answered, not passed on. */
+	push_trace(fx, 3, "R1", 20, "R1", "S1", 1, fx->c.max_hops);
+	batch(fx, T0 + 20000);
+	assert_int_equal(count_frames(fx, 9, SEMQ__FRAME__BODY_TRACE), 0);
+	tr = frame_at(fx, 3, SEMQ__FRAME__BODY_TRACE_REPLY, 0)->trace_reply;
+	assert_non_null(strstr(tr->hops[0]->note, "max_hops"));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -4752,6 +4898,8 @@ int main(void)
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(
 			test_origin_life_hidden_after_rev1, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_trace_relay, setup,
+						teardown),
 	};
 
 	log_set_level(LOG_ERROR);
