@@ -135,6 +135,7 @@ def trace_through_relay(t):
     assert rd["status_name"] == "dead" and "permanent" in \
         (rd["last_error"] or ""), rd
     rc, human, _ = r.semqctl("trace", "--id", bad_id)
+    print(human, flush=True)
     assert rc == 0 and "redo entry #" in human and " dead" in human, human
 
     # 3. held at P while S1 is away
