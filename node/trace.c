@@ -602,6 +602,37 @@ static size_t pending_of(const struct trace *t, uint64_t conn)
 	return n;
 }
 
+/* The ids of one next hop that could not be asked, and why. */
+struct group {
+	char peer[SEMQ_ID_MAX + 1];
+	char instance[SEMQ_INSTANCE_MAX + 1];
+	const char *note;                   /* static */
+	unsigned char idx[CODEC_TRACE_IDS]; /* into the traced ids */
+	size_t n;
+};
+
+/* Adds the traced id number idx to the group of (peer, instance, note) in
+ * g[0..*n). */
+static void group_add(struct group *g, size_t *n, const char *peer,
+		      const char *instance, const char *note, size_t idx)
+{
+	size_t i;
+
+	for (i = 0; i < *n; i++)
+		if (!strcmp(g[i].peer, peer) &&
+		    !strcmp(g[i].instance, instance) && g[i].note == note)
+			break;
+	if (i == *n) {
+		copy_text(g[i].peer, sizeof g[i].peer, peer);
+		copy_text(g[i].instance, sizeof g[i].instance, instance);
+		g[i].note = note;
+		g[i].n = 0;
+		(*n)++;
+	}
+	if (g[i].n < CODEC_TRACE_IDS)
+		g[i].idx[g[i].n++] = (unsigned char)idx;
+}
+
 /*
  * Traces ids[0..n) (lives filled in here) for p (req_id or from_conn set):
  * the own records, then a Trace to each next hop that can be asked. Answers
@@ -614,12 +645,15 @@ static int start(struct trace *t, const struct routes *rt, struct tpend *p,
 	const struct config *c = t->c;
 	Semq__TraceRecord *rp[CODEC_TRACE_IDS];
 	struct rec *x = calloc(n ? n : 1, sizeof *x);
+	struct group *g = calloc(n ? n : 1, sizeof *g);
 	int busy = 0, r = SEMQ_OK, past = 0;
 	unsigned level;
 	char note[120] = "";
-	size_t i, k;
+	size_t i, k, ng = 0;
 
-	if (!x) {
+	if (!x || !g) {
+		free(x);
+		free(g);
 		pend_free(p);
 		return SEMQ_ERR_NOMEM;
 	}
@@ -663,17 +697,12 @@ static int start(struct trace *t, const struct routes *rt, struct tpend *p,
 		h = route_stream_hop(rt, c, id->dest, id);
 		if (!h) {
 			if (nh)
-				r = note_add(&p->own, nh, "", id, 1,
-					     "not connected");
-			if (r)
-				goto out;
+				group_add(g, &ng, nh, "", "not connected", i);
 			continue;
 		}
 		if (!h->trace) {
-			r = note_add(&p->own, h->peer, h->instance, id, 1,
-				     "does not support trace");
-			if (r)
-				goto out;
+			group_add(g, &ng, h->peer, h->instance,
+				  "does not support trace", i);
 			continue;
 		}
 		for (k = 0; k < p->n_subs; k++)
@@ -695,6 +724,14 @@ static int start(struct trace *t, const struct routes *rt, struct tpend *p,
 			copy_text(s->instance, sizeof s->instance, h->instance);
 		}
 		s->ids[s->n_ids++] = *id;
+	}
+	for (k = 0; k < ng && r == SEMQ_OK; k++) {
+		struct msgid gi[CODEC_TRACE_IDS];
+
+		for (i = 0; i < g[k].n; i++)
+			gi[i] = ids[g[k].idx[i]];
+		r = note_add(&p->own, g[k].peer, g[k].instance, gi, g[k].n,
+			     "%s", g[k].note);
 	}
 	for (k = 0; k < p->n_subs && r == SEMQ_OK; k++) {
 		struct tsub *s = &p->subs[k];
@@ -724,6 +761,7 @@ static int start(struct trace *t, const struct routes *rt, struct tpend *p,
 	p->deadline = now + p->wait_ms;
 out:
 	free(x);
+	free(g);
 	if (r || !p->n_subs) {
 		pend_unlink(t, p);
 		if (r == SEMQ_OK)

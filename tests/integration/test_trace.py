@@ -160,6 +160,8 @@ def trace_through_relay(t):
     again = send(r, "bill-held")
     doc = trace(r, "--key", "bill-held", "--limit", "2")
     assert doc["messages"] == [f"R/S1/{again}", held_id], doc
+    # one line for S1, with both ids (P groups what it could not ask)
+    assert len(hop(doc, "S1")["records"]) == 2, doc
 
     # 4. rights: R2 may not trace R's documents
     code, kind, body = raw_trace(p, p.certs, "R2", "R", "S1", held)
@@ -186,6 +188,52 @@ def trace_through_relay(t):
     assert r.semqctl("trace", "--id", "R/S1/x")[0] == 2
     assert r.semqctl("trace", "--key", "nope")[0] == 1
     r.stop()
+
+
+@test(timeout=60)
+def trace_forward_only(t):
+    """P forwards only (store_and_forward = no) and S1 keeps no received rows
+    once confirmed (receipt_retention = 0): the trace shows P "forwarding
+    only" and S1's "received and confirmed" from its watermark; with S1
+    away, R's row goes back to unsent and P says S1 is not connected."""
+    p, (r,), (s,), _ = make_relay(t, ["R"], ["S1"], saf=False,
+                                  server_options={"receipt_retention": "0"})
+    with_admin(r)
+    for x in (p, s, r):
+        x.start(timeout=READY_TIMEOUT)
+    seq = send(r, "bill-1")
+    mid = f"R/S1/{seq}"
+    wait_status(t, r, seq, 100)
+    wait_until(lambda: s.sql("SELECT count(*) FROM tb_0030")[0][0] == 0,
+               SHORT_TIMEOUT, "S1's row compacted", on_timeout=t.logs)
+    doc = trace(r, "--id", mid)
+    assert hop(doc, "P")["store_and_forward"] is False, doc
+    assert "outbound" not in rec(doc, "P", mid), doc
+    sr = rec(doc, "S1", mid)["receipt"]
+    assert sr["state"] == "confirmed" and sr["confirmed_through"] >= seq, sr
+    rc, human, _ = r.semqctl("trace", "--id", mid)
+    print(human, flush=True)
+    assert "forwarding only (no custody copy); next hop S1 connected" in \
+        human and "received and confirmed" in human, human
+
+    s.stop()
+    wait_until(lambda: not link_ready(p, "S1"), SHORT_TIMEOUT,
+               "P saw S1 go", on_timeout=t.logs)
+    seq = send(r, "bill-2")
+    mid = f"R/S1/{seq}"
+    wait_until(lambda: r.sql("SELECT attempts > 0 AND status = 0 FROM "
+                             "tb_0031 WHERE seq = ?", (seq,)) == [(1,)],
+               SHORT_TIMEOUT, "R's row back to unsent", on_timeout=t.logs)
+    doc = trace(r, "--key", "bill-2")
+    # refused by P (not connected), it waits to be sent again (a resend
+    # may be under way at this moment)
+    o = rec(doc, "R", mid)["outbound"]
+    assert o["status_name"] in ("unsent", "sent") and o["attempts"] >= 1, o
+    pr = rec(doc, "P", mid)
+    assert pr["next_hop"] == "S1" and pr["next_connected"] is False, pr
+    assert hop(doc, "S1")["note"] == "not connected", doc
+    for x in (r, p):
+        x.stop()
 
 
 def raw_trace(p, certs, as_id, origin, dest, seq):
