@@ -183,10 +183,19 @@ def trace_through_relay(t):
     print(human, flush=True)
     assert rc == 0 and re.search(r"^  P +not connected$", human, re.M), \
         human
-    # usage errors exit 2, an unknown key 1
+    # --since, the HTTP endpoint's checks, usage errors (exit 2), an
+    # unknown key (exit 1), the command's help
+    doc = trace(r, "--key", "bill-ok", "--since", "1h")
+    assert doc["messages"] == [ok_id] and doc["asked"]["since"] > 0, doc
+    for q in ("key=a&foo=1", "id=R/S1/0", "key=a&id=R/S1/1", "",
+              "key=a&limit=65", "key=a&dest=S%201", "key=a&since=x"):
+        status, body = r.admin_get("/trace?" + q)
+        assert status == 400 and "error" in body, (q, status, body)
     assert r.semqctl("trace")[0] == 2
     assert r.semqctl("trace", "--id", "R/S1/x")[0] == 2
     assert r.semqctl("trace", "--key", "nope")[0] == 1
+    rc, out, _ = r.semqctl("trace", "--help")
+    assert rc == 0 and "--key K" in out and "--id O/D/SEQ" in out, out
     r.stop()
 
 
