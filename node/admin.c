@@ -90,6 +90,7 @@ static const struct route routes[] = {
 	{"/redo/*", EVHTTP_REQ_GET, RK_STORE, 0, 0},
 	{"/redo/*/retry", EVHTTP_REQ_POST, RK_STORE, 1, 0},
 	{"/redo/*/discard", EVHTTP_REQ_POST, RK_STORE, 1, 0},
+	{"/trace", EVHTTP_REQ_GET, RK_STORE, 0, 0},
 };
 #define N_ROUTES (sizeof routes / sizeof routes[0])
 
@@ -908,6 +909,10 @@ static void network_metrics(struct admin *a, struct evbuffer *b)
 			"pass on: they had passed max_hops relays (a routing "
 			"loop).",
 			s.looped);
+		counter(b, "semq_traces_refused_total",
+			"Traces (semqctl trace) answered with this node's "
+			"records only: too many were in progress.",
+			s.traces_refused);
 		counter(b, "semq_plugin_deadline_exceeded_total",
 			"Plugin calls that ran longer than their [plugin] "
 			"deadline (each counted once, while it still ran).",

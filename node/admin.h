@@ -11,9 +11,9 @@
  *                 bytes pending) and the configured peers not connected
  *                 (when they are dialled next)
  *
- * What needs the tables (GET /streams, /redo, /redo/ID, /metrics, POST
- * /redo/ID/retry, /redo/ID/discard, /redo/retry-all-dead) becomes a
- * JOB_ADMIN for the store thread (report.c); its answer comes back through
+ * What needs the tables (GET /streams, /redo, /redo/ID, /metrics, /trace,
+ * POST /redo/ID/retry, /redo/ID/discard, /redo/retry-all-dead) becomes a
+ * JOB_ADMIN for the store thread (report.c; /trace: trace.c); its answer comes back through
  * net.c's outputs and admin_deliver(). /metrics gets the network's gauges
  * and the worker's counters appended here, so it is assembled from both
  * threads without either reading the other's state.

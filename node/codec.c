@@ -587,6 +587,142 @@ static int check_stream_state(const Semq__StreamState *st, char *err,
 	return SEMQ_OK;
 }
 
+/* ---- Trace, TraceReply ---------------------------------------------------- */
+
+static int check_trace(const Semq__Trace *t, char *err, size_t errsz)
+{
+	int r;
+
+	if (t->request == 0)
+		return fail(err, errsz, SEMQ_ERR_PROTO, "%s",
+			    "Trace.request: 0 (must be > 0)");
+	if ((r = check_count("Trace.ids", t->n_ids, t->ids, CODEC_TRACE_IDS,
+			     err, errsz)))
+		return r;
+	return check_ids("Trace.ids", t->n_ids, t->ids, err, errsz);
+}
+
+/* An optional node id (empty allowed). */
+static int check_opt_id(const char *path, const char *v, char *err,
+			size_t errsz)
+{
+	if (v && !v[0])
+		return SEMQ_OK;
+	return check_id(path, v, err, errsz);
+}
+
+static int check_trace_record(const char *path, const Semq__TraceRecord *t,
+			      char *err, size_t errsz)
+{
+	char p[PATH_MAX_LEN + 32];
+	int r;
+
+	if (!t)
+		return fail(err, errsz, SEMQ_ERR_PROTO, "%s: missing", path);
+	snprintf(p, sizeof p, "%s.id", path);
+	if ((r = check_msgid(p, t->id, err, errsz)))
+		return r;
+	snprintf(p, sizeof p, "%s.status", path);
+	if (t->status != SS_UNSEND && t->status != SS_SEND &&
+	    t->status != SS_ACK && t->status != SS_HELD &&
+	    t->status != SS_ACK2 && t->status != SS_CANCELLED)
+		return fail(err, errsz, SEMQ_ERR_PROTO,
+			    "%s: %d is not an outbound status", p,
+			    (int)t->status);
+	if (t->result < -1 || t->result > RES_UNDELIVERABLE)
+		return fail(err, errsz, SEMQ_ERR_PROTO,
+			    "%s.result: %d is not a known result", path,
+			    (int)t->result);
+	if ((int)t->receipt <
+		    SEMQ__TRACE_RECORD__RECEIPT__RECEIPT_UNSPECIFIED ||
+	    (int)t->receipt > SEMQ__TRACE_RECORD__RECEIPT__NOT_RECEIVED)
+		return fail(err, errsz, SEMQ_ERR_PROTO,
+			    "%s.receipt: %d is not a known receipt", path,
+			    (int)t->receipt);
+	if (t->receipt_result > RES_UNDELIVERABLE || t->ack_status > AS_OK)
+		return fail(err, errsz, SEMQ_ERR_PROTO,
+			    "%s.receipt_result %u / ack_status %u: not known",
+			    path, t->receipt_result, t->ack_status);
+	if (t->redo_id < 0 || t->redo_status < RS_DISCARDED ||
+	    t->redo_status > RS_DONE)
+		return fail(err, errsz, SEMQ_ERR_PROTO,
+			    "%s.redo_id %lld / redo_status %d: not valid", path,
+			    (long long)t->redo_id, (int)t->redo_status);
+	if (t->confirmed_through > (uint64_t)INT64_MAX ||
+	    t->high > (uint64_t)INT64_MAX)
+		return fail(err, errsz, SEMQ_ERR_PROTO,
+			    "%s.confirmed_through / high: over 2^63-1", path);
+	snprintf(p, sizeof p, "%s.key", path);
+	if ((r = check_text(p, t->key, SEMQ_KEY_MAX, err, errsz)))
+		return r;
+	if (!semq_utf8_valid((const uint8_t *)t->key, strlen(t->key)))
+		return fail(err, errsz, SEMQ_ERR_PROTO, "%s: not UTF-8", p);
+	snprintf(p, sizeof p, "%s.last_error", path);
+	if ((r = check_text(p, t->last_error, TEXT_MAX, err, errsz)))
+		return r;
+	snprintf(p, sizeof p, "%s.redo_error", path);
+	if ((r = check_text(p, t->redo_error, TEXT_MAX, err, errsz)))
+		return r;
+	snprintf(p, sizeof p, "%s.custodian", path);
+	if ((r = check_opt_id(p, t->custodian, err, errsz)))
+		return r;
+	snprintf(p, sizeof p, "%s.via", path);
+	if ((r = check_opt_id(p, t->via, err, errsz)))
+		return r;
+	snprintf(p, sizeof p, "%s.next_hop", path);
+	return check_opt_id(p, t->next_hop, err, errsz);
+}
+
+static int check_trace_reply(const Semq__TraceReply *t, char *err, size_t errsz)
+{
+	char p[PATH_MAX_LEN];
+	size_t i, k;
+	int r;
+
+	if (t->request == 0)
+		return fail(err, errsz, SEMQ_ERR_PROTO, "%s",
+			    "TraceReply.request: 0 (must be > 0)");
+	if ((r = check_count("TraceReply.hops", t->n_hops, t->hops,
+			     CODEC_TRACE_HOPS, err, errsz)))
+		return r;
+	for (i = 0; i < t->n_hops; i++) {
+		const Semq__TraceHop *h = t->hops[i];
+
+		snprintf(p, sizeof p, "TraceReply.hops[%zu]", i);
+		if (!h)
+			return fail(err, errsz, SEMQ_ERR_PROTO, "%s: missing",
+				    p);
+		snprintf(p, sizeof p, "TraceReply.hops[%zu].node", i);
+		if ((r = check_id(p, h->node, err, errsz)))
+			return r;
+		if (!h->instance || !config_instance_valid(h->instance))
+			return fail(err, errsz, SEMQ_ERR_PROTO,
+				    "TraceReply.hops[%zu].instance: not an "
+				    "instance name",
+				    i);
+		snprintf(p, sizeof p, "TraceReply.hops[%zu].note", i);
+		if ((r = check_text(p, h->note, TEXT_MAX, err, errsz)))
+			return r;
+		if (!printable(h->note))
+			return fail(err, errsz, SEMQ_ERR_PROTO,
+				    "%s: not printable ASCII", p);
+		if (h->n_records > CODEC_TRACE_IDS ||
+		    (h->n_records && !h->records))
+			return fail(err, errsz, SEMQ_ERR_PROTO,
+				    "TraceReply.hops[%zu].records: %zu "
+				    "entries (0..%d)",
+				    i, h->n_records, CODEC_TRACE_IDS);
+		for (k = 0; k < h->n_records; k++) {
+			snprintf(p, sizeof p,
+				 "TraceReply.hops[%zu].records[%zu]", i, k);
+			if ((r = check_trace_record(p, h->records[k], err,
+						    errsz)))
+				return r;
+		}
+	}
+	return SEMQ_OK;
+}
+
 static int check_error(const Semq__Error *e, char *err, size_t errsz)
 {
 	/* CODE_UNSPECIFIED is a value of the enum: a peer may not say why. */
@@ -757,6 +893,14 @@ int codec_validate(const Semq__Frame *f, char *err, size_t errsz)
 		name = "StreamState";
 		body = f->stream_state;
 		break;
+	case SEMQ__FRAME__BODY_TRACE:
+		name = "Trace";
+		body = f->trace;
+		break;
+	case SEMQ__FRAME__BODY_TRACE_REPLY:
+		name = "TraceReply";
+		body = f->trace_reply;
+		break;
 	default:
 		/* NOT_SET, which is also what a newer body number decodes to. */
 		return fail(err, errsz, SEMQ_ERR_PROTO,
@@ -789,6 +933,9 @@ int codec_validate(const Semq__Frame *f, char *err, size_t errsz)
 		return check_stream_query(f->stream_query, err, errsz);
 	case SEMQ__FRAME__BODY_STREAM_STATE:
 		return check_stream_state(f->stream_state, err, errsz);
+	case SEMQ__FRAME__BODY_TRACE: return check_trace(f->trace, err, errsz);
+	case SEMQ__FRAME__BODY_TRACE_REPLY:
+		return check_trace_reply(f->trace_reply, err, errsz);
 	default: return SEMQ_OK; /* Ping, Pong: any values */
 	}
 }

@@ -22,6 +22,8 @@
 #include "types.h"
 
 #define CODEC_HDR 4
+#define CODEC_TRACE_IDS 64  /* Trace.ids, TraceHop.records: at most */
+#define CODEC_TRACE_HOPS 16 /* TraceReply.hops: at most */
 
 /*
  * Reads the 4-byte header at `hdr`. SEMQ_OK with *len_out = body length;

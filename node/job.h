@@ -35,6 +35,7 @@ struct route_hop {
 	unsigned revision; /* its wire revision (1: SEMQ 0.1, no lives) */
 	uint64_t life;     /* the life its Hello named; 0 = revision 1 */
 	size_t max_frame;  /* the largest frame it accepts (its Hello) */
+	int trace;         /* it announced FEATURE_TRACE */
 };
 
 /*

@@ -253,6 +253,8 @@ static void send_routes(struct net *n)
 		r->hops[k].conn_id = conn_id(c);
 		r->hops[k].relay = (conn_peer_features(c) &
 				    SEMQ__FEATURE__FEATURE_RELAY) != 0;
+		r->hops[k].trace = (conn_peer_features(c) &
+				    SEMQ__FEATURE__FEATURE_TRACE) != 0;
 		r->hops[k].revision = conn_peer_revision(c);
 		r->hops[k].life = conn_peer_life(c);
 		r->hops[k].max_frame = conn_peer_max_frame(c);
@@ -381,6 +383,21 @@ static int check_rights(struct net *n, const char *peer, const Semq__Frame *f,
 					 peer, f->query->ids[i]->origin);
 				return -1;
 			}
+		return 0;
+	case SEMQ__FRAME__BODY_TRACE:
+		/* as a Query: a peer asks about its own messages only */
+		for (i = 0; i < f->trace->n_ids; i++)
+			if (strcmp(f->trace->ids[i]->origin, peer)) {
+				snprintf(why, whysz,
+					 "Trace from '%s' about a message of "
+					 "origin '%s'",
+					 peer, f->trace->ids[i]->origin);
+				return -1;
+			}
+		return 0;
+	case SEMQ__FRAME__BODY_TRACE_REPLY:
+		/* taken only as the answer to a Trace this node sent on
+		 * that connection (the store thread matches the request) */
 		return 0;
 	case SEMQ__FRAME__BODY_STREAM_QUERY:
 		if (strcmp(f->stream_query->origin, peer)) {
@@ -2037,7 +2054,8 @@ int net_new(const struct config *c, struct net **out, char *err, size_t errsz)
 	n->prm.features =
 		(c->relay ? SEMQ__FEATURE__FEATURE_RELAY : 0) |
 		(c->store_and_forward ? SEMQ__FEATURE__FEATURE_STORE_AND_FORWARD
-				      : 0);
+				      : 0) |
+		SEMQ__FEATURE__FEATURE_TRACE;
 	n->prm.max_frame = c->max_frame;
 	n->prm.software = "semqd " SEMQ_VERSION;
 	n->prm.ping_interval_ms = c->ping_interval_ms;

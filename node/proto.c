@@ -17,6 +17,7 @@
 #include "fault.h"
 #include "log.h"
 #include "report.h"
+#include "trace.h"
 #include "wheel.h"
 
 #define HELD_MAX 10000     /* messages held for a missing predecessor */
@@ -114,6 +115,7 @@ struct proto {
 	 * loaded on first use, again after a rollback. */
 	struct names hidden;
 	int hidden_loaded;
+	struct trace *trace; /* traces in progress (trace.c) */
 	/* The store workers (proto.h): */
 	int apply_only;         /* an apply worker's proto */
 	int (*over)(void *ctx); /* the worker's slice is spent */
@@ -247,6 +249,14 @@ static uint64_t stream_conn(const struct routes *r, const struct config *c,
 	const struct route_hop *h = stream_hop(r, c, toward, id);
 
 	return h ? h->conn_id : 0;
+}
+
+const struct route_hop *route_stream_hop(const struct routes *r,
+					 const struct config *c,
+					 const char *toward,
+					 const struct msgid *id)
+{
+	return stream_hop(r, c, toward, id);
 }
 
 uint64_t route_lookup(const struct routes *r, const struct config *c,
@@ -519,6 +529,11 @@ struct proto *proto_new(struct store *st, struct plughost *ph,
 	p->more_to_send = 1;
 	p->wm_dirty = 1; /* AS_OK rows a crash left uncompacted */
 	p->life = store_life(st);
+	p->trace = trace_new(st, c);
+	if (!p->trace) {
+		free(p);
+		return NULL;
+	}
 	return p;
 }
 
@@ -541,6 +556,7 @@ void proto_free(struct proto *p)
 	held_free_all(p);
 	routes_free(p->routes);
 	wheel_free(p->wheel);
+	trace_free(p->trace);
 	free(p->hidden.v);
 	free(p);
 }
@@ -601,6 +617,7 @@ void proto_take_counts(struct proto *p, struct proto_counts *c)
 	for (size_t i = 0; i < PROTO_LATENCY_N; i++)
 		c->latency[i] += p->cnt.latency[i];
 	c->latency_sum_ms += p->cnt.latency_sum_ms;
+	c->traces_refused += trace_take_refused(p->trace);
 	memset(&p->cnt, 0, sizeof p->cnt);
 }
 
@@ -3585,7 +3602,10 @@ int proto_holds(const struct proto *p, const char *origin)
 
 int64_t proto_next_due(const struct proto *p)
 {
-	return p->wheel ? wheel_next(p->wheel) : INT64_MAX;
+	int64_t due = p->wheel ? wheel_next(p->wheel) : INT64_MAX,
+		tr = trace_next_due(p->trace);
+
+	return tr < due ? tr : due;
 }
 
 /* ---- entry points ------------------------------------------------------------ */
@@ -3602,6 +3622,8 @@ int proto_job(struct proto *p, const struct job *j, int64_t now,
 		return SEMQ_OK;
 	case JOB_PEER_UP: return on_peer_up(p, j, now, ob);
 	case JOB_ADMIN: {
+		if (!strcmp(j->admin->path, "/trace"))
+			return trace_admin(p->trace, p->routes, j, now, ob);
 		int changed = 0,
 		    r = report_handle(p->st, p->c, j, now, ob, &changed);
 		if (changed) /* an operator retried or discarded: rescan */
@@ -3630,6 +3652,9 @@ int proto_job(struct proto *p, const struct job *j, int64_t now,
 	case SEMQ__FRAME__BODY_STREAM_QUERY: return on_stream_query(p, j, ob);
 	case SEMQ__FRAME__BODY_STREAM_STATE:
 		return on_stream_state(p, j, now, ob);
+	case SEMQ__FRAME__BODY_TRACE:
+	case SEMQ__FRAME__BODY_TRACE_REPLY:
+		return trace_on_frame(p->trace, p->routes, j, now, ob);
 	default:
 		/* Hello, Ping, Pong, Error stay on the network thread: a job
 		 * with any other body is a bug upstream. */
@@ -3702,5 +3727,7 @@ int proto_tick(struct proto *p, int64_t now, struct outbox *ob)
 	}
 	if (r == SEMQ_OK)
 		r = run_due_redo(p, now);
+	if (r == SEMQ_OK && trace_next_due(p->trace) <= now)
+		r = trace_tick(p->trace, p->routes, now, ob);
 	return r;
 }

@@ -108,6 +108,7 @@ struct proto_counts {
 	 * proto_latency_bounds_ms (the last one +Inf), and the sum in ms */
 	uint64_t latency[PROTO_LATENCY_N];
 	uint64_t latency_sum_ms;
+	uint64_t traces_refused; /* traces not passed on: busy (trace.h) */
 };
 void proto_take_counts(struct proto *p, struct proto_counts *c);
 
@@ -137,6 +138,15 @@ int proto_holds(const struct proto *p, const char *origin);
 /* Bytes of the messages held for a missing predecessor ([node]
  * memory_budget counts them; at most a quarter of it). */
 size_t proto_held_bytes(const struct proto *p);
+
+/* The hop carrying the stream of id towards `toward` (its dest, or its
+ * origin): `toward` itself when connected, else its [route], else [route]
+ * default, and of that peer's instances the stream's; NULL when none is
+ * connected. Borrowed from r. */
+const struct route_hop *route_stream_hop(const struct routes *r,
+					 const struct config *c,
+					 const char *toward,
+					 const struct msgid *id);
 
 /* Which connection reaches `dest` now: a direct hop, else the [route] for it,
  * else [route] default; 0 when none. */

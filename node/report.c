@@ -1215,3 +1215,22 @@ int report_handle(struct store *st, const struct config *c, const struct job *j,
 	return reply_error(ob, rq->req_id, HS_NOT_ALLOWED,
 			   "%s %s is not served here", rq->method, rq->path);
 }
+
+int report_answer_json(struct outbox *ob, uint64_t req_id, int status,
+		       json_t *doc)
+{
+	return reply_json(ob, req_id, status, doc);
+}
+
+int report_answer_error(struct outbox *ob, uint64_t req_id, int status,
+			const char *fmt, ...)
+{
+	char text[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(text, sizeof text, fmt, ap);
+	va_end(ap);
+	return reply_json(ob, req_id, status,
+			  json_pack("{s:s}", "error", text));
+}

@@ -25,6 +25,8 @@
 
 #include <stdint.h>
 
+#include <jansson.h>
+
 #include "config.h"
 #include "job.h"
 #include "proto.h"
@@ -40,5 +42,14 @@
  */
 int report_handle(struct store *st, const struct config *c, const struct job *j,
 		  int64_t now, struct outbox *ob, int *changed);
+
+/* The answer to an admin request (ob, req_id) from other store-thread
+ * modules (trace.c): doc (stolen) as JSON with `status`; or {"error":
+ * "..."}. SEMQ_OK or SEMQ_ERR_NOMEM. */
+int report_answer_json(struct outbox *ob, uint64_t req_id, int status,
+		       json_t *doc);
+int report_answer_error(struct outbox *ob, uint64_t req_id, int status,
+			const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
 
 #endif

@@ -681,6 +681,30 @@ int store_counts_waiting(struct store *st, store_waiting_cb cb, void *ctx);
  * with the oldest copy found by one seek per life of the stream. */
 int store_counts_custody(struct store *st, store_custody_cb cb, void *ctx);
 
+/* ---- trace (store_trace.c): where is a message? ---------------------------- */
+
+/* This node's own messages (origin = its id) of `key`, to `dest` (NULL or
+ * "" = any destination), created at or after `since`, newest first, at most
+ * limit; without the payloads, as store_outbound_list. */
+int store_trace_own(struct store *st, const char *key, const char *dest,
+		    int64_t since, unsigned limit, store_out_cb cb, void *ctx);
+
+/* A received message's row in tb_0030 and its tb_0033 entry. */
+struct trace_in {
+	int found; /* the row is there (else compacted away, or never) */
+	int result, ack_status;
+	int64_t received_at;
+	char via[SEMQ_ID_MAX + 1]; /* "" when direct */
+};
+struct trace_redo {
+	int64_t id; /* 0: no entry */
+	int status, tries;
+	int64_t next_attempt_at;
+	char last_error[1024]; /* "" when none; may be cut */
+};
+int store_trace_in(struct store *st, const struct msgid *id,
+		   struct trace_in *in, struct trace_redo *rd);
+
 /* The open transaction for plugins (borrowed while the store lives):
  * {SEMQ_DB_SQLITE, sqlite3 *} or {SEMQ_DB_PG, PGconn *}. */
 const struct semq_plugin_tx *store_plugin_tx(struct store *st);

@@ -247,6 +247,10 @@ enum q {
 	Q_STAT_OUT,
 	Q_STAT_IN,
 	Q_STAT_REDO,
+	/* trace (store_trace.c) */
+	Q_TRACE_OWN,
+	Q_TRACE_IN,
+	Q_TRACE_REDO,
 	/* disk space */
 	Q_PROBE_SET,
 	Q_PROBE_DEL,

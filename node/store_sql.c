@@ -729,6 +729,20 @@ const struct q_text store__q[Q__N] = {
 			 " GROUP BY origin, dest, status"
 			 " ORDER BY origin" BYTES ", dest" BYTES ", status"},
 
+	/* ---- trace (store_trace.c) ---- */
+	/* This node's own messages of key ?1 (to ?2, or any when ''),
+	 * created at or after ?3, newest first. */
+	[Q_TRACE_OWN] = {"SELECT " OUT_COLS_LEN " FROM tb_0031"
+			 " WHERE origin = ?4 AND msg_key = ?1"
+			 " AND (?2 = '' OR dest = ?2) AND created_at >= ?3"
+			 " ORDER BY id DESC LIMIT ?5"},
+	[Q_TRACE_IN] = {"SELECT result, ack_status, received_at, via"
+			" FROM tb_0030 WHERE origin = ?1 AND dest = ?2"
+			" AND seq = ?3 AND life = ?4"},
+	[Q_TRACE_REDO] = {"SELECT id, status, tries, next_attempt_at,"
+			  " last_error FROM tb_0033 WHERE origin = ?1"
+			  " AND dest = ?2 AND seq = ?3 AND life = ?4"},
+
 	/* ---- disk space ---- */
 	/* md5 hex on PostgreSQL: text that TOAST compression cannot shrink,
 	 * so writing it needs the room. */

@@ -792,6 +792,7 @@ static void add_stats(struct worker *w, const struct proto_counts *cnt,
 		w->stats.latency_ms.total += cnt->latency[k];
 	}
 	w->stats.latency_ms.sum += cnt->latency_sum_ms;
+	w->stats.traces_refused += cnt->traces_refused;
 	if (n || msgs || cnt->confirmed) {
 		hist_observe(&w->stats.batch_jobs, n);
 		hist_observe(&w->stats.batch_messages, msgs);

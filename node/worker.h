@@ -132,6 +132,7 @@ struct worker_stats {
 	uint64_t relay_refused[8];     /* custody refused, by RELAY_REFUSAL_* */
 	uint64_t undeliverable;        /* own messages put dead: unknown dest */
 	uint64_t looped;               /* frames not passed on past max_hops */
+	uint64_t traces_refused;       /* traces answered "busy" (trace.h) */
 	struct worker_hist batch_jobs; /* jobs per batch */
 	struct worker_hist batch_messages; /* received + duplicates + sent */
 	struct worker_hist commit_us;      /* BEGIN to last COMMIT, in µs */

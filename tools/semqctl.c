@@ -51,6 +51,7 @@
 #include <semq/semq.h>
 
 #include "config.h"
+#include "ctl_trace.h"
 #include "jsontext.h"
 #include "store.h"
 #include "types.h"
@@ -112,6 +113,7 @@ static int cmd_redo_retry(struct ctl *c);
 static int cmd_redo_discard(struct ctl *c);
 static int cmd_received_list(struct ctl *c);
 static int cmd_peers(struct ctl *c);
+static int cmd_trace(struct ctl *c);
 
 /* ---- the table of commands ----------------------------------------------- */
 
@@ -149,6 +151,11 @@ static const struct ctl_opt received_list_opts[] = {
 static const struct ctl_opt peers_opts[] = {{NULL, NULL}};
 
 static const struct ctl_opt lives_opts[] = {{NULL, NULL}};
+
+static const struct ctl_opt trace_opts[] = {
+	{"--key", "K"},   {"--id", "ORIGIN/DEST/SEQ"},
+	{"--dest", "D"},  {"--since", "DURATION"},
+	{"--limit", "N"}, {NULL, NULL}};
 
 static const struct ctl_opt lives_drop_opts[] = {{"--force", NULL},
 						 {NULL, NULL}};
@@ -393,6 +400,8 @@ static const struct ctl_cmd ctl_cmds[] = {
 	 "without a connection with \"next_dial_at\", \"next_dial_in_ms\"\n"
 	 "and \"attempts\" (times in unix ms, null when none); \"instance\"\n"
 	 "is null for a node's only instance.\n"},
+	{"trace", cmd_trace, trace_opts, CTL_TRACE_USAGE, CTL_TRACE_SUMMARY,
+	 ctl_trace_help},
 	{NULL, NULL, NULL, NULL, NULL, NULL}};
 
 /* ---- messages ------------------------------------------------------------ */
@@ -3908,5 +3917,58 @@ out:
 	config_free(c.cfg);
 	if (fflush(stdout) != 0 && r == EXIT_OK)
 		r = fail("writing to stdout: %s", strerror(errno));
+	return r;
+}
+
+/* ---- trace (tools/ctl_trace.c) -------------------------------------------- */
+
+static int cmd_trace(struct ctl *c)
+{
+	char path[1024], err[256], *body = NULL;
+	json_t *doc = NULL;
+	json_error_t e;
+	int status = 0, r;
+
+	if (c->n_pos)
+		return usage_err(c, "unexpected argument '%s'", c->pos[0]);
+	if (ctl_trace_path(c->val[0], c->val[1], c->val[2], c->val[3],
+			   c->val[4], now_ms(), path, sizeof path, err,
+			   sizeof err))
+		return usage_err(c, "%s", err);
+	r = ctl_load_config(c);
+	if (r)
+		return r;
+	if (!c->cfg->admin.set)
+		return fail("%s: [node] admin is not set; semqctl trace asks "
+			    "the running daemon over it",
+			    c->config_path);
+	r = admin_get(c, path, &status, &body);
+	if (r)
+		return r;
+	r = EXIT_FAIL;
+	doc = json_loads(body, 0, &e);
+	if (status != 200) {
+		const char *why =
+			json_string_value(json_object_get(doc, "error"));
+		fail("semqd answered GET /trace with %d: %s", status,
+		     why ? why : "(no reason given)");
+		goto out;
+	}
+	if (!json_is_array(json_object_get(doc, "hops"))) {
+		fail("semqd's answer to GET /trace is not the expected "
+		     "JSON%s%s",
+		     doc ? "" : ": ", doc ? "" : e.text);
+		goto out;
+	}
+	if (c->json) {
+		r = print_json(doc);
+		doc = NULL;
+		goto out;
+	}
+	ctl_trace_print(stdout, doc, now_ms());
+	r = EXIT_OK;
+out:
+	json_decref(doc);
+	free(body);
 	return r;
 }

@@ -149,6 +149,16 @@ SCHEMA = {
                     2: ("life", "fixed64", False),
                     3: ("reporter", "string", False),
                     4: ("streams", "StreamHigh", True)},
+    # Trace (semqctl trace); TraceHop's records (field 6) are left to the
+    # daemon's own decoder: they come back under "_unknown" here.
+    "Trace": {1: ("request", "uint64", False), 2: ("ids", "MsgId", True)},
+    "TraceHop": {1: ("node", "string", False),
+                 2: ("instance", "string", False),
+                 3: ("relay", "bool", False),
+                 4: ("store_and_forward", "bool", False),
+                 5: ("note", "string", False)},
+    "TraceReply": {1: ("request", "uint64", False),
+                   2: ("hops", "TraceHop", True)},
     "Frame": {1: ("hello", "Hello", False), 2: ("data", "Data", False),
               3: ("relay_ack", "RelayAck", False),
               4: ("ack_indication", "AckIndication", False),
@@ -159,7 +169,9 @@ SCHEMA = {
               10: ("error", "Error", False),
               11: ("stream_query", "StreamQuery", False),
               12: ("stream_state", "StreamState", False),
-              13: ("hops", "uint32", False)},
+              13: ("hops", "uint32", False),
+              14: ("trace", "Trace", False),
+              15: ("trace_reply", "TraceReply", False)},
 }
 
 # Frame body name -> its message type (the oneof `body`).

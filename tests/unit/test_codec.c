@@ -1411,6 +1411,134 @@ static void test_nul_in_string(void **state)
 	assert_nul_refused(&f, '#', "RelayAck.detail: contains a NUL");
 }
 
+/* Trace and TraceReply (semqctl trace): a round trip, then each rule. */
+static void test_trace_frames(void **state)
+{
+	Semq__Frame f = SEMQ__FRAME__INIT, *o;
+	Semq__Trace t = SEMQ__TRACE__INIT;
+	Semq__TraceReply tr = SEMQ__TRACE_REPLY__INIT;
+	Semq__TraceHop h[2], *hp[2] = {&h[0], &h[1]};
+	Semq__TraceRecord rc[2], *rp[2] = {&rc[0], &rc[1]};
+	Semq__MsgId id[CODEC_TRACE_IDS + 1], *ip[CODEC_TRACE_IDS + 1];
+	Semq__TraceHop *many[CODEC_TRACE_HOPS + 1];
+	size_t i;
+
+	(void)state;
+	for (i = 0; i <= CODEC_TRACE_IDS; i++) {
+		mk_id(&id[i], "R1", "S1", i + 1);
+		ip[i] = &id[i];
+	}
+	t.request = 9;
+	t.n_ids = 2;
+	t.ids = ip;
+	f.body_case = SEMQ__FRAME__BODY_TRACE;
+	f.trace = &t;
+	f.hops = 1;
+	o = roundtrip(&f);
+	assert_int_equal(o->body_case, SEMQ__FRAME__BODY_TRACE);
+	assert_int_equal(o->trace->request, 9);
+	assert_int_equal(o->trace->n_ids, 2);
+	assert_int_equal(o->trace->ids[1]->seq, 2);
+	assert_int_equal(o->hops, 1);
+	codec_frame_free(o);
+	t.request = 0;
+	assert_refused(&f, "Trace.request: 0");
+	t.request = 9;
+	t.n_ids = CODEC_TRACE_IDS + 1;
+	assert_refused(&f, "Trace.ids: 65 entries, more than 64");
+	t.n_ids = 0;
+	assert_refused(&f, "Trace.ids: empty");
+	t.n_ids = 1;
+	id[0].seq = 0;
+	assert_refused(&f, "Trace.ids[0].seq: 0");
+	id[0].seq = 1;
+	id[0].origin = "R 1";
+	assert_refused(&f, "Trace.ids[0].origin");
+	id[0].origin = "R1";
+
+	/* A reply: the relay's custody copy, then the destination's row. */
+	for (i = 0; i < 2; i++) {
+		semq__trace_record__init(&rc[i]);
+		rc[i].id = &id[0];
+		rc[i].result = -1;
+		semq__trace_hop__init(&h[i]);
+		h[i].records = &rp[i];
+		h[i].n_records = 1;
+	}
+	h[0].node = "P1";
+	h[0].relay = 1;
+	rc[0].outbound = 1;
+	rc[0].status = 6;
+	rc[0].custodian = "P1";
+	rc[0].next_hop = "S1";
+	h[1].node = "S1";
+	rc[1].receipt = SEMQ__TRACE_RECORD__RECEIPT__RECEIVED;
+	rc[1].receipt_result = 1;
+	rc[1].redo_id = 4;
+	rc[1].redo_status = -1;
+	rc[1].redo_error = "permanent: bad key";
+	rc[1].via = "P1";
+	tr.request = 9;
+	tr.n_hops = 2;
+	tr.hops = hp;
+	f.body_case = SEMQ__FRAME__BODY_TRACE_REPLY;
+	f.trace_reply = &tr;
+	f.hops = 0;
+	o = roundtrip(&f);
+	assert_int_equal(o->trace_reply->n_hops, 2);
+	assert_string_equal(o->trace_reply->hops[0]->node, "P1");
+	assert_int_equal(o->trace_reply->hops[0]->records[0]->status, 6);
+	assert_int_equal(o->trace_reply->hops[1]->records[0]->redo_status, -1);
+	assert_string_equal(o->trace_reply->hops[1]->records[0]->redo_error,
+			    "permanent: bad key");
+	assert_same_bytes(&f, o);
+	codec_frame_free(o);
+
+	tr.request = 0;
+	assert_refused(&f, "TraceReply.request: 0");
+	tr.request = 9;
+	for (i = 0; i <= CODEC_TRACE_HOPS; i++)
+		many[i] = &h[0];
+	tr.hops = many;
+	tr.n_hops = CODEC_TRACE_HOPS + 1;
+	assert_refused(&f, "TraceReply.hops: 17 entries, more than 16");
+	tr.hops = hp;
+	tr.n_hops = 2;
+	h[0].node = "";
+	assert_refused(&f, "TraceReply.hops[0].node");
+	h[0].node = "P1";
+	h[0].instance = "a b";
+	assert_refused(&f, "TraceReply.hops[0].instance");
+	h[0].instance = "";
+	h[0].note = "bell\a";
+	assert_refused(&f, "TraceReply.hops[0].note: not printable");
+	h[0].note = "";
+	rc[0].status = 5;
+	assert_refused(&f, "hops[0].records[0].status: 5 is not an outbound");
+	rc[0].status = 6;
+	rc[0].result = 9;
+	assert_refused(&f, "hops[0].records[0].result: 9");
+	rc[0].result = -1;
+	rc[0].next_hop = "S 1";
+	assert_refused(&f, "hops[0].records[0].next_hop");
+	rc[0].next_hop = "";
+	rc[1].receipt = 4;
+	assert_refused(&f, "hops[1].records[0].receipt: 4");
+	rc[1].receipt = SEMQ__TRACE_RECORD__RECEIPT__NOT_RECEIVED;
+	rc[1].redo_status = 3;
+	assert_refused(&f, "hops[1].records[0].redo_id 4 / redo_status 3");
+	rc[1].redo_status = -1;
+	rc[1].key = "\xff";
+	assert_refused(&f, "hops[1].records[0].key: not UTF-8");
+	rc[1].key = "";
+	rc[1].id = NULL;
+	assert_refused_mem(&f, "hops[1].records[0].id: missing");
+	rc[1].id = &id[0];
+	assert_valid(&f);
+	rc[1].redo_error = "a~b";
+	assert_nul_refused(&f, '~', "records[0].redo_error: contains a NUL");
+}
+
 static void test_poisoned_reader(void **state)
 {
 	struct codec_reader *r = codec_reader_new(MAXF);
@@ -2181,6 +2309,7 @@ int main(void)
 		cmocka_unit_test(test_null_pointers),
 		cmocka_unit_test(test_hello_instance),
 		cmocka_unit_test(test_nul_in_string),
+		cmocka_unit_test(test_trace_frames),
 		cmocka_unit_test(test_poisoned_reader),
 		cmocka_unit_test(test_encode_too_big),
 		cmocka_unit_test(test_msg_conversions),

@@ -37,6 +37,7 @@
 #include "plughost.h"
 #include "proto.h"
 #include "store.h"
+#include "trace.h"
 #include "types.h"
 
 #define T0 INT64_C(1700000000000)
@@ -1310,7 +1311,7 @@ static void expect_data(struct fx *fx, uint64_t conn, const char *dest,
 static void test_sender_sends_and_confirms(void **state)
 {
 	struct fx *fx = *state;
-	const struct route_hop hop = {"S1", 7, 0, "", 1, 0, 0};
+	const struct route_hop hop = {"S1", 7, 0, "", 1, 0, 0, 0};
 	const uint64_t ids[5] = {1, 2, 3, 4, 5};
 	const int verdicts[5] = {RES_PROCESSED, RES_PROCESSED, RES_REDO,
 				 RES_PROCESSED, RES_SCHEDULED};
@@ -1367,7 +1368,7 @@ static void test_sender_sends_and_confirms(void **state)
 static void test_sender_skips_key_not_utf8(void **state)
 {
 	struct fx *fx = *state;
-	const struct route_hop hop = {"S1", 7, 0, "", 1, 0, 0};
+	const struct route_hop hop = {"S1", 7, 0, "", 1, 0, 0, 0};
 	const Semq__Frame *f;
 	sqlite3 *db;
 
@@ -1414,7 +1415,7 @@ static void test_sender_skips_key_not_utf8(void **state)
 static void test_sender_window(void **state)
 {
 	struct fx *fx = *state;
-	const struct route_hop hop = {"S1", 7, 0, "", 1, 0, 0};
+	const struct route_hop hop = {"S1", 7, 0, "", 1, 0, 0, 0};
 	const uint64_t ids[2] = {1, 2};
 	const int verdicts[2] = {RES_PROCESSED, RES_PROCESSED};
 
@@ -1444,7 +1445,7 @@ static void test_sender_window(void **state)
 static void test_sender_relay_acks(void **state)
 {
 	struct fx *fx = *state;
-	const struct route_hop hop = {"P1", 5, 1, "", 1, 0, 0};
+	const struct route_hop hop = {"P1", 5, 1, "", 1, 0, 0, 0};
 	const uint64_t one = 1, two = 2;
 	struct out_view v;
 
@@ -1484,7 +1485,7 @@ static void test_sender_relay_acks(void **state)
 static void test_sender_query(void **state)
 {
 	struct fx *fx = *state;
-	const struct route_hop hop = {"S1", 7, 0, "", 1, 0, 0};
+	const struct route_hop hop = {"S1", 7, 0, "", 1, 0, 0, 0};
 	const uint64_t ids[3] = {1, 2, 3};
 	const int received[3] = {1, 0, 1};
 	const int results[3] = {RES_PROCESSED, 0, RES_REDO};
@@ -1545,8 +1546,8 @@ static void test_relay_stores(void **state)
 {
 	struct fx *fx = *state;
 	const struct mspec m1 = {"R1", "S1", 1, "a", 0, 0};
-	const struct route_hop hops[2] = {{"R1", 3, 0, "", 1, 0, 0},
-					  {"S1", 9, 0, "", 1, 0, 0}};
+	const struct route_hop hops[2] = {{"R1", 3, 0, "", 1, 0, 0, 0},
+					  {"S1", 9, 0, "", 1, 0, 0, 0}};
 	const Semq__Message *msgs[4];
 	const Semq__Frame *f;
 	struct out_view v;
@@ -1592,8 +1593,8 @@ static void test_relay_forwards(void **state)
 	struct fx *fx = *state;
 	const struct mspec ms[2] = {{"R1", "S1", 1, "a", 0, 0},
 				    {"R1", "S1", 2, "a", 1, 0}};
-	const struct route_hop hops[2] = {{"R1", 3, 0, "", 1, 0, 0},
-					  {"S1", 9, 0, "", 1, 0, 0}};
+	const struct route_hop hops[2] = {{"R1", 3, 0, "", 1, 0, 0, 0},
+					  {"S1", 9, 0, "", 1, 0, 0, 0}};
 	const Semq__Message *msgs[4];
 	const Semq__Frame *f;
 	size_t i;
@@ -1627,8 +1628,8 @@ static void test_relay_no_ack(void **state)
 	struct fx *fx = *state;
 	const struct mspec m1 = {"R1", "S1", 1, "a", 0, 0};
 	const struct mspec m2 = {"R1", "S1", 2, "a", 1, 0};
-	const struct route_hop hops[2] = {{"R1", 3, 0, "", 1, 0, 0},
-					  {"S1", 9, 0, "", 1, 0, 0}};
+	const struct route_hop hops[2] = {{"R1", 3, 0, "", 1, 0, 0, 0},
+					  {"S1", 9, 0, "", 1, 0, 0, 0}};
 	const Semq__Message *msgs[4];
 	const Semq__Frame *f;
 
@@ -1664,7 +1665,7 @@ static void test_relay_never_back_to_sender(void **state)
 {
 	struct fx *fx = *state;
 	const struct mspec m1 = {"R1", "S1", 1, NULL, 0, 0};
-	const struct route_hop hop = {"R1", 3, 0, "", 1, 0, 0};
+	const struct route_hop hop = {"R1", 3, 0, "", 1, 0, 0, 0};
 	const Semq__Frame *f;
 
 	snprintf(fx->routes[0].dest, sizeof fx->routes[0].dest, "default");
@@ -1784,24 +1785,24 @@ static size_t queried_to(const struct fx *fx, uint64_t conn, const char **orig,
  */
 static void test_instances_pick(void **state)
 {
-	const struct route_hop three[4] = {{"P1", 5, 1, "", 1, 0, 0},
-					   {"S1", 10, 0, "a", 1, 0, 0},
-					   {"S1", 11, 0, "b", 1, 0, 0},
-					   {"S1", 12, 0, "c", 1, 0, 0}};
-	const struct route_hop rev[4] = {{"S1", 12, 0, "c", 1, 0, 0},
-					 {"S1", 11, 0, "b", 1, 0, 0},
-					 {"P1", 5, 1, "", 1, 0, 0},
-					 {"S1", 10, 0, "a", 1, 0, 0}};
-	const struct route_hop no_b[3] = {{"P1", 5, 1, "", 1, 0, 0},
-					  {"S1", 10, 0, "a", 1, 0, 0},
-					  {"S1", 12, 0, "c", 1, 0, 0}};
-	const struct route_hop twice_b[5] = {{"S1", 21, 0, "b", 1, 0, 0},
-					     {"P1", 5, 1, "", 1, 0, 0},
-					     {"S1", 10, 0, "a", 1, 0, 0},
-					     {"S1", 11, 0, "b", 1, 0, 0},
-					     {"S1", 12, 0, "c", 1, 0, 0}};
-	const struct route_hop two[2] = {{"S1", 10, 0, "a", 1, 0, 0},
-					 {"S1", 11, 0, "b", 1, 0, 0}};
+	const struct route_hop three[4] = {{"P1", 5, 1, "", 1, 0, 0, 0},
+					   {"S1", 10, 0, "a", 1, 0, 0, 0},
+					   {"S1", 11, 0, "b", 1, 0, 0, 0},
+					   {"S1", 12, 0, "c", 1, 0, 0, 0}};
+	const struct route_hop rev[4] = {{"S1", 12, 0, "c", 1, 0, 0, 0},
+					 {"S1", 11, 0, "b", 1, 0, 0, 0},
+					 {"P1", 5, 1, "", 1, 0, 0, 0},
+					 {"S1", 10, 0, "a", 1, 0, 0, 0}};
+	const struct route_hop no_b[3] = {{"P1", 5, 1, "", 1, 0, 0, 0},
+					  {"S1", 10, 0, "a", 1, 0, 0, 0},
+					  {"S1", 12, 0, "c", 1, 0, 0, 0}};
+	const struct route_hop twice_b[5] = {{"S1", 21, 0, "b", 1, 0, 0, 0},
+					     {"P1", 5, 1, "", 1, 0, 0, 0},
+					     {"S1", 10, 0, "a", 1, 0, 0, 0},
+					     {"S1", 11, 0, "b", 1, 0, 0, 0},
+					     {"S1", 12, 0, "c", 1, 0, 0, 0}};
+	const struct route_hop two[2] = {{"S1", 10, 0, "a", 1, 0, 0, 0},
+					 {"S1", 11, 0, "b", 1, 0, 0, 0}};
 	struct routes r3 = {(struct route_hop *)three, 4, NULL};
 	size_t per3[3] = {0}, per2[2] = {0}, i, k;
 	char o[16];
@@ -1966,8 +1967,8 @@ static void test_instances_relay_spreads(void **state)
 static void test_instances_sender_one_stream(void **state)
 {
 	struct fx *fx = *state;
-	const struct route_hop hops[2] = {{"S1", 10, 0, "b", 1, 0, 0},
-					  {"S1", 11, 0, "a", 1, 0, 0}};
+	const struct route_hop hops[2] = {{"S1", 10, 0, "b", 1, 0, 0, 0},
+					  {"S1", 11, 0, "a", 1, 0, 0, 0}};
 	const int64_t qa = fx->c.query_after_ms;
 	struct msgid id;
 	uint64_t want;
@@ -2016,14 +2017,14 @@ static void test_instances_sender_one_stream(void **state)
 static void test_instances_one_leaves(void **state)
 {
 	struct fx *fx = *state;
-	const struct route_hop three[3] = {{"S1", 10, 0, "a", 1, 0, 0},
-					   {"S1", 11, 0, "b", 1, 0, 0},
-					   {"S1", 12, 0, "c", 1, 0, 0}};
-	const struct route_hop two[2] = {{"S1", 10, 0, "a", 1, 0, 0},
-					 {"S1", 12, 0, "c", 1, 0, 0}};
-	const struct route_hop back[3] = {{"S1", 21, 0, "b", 1, 0, 0},
-					  {"S1", 10, 0, "a", 1, 0, 0},
-					  {"S1", 12, 0, "c", 1, 0, 0}};
+	const struct route_hop three[3] = {{"S1", 10, 0, "a", 1, 0, 0, 0},
+					   {"S1", 11, 0, "b", 1, 0, 0, 0},
+					   {"S1", 12, 0, "c", 1, 0, 0, 0}};
+	const struct route_hop two[2] = {{"S1", 10, 0, "a", 1, 0, 0, 0},
+					 {"S1", 12, 0, "c", 1, 0, 0, 0}};
+	const struct route_hop back[3] = {{"S1", 21, 0, "b", 1, 0, 0, 0},
+					  {"S1", 10, 0, "a", 1, 0, 0, 0},
+					  {"S1", 12, 0, "c", 1, 0, 0, 0}};
 	const int64_t qa = fx->c.query_after_ms;
 	const char *q[N_ORIGINS * 2];
 	size_t i, k, n, on_b = 0, asked = 0;
@@ -2344,7 +2345,7 @@ static void stream_out_expect(struct fx *fx, const char *dest, int64_t last,
 static void test_receiver_refuses_conflict(void **state)
 {
 	struct fx *fx = *state;
-	const struct route_hop hop = {"R1", 3, 0, "", 2, LIFE_R1, 0};
+	const struct route_hop hop = {"R1", 3, 0, "", 2, LIFE_R1, 0, 0};
 	struct mspec2 ms[3] = {
 		{"R1", "S1", 1, NULL, 0, LIFE_R1, 0x1001, 0, NULL},
 		{"R1", "S1", 2, NULL, 0, LIFE_R1, 0x1002, 0, NULL},
@@ -2430,7 +2431,7 @@ static void test_receiver_refuses_conflict(void **state)
 static void test_origin_renumbers_on_conflict(void **state)
 {
 	struct fx *fx = *state;
-	const struct route_hop hop = {"S1", 7, 0, "", 2, 0x5e1, 0};
+	const struct route_hop hop = {"S1", 7, 0, "", 2, 0x5e1, 0, 0};
 	const uint64_t two = 2;
 	const int processed = RES_PROCESSED;
 	const int64_t qa = fx->c.query_after_ms;
@@ -2554,7 +2555,7 @@ static void test_origin_renumbers_on_conflict(void **state)
 static void test_stream_state_moves_counter(void **state)
 {
 	struct fx *fx = *state;
-	const struct route_hop hop = {"S1", 7, 0, "", 2, 0x5e1, 0};
+	const struct route_hop hop = {"S1", 7, 0, "", 2, 0x5e1, 0, 0};
 	const Semq__Message *msgs[8];
 	uint64_t life;
 
@@ -2600,8 +2601,8 @@ static void test_stream_state_moves_counter(void **state)
 static void test_relay_conflict_and_take_back(void **state)
 {
 	struct fx *fx = *state;
-	const struct route_hop hops[2] = {{"R1", 3, 0, "", 2, LIFE_R1, 0},
-					  {"S1", 9, 0, "", 2, 0x51, 0}};
+	const struct route_hop hops[2] = {{"R1", 3, 0, "", 2, LIFE_R1, 0, 0},
+					  {"S1", 9, 0, "", 2, 0x51, 0, 0}};
 	const uint64_t d1 = 0xd1d1, d2 = 0xd2d2;
 	struct mspec2 m = {"R1", "S1", 1, "K", 0, LIFE_R1, d1, 0, "first"};
 	const Semq__Message *msgs[4];
@@ -2697,7 +2698,7 @@ static void test_relay_conflict_and_take_back(void **state)
 static void test_origin_asks_predecessor_first(void **state)
 {
 	struct fx *fx = *state;
-	const struct route_hop hop = {"S1", 7, 0, "", 2, 0x5e1, 0};
+	const struct route_hop hop = {"S1", 7, 0, "", 2, 0x5e1, 0, 0};
 	const uint64_t three = 3;
 	const int processed = RES_PROCESSED;
 	const Semq__Message *msgs[8];
@@ -2810,7 +2811,7 @@ static void test_origin_asks_predecessor_first(void **state)
 static void test_origin_fills_given_up_seqs(void **state)
 {
 	struct fx *fx = *state;
-	const struct route_hop hop = {"S1", 7, 0, "", 2, 0x5e1, 0};
+	const struct route_hop hop = {"S1", 7, 0, "", 2, 0x5e1, 0, 0};
 	const Semq__Message *msgs[8];
 	const Semq__Frame *f;
 	uint64_t dg1, life, fd2, fd3, fd4;
@@ -2907,8 +2908,8 @@ static void test_origin_fills_given_up_seqs(void **state)
 static void test_relay_repeats_refusals(void **state)
 {
 	struct fx *fx = *state;
-	const struct route_hop hops[2] = {{"R1", 3, 0, "", 2, LIFE_R1, 0},
-					  {"S1", 9, 0, "", 2, 0x51, 0}};
+	const struct route_hop hops[2] = {{"R1", 3, 0, "", 2, LIFE_R1, 0, 0},
+					  {"S1", 9, 0, "", 2, 0x51, 0, 0}};
 	const uint64_t d1 = 0xd1d1, d2 = 0xd2d2;
 	struct mspec2 m[2] = {
 		{"R1", "S1", 1, "K", 0, LIFE_R1, d1, 0, "first"},
@@ -3002,7 +3003,7 @@ static void test_relay_repeats_refusals(void **state)
 static void test_origin_life_zero_and_earlier(void **state)
 {
 	struct fx *fx = *state;
-	const struct route_hop hop = {"S1", 7, 0, "", 2, 0x5e1, 0};
+	const struct route_hop hop = {"S1", 7, 0, "", 2, 0x5e1, 0, 0};
 	const uint64_t one = 1, two = 2;
 	const int processed = RES_PROCESSED, yes = 1;
 	const uint64_t earlier = 0xea51;
@@ -3093,8 +3094,8 @@ static void test_origin_life_zero_and_earlier(void **state)
 static void test_peer_up_stream_query(void **state)
 {
 	struct fx *fx = *state;
-	const struct route_hop hops[2] = {{"P1", 5, 1, "", 2, 0x71, 0},
-					  {"P2", 6, 1, "", 1, 0, 0}};
+	const struct route_hop hops[2] = {{"P1", 5, 1, "", 2, 0x71, 0, 0},
+					  {"P2", 6, 1, "", 1, 0, 0, 0}};
 	const Semq__Frame *f;
 
 	sender(fx, 1000);
@@ -3127,7 +3128,7 @@ static void test_peer_up_stream_query(void **state)
 static void test_stream_query_answered(void **state)
 {
 	struct fx *fx = *state;
-	const struct route_hop hop = {"R1", 3, 0, "", 2, LIFE_R1, 0};
+	const struct route_hop hop = {"R1", 3, 0, "", 2, LIFE_R1, 0, 0};
 	const struct mspec2 ms[2] = {
 		{"R1", "S1", 1, NULL, 0, LIFE_R1, 0x11, 0, NULL},
 		{"R1", "S1", 3, NULL, 0, LIFE_R1, 0x13, 0, NULL}};
@@ -3159,8 +3160,8 @@ static void test_stream_query_answered(void **state)
 static void test_relay_stream_state(void **state)
 {
 	struct fx *fx = *state;
-	struct route_hop hops[2] = {{"R1", 3, 0, "", 2, LIFE_R1, 0},
-				    {"S1", 9, 0, "", 2, 0x51, 0}};
+	struct route_hop hops[2] = {{"R1", 3, 0, "", 2, LIFE_R1, 0, 0},
+				    {"S1", 9, 0, "", 2, 0x51, 0, 0}};
 	const struct mspec2 m = {"R1",    "S9", 7, NULL, 0,
 				 LIFE_R1, 0x77, 0, NULL};
 	const Semq__Frame *f;
@@ -3230,8 +3231,8 @@ static void push_query2(struct fx *fx, uint64_t conn, const char *peer,
 static void test_relay_query_conflict(void **state)
 {
 	struct fx *fx = *state;
-	const struct route_hop hops[2] = {{"R1", 3, 0, "", 2, LIFE_R1, 0},
-					  {"S1", 9, 0, "", 2, 0x51, 0}};
+	const struct route_hop hops[2] = {{"R1", 3, 0, "", 2, LIFE_R1, 0, 0},
+					  {"S1", 9, 0, "", 2, 0x51, 0, 0}};
 	const struct mspec2 m = {"R1",    "S1", 4, NULL, 0,
 				 LIFE_R1, 0xd1, 0, NULL};
 	const Semq__Frame *f;
@@ -3276,7 +3277,7 @@ static void test_relay_query_conflict(void **state)
 static void test_origin_foreign_verdict_not_confirmed(void **state)
 {
 	struct fx *fx = *state;
-	const struct route_hop hop = {"S1", 7, 0, "", 2, 0x5e1, 0};
+	const struct route_hop hop = {"S1", 7, 0, "", 2, 0x5e1, 0, 0};
 	const Semq__Message *msgs[4];
 	struct vspec vs;
 	uint64_t life, d1;
@@ -3317,7 +3318,7 @@ static void test_origin_foreign_verdict_not_confirmed(void **state)
 static void test_origin_tombstone_undecided_settles(void **state)
 {
 	struct fx *fx = *state;
-	const struct route_hop hop = {"S1", 7, 0, "", 2, 0x5e1, 0};
+	const struct route_hop hop = {"S1", 7, 0, "", 2, 0x5e1, 0, 0};
 	const int64_t qa = fx->c.query_after_ms;
 	const Semq__Message *msgs[4];
 	struct msgid id;
@@ -3538,7 +3539,7 @@ static struct proto_counts counts(struct fx *fx)
 static void sender_via_p1(struct fx *fx, unsigned window, unsigned revision)
 {
 	const struct route_hop hop = {
-		"P1", 5, 1, "", revision, revision >= 2 ? 0x71 : 0, 0};
+		"P1", 5, 1, "", revision, revision >= 2 ? 0x71 : 0, 0, 0};
 
 	snprintf(fx->routes[0].dest, sizeof fx->routes[0].dest, "default");
 	snprintf(fx->routes[0].via, sizeof fx->routes[0].via, "P1");
@@ -3559,8 +3560,8 @@ static void sender_via_p1(struct fx *fx, unsigned window, unsigned revision)
 static void test_relay_custody_quotas(void **state)
 {
 	struct fx *fx = *state;
-	const struct route_hop hops[2] = {{"R1", 3, 0, "", 2, LIFE_R1, 0},
-					  {"R2", 4, 0, "", 2, 0x52, 0}};
+	const struct route_hop hops[2] = {{"R1", 3, 0, "", 2, LIFE_R1, 0, 0},
+					  {"R2", 4, 0, "", 2, 0x52, 0, 0}};
 	const struct mspec2 ms[3] = {
 		{"R1", "S9", 1, NULL, 0, LIFE_R1, 0x11, 0, NULL},
 		{"R1", "S9", 2, NULL, 0, LIFE_R1, 0x12, 0, NULL},
@@ -3679,9 +3680,9 @@ static void test_relay_custody_quotas(void **state)
 static void test_relay_cancel_replaces_copy(void **state)
 {
 	struct fx *fx = *state;
-	const struct route_hop r1 = {"R1", 3, 0, "", 2, LIFE_R1, 0};
-	const struct route_hop both[2] = {{"R1", 3, 0, "", 2, LIFE_R1, 0},
-					  {"S1", 9, 0, "", 2, 0x51, 0}};
+	const struct route_hop r1 = {"R1", 3, 0, "", 2, LIFE_R1, 0, 0};
+	const struct route_hop both[2] = {{"R1", 3, 0, "", 2, LIFE_R1, 0, 0},
+					  {"S1", 9, 0, "", 2, 0x51, 0, 0}};
 	const struct mspec2 ms[2] = {
 		{"R1", "S1", 1, NULL, 0, LIFE_R1, 0x11, 0, NULL},
 		{"R1", "S1", 2, NULL, 0, LIFE_R1, 0x12, 0, NULL}};
@@ -3756,12 +3757,12 @@ static void test_relay_unknown_dest(void **state)
 {
 	struct fx *fx = *state;
 	struct cfg_peer peers[1];
-	const struct route_hop r1 = {"R1", 3, 0, "", 2, LIFE_R1, 0};
-	const struct route_hop both[2] = {{"R1", 3, 0, "", 2, LIFE_R1, 0},
-					  {"R2", 4, 0, "", 2, 0x52, 0}};
-	const struct route_hop with_s6[3] = {{"R1", 3, 0, "", 2, LIFE_R1, 0},
-					     {"R2", 4, 0, "", 2, 0x52, 0},
-					     {"S6", 6, 0, "", 2, 0x56, 0}};
+	const struct route_hop r1 = {"R1", 3, 0, "", 2, LIFE_R1, 0, 0};
+	const struct route_hop both[2] = {{"R1", 3, 0, "", 2, LIFE_R1, 0, 0},
+					  {"R2", 4, 0, "", 2, 0x52, 0, 0}};
+	const struct route_hop with_s6[3] = {{"R1", 3, 0, "", 2, LIFE_R1, 0, 0},
+					     {"R2", 4, 0, "", 2, 0x52, 0, 0},
+					     {"S6", 6, 0, "", 2, 0x56, 0, 0}};
 	const struct mspec2 m1[2] = {
 		{"R1", "S9", 1, NULL, 0, LIFE_R1, 0x11, 0, NULL},
 		{"R2", "S9", 1, NULL, 0, 0x52, 0x21, 0, NULL}};
@@ -3900,7 +3901,7 @@ static void test_relay_unknown_dest(void **state)
 static void test_relay_unknown_dest_backlog(void **state)
 {
 	struct fx *fx = *state;
-	const struct route_hop r1 = {"R1", 3, 0, "", 2, LIFE_R1, 0};
+	const struct route_hop r1 = {"R1", 3, 0, "", 2, LIFE_R1, 0, 0};
 	const struct mspec2 m = {"R1",    "S9", 1, NULL, 0,
 				 LIFE_R1, 0x11, 0, NULL};
 	int64_t first = 0;
@@ -3955,9 +3956,9 @@ static void test_relay_unknown_dest_backlog(void **state)
 static void test_relay_query_custody(void **state)
 {
 	struct fx *fx = *state;
-	const struct route_hop r1 = {"R1", 3, 0, "", 2, LIFE_R1, 0};
-	const struct route_hop both[2] = {{"R1", 3, 0, "", 2, LIFE_R1, 0},
-					  {"S1", 9, 0, "", 2, 0x51, 0}};
+	const struct route_hop r1 = {"R1", 3, 0, "", 2, LIFE_R1, 0, 0};
+	const struct route_hop both[2] = {{"R1", 3, 0, "", 2, LIFE_R1, 0, 0},
+					  {"S1", 9, 0, "", 2, 0x51, 0, 0}};
 	const struct mspec2 ms[2] = {
 		{"R1", "S1", 1, NULL, 0, LIFE_R1, 0x11, 0, NULL},
 		{"R1", "S9", 1, NULL, 0, LIFE_R1, 0x91, 0, NULL}};
@@ -4172,7 +4173,7 @@ static uint64_t sent_digest(const struct fx *fx, uint64_t conn, uint64_t seq)
 static void test_origin_too_big_for_hop(void **state)
 {
 	struct fx *fx = *state;
-	const struct route_hop hop = {"S1", 7, 0, "", 2, 0x5e1, 8192};
+	const struct route_hop hop = {"S1", 7, 0, "", 2, 0x5e1, 8192, 0};
 	char err[SEMQ_ERRLEN] = "";
 	static uint8_t big[10000];
 	struct out_view v;
@@ -4380,9 +4381,9 @@ static void test_origin_unknown_dest_again(void **state)
 static void test_origin_cancels_dead_dest(void **state)
 {
 	struct fx *fx = *state;
-	const struct route_hop s1 = {"S1", 7, 0, "", 2, 0x51, 0};
-	const struct route_hop both[2] = {{"S1", 7, 0, "", 2, 0x51, 0},
-					  {"S9", 8, 0, "", 2, 0x59, 0}};
+	const struct route_hop s1 = {"S1", 7, 0, "", 2, 0x51, 0, 0};
+	const struct route_hop both[2] = {{"S1", 7, 0, "", 2, 0x51, 0, 0},
+					  {"S9", 8, 0, "", 2, 0x59, 0, 0}};
 	char err[SEMQ_ERRLEN] = "";
 	uint64_t life;
 	size_t i, k, tombs;
@@ -4467,7 +4468,7 @@ static void test_origin_cancels_dead_dest(void **state)
 static void test_origin_life_hidden_after_rev1(void **state)
 {
 	struct fx *fx = *state;
-	const struct route_hop rev2 = {"P1", 6, 1, "", 2, 0x71, 0};
+	const struct route_hop rev2 = {"P1", 6, 1, "", 2, 0x71, 0, 0};
 	const Semq__Message *msgs[8];
 	const Semq__Frame *f;
 	struct vspec vs;
@@ -4562,9 +4563,9 @@ static void push_hops(struct fx *fx, uint64_t seq, unsigned hops)
 static void test_relay_hop_limit(void **state)
 {
 	struct fx *fx = *state;
-	const struct route_hop r1 = {"R1", 3, 0, "", 2, 0x71, 0};
-	const struct route_hop both[2] = {{"R1", 3, 0, "", 2, 0x71, 0},
-					  {"S1", 9, 0, "", 2, 0x5e1, 0}};
+	const struct route_hop r1 = {"R1", 3, 0, "", 2, 0x71, 0, 0};
+	const struct route_hop both[2] = {{"R1", 3, 0, "", 2, 0x71, 0, 0},
+					  {"S1", 9, 0, "", 2, 0x5e1, 0, 0}};
 	const Semq__Message *msgs[4];
 	const Semq__RelayAck *ra;
 	struct proto_counts pc;
@@ -4607,8 +4608,8 @@ static void test_relay_hop_limit(void **state)
 static void test_origin_loop_and_foreign_relay_ack(void **state)
 {
 	struct fx *fx = *state;
-	const struct route_hop hops[2] = {{"P1", 5, 1, "", 2, 0x71, 0},
-					  {"X9", 6, 1, "", 2, 0x72, 0}};
+	const struct route_hop hops[2] = {{"P1", 5, 1, "", 2, 0x71, 0, 0},
+					  {"X9", 6, 1, "", 2, 0x72, 0, 0}};
 	uint64_t life, d1, d2;
 	struct out_view v;
 
@@ -4642,6 +4643,151 @@ static void test_origin_loop_and_foreign_relay_ack(void **state)
 	assert_int_equal(v.result, RES_UNDELIVERABLE);
 	assert_non_null(strstr(v.last_error, "routing loop"));
 	assert_int_equal(redo_at(fx, "R1", "S9", 2).status, RS_DEAD);
+}
+
+/* ---- trace (trace.c) ---------------------------------------------------------- */
+
+/* A Trace of origin/dest/seq with `request`, having passed `hops` relays. */
+static void push_trace(struct fx *fx, uint64_t conn, const char *peer,
+		       uint64_t request, const char *origin, const char *dest,
+		       uint64_t seq, unsigned hops)
+{
+	Semq__MsgId id, *pid;
+	Semq__Trace t = SEMQ__TRACE__INIT;
+	Semq__Frame f = SEMQ__FRAME__INIT;
+
+	fill_ids(&id, &pid, origin, dest, &seq, 1);
+	t.request = request;
+	t.ids = &pid;
+	t.n_ids = 1;
+	f.body_case = SEMQ__FRAME__BODY_TRACE;
+	f.trace = &t;
+	f.hops = hops;
+	push_frame(fx, conn, peer, &f);
+}
+
+/* The TraceReply of `node` to request, with a record of origin/dest/seq. */
+static void push_trace_reply(struct fx *fx, uint64_t conn, const char *peer,
+			     uint64_t request, const char *origin,
+			     const char *dest, uint64_t seq)
+{
+	Semq__MsgId id, *pid;
+	Semq__TraceRecord r = SEMQ__TRACE_RECORD__INIT, *pr = &r;
+	Semq__TraceHop h = SEMQ__TRACE_HOP__INIT, *ph = &h;
+	Semq__TraceReply tr = SEMQ__TRACE_REPLY__INIT;
+	Semq__Frame f = SEMQ__FRAME__INIT;
+
+	fill_ids(&id, &pid, origin, dest, &seq, 1);
+	r.id = &id;
+	r.result = -1;
+	r.receipt = SEMQ__TRACE_RECORD__RECEIPT__RECEIVED;
+	h.node = (char *)peer;
+	h.records = &pr;
+	h.n_records = 1;
+	tr.request = request;
+	tr.hops = &ph;
+	tr.n_hops = 1;
+	f.body_case = SEMQ__FRAME__BODY_TRACE_REPLY;
+	f.trace_reply = &tr;
+	push_frame(fx, conn, peer, &f);
+}
+
+/* A relay P1 answers a Trace: its own record first, then the next hop's
+ * (asked, and awaited for a bounded time), or why it could not be asked;
+ * bounded pending traces; max_hops. */
+static void test_trace_relay(void **state)
+{
+	struct fx *fx = *state;
+	struct route_hop hops[2] = {{"R1", 3, 0, "", 2, 0, 0, 0},
+				    {"S1", 9, 0, "", 2, 0, 0, 0}};
+	const Semq__TraceReply *tr;
+	const Semq__Frame *f;
+	struct proto_counts pc;
+	uint64_t req;
+	int i;
+
+	snprintf(fx->c.id, sizeof fx->c.id, "P1");
+	fx->c.relay = 1;
+	fx->c.store_and_forward = 1;
+	start(fx);
+	push_routes(fx, hops, 2);
+	batch(fx, T0);
+
+	/* S1 is an older node: not asked, and the reply says so. */
+	push_trace(fx, 3, "R1", 5, "R1", "S1", 1, 0);
+	batch(fx, T0);
+	assert_int_equal(count_frames(fx, 9, SEMQ__FRAME__BODY_TRACE), 0);
+	tr = frame_at(fx, 3, SEMQ__FRAME__BODY_TRACE_REPLY, 0)->trace_reply;
+	assert_int_equal(tr->request, 5);
+	assert_int_equal(tr->n_hops, 2);
+	assert_string_equal(tr->hops[0]->node, "P1");
+	assert_true(tr->hops[0]->relay);
+	assert_int_equal(tr->hops[0]->n_records, 1);
+	assert_false(tr->hops[0]->records[0]->outbound);
+	assert_string_equal(tr->hops[0]->records[0]->next_hop, "S1");
+	assert_true(tr->hops[0]->records[0]->next_connected);
+	assert_string_equal(tr->hops[1]->node, "S1");
+	assert_string_equal(tr->hops[1]->note, "does not support trace");
+
+	/* S1 answers traces: asked, its answer passed back. */
+	hops[1].trace = 1;
+	push_routes(fx, hops, 2);
+	push_trace(fx, 3, "R1", 6, "R1", "S1", 1, 0);
+	batch(fx, T0);
+	assert_int_equal(count_frames(fx, 3, SEMQ__FRAME__BODY_TRACE_REPLY), 0);
+	f = frame_at(fx, 9, SEMQ__FRAME__BODY_TRACE, 0);
+	assert_int_equal(f->hops, 1);
+	req = f->trace->request;
+	push_trace_reply(fx, 9, "S1", req, "R1", "S1", 1);
+	batch(fx, T0 + 10);
+	tr = frame_at(fx, 3, SEMQ__FRAME__BODY_TRACE_REPLY, 0)->trace_reply;
+	assert_int_equal(tr->request, 6);
+	assert_int_equal(tr->n_hops, 2);
+	assert_string_equal(tr->hops[1]->node, "S1");
+	assert_int_equal(tr->hops[1]->records[0]->receipt,
+			 SEMQ__TRACE_RECORD__RECEIPT__RECEIVED);
+
+	/* No answer: the wait ends (one relay passed: 3 s), a late answer is
+	 * dropped. */
+	push_trace(fx, 3, "R1", 7, "R1", "S1", 1, 0);
+	batch(fx, T0 + 100);
+	req = frame_at(fx, 9, SEMQ__FRAME__BODY_TRACE, 0)->trace->request;
+	assert_int_equal(proto_next_due(fx->p),
+			 T0 + 100 + TRACE_WAIT_MS - TRACE_HOP_MS);
+	assert_int_equal(batch(fx, T0 + 100 + TRACE_WAIT_MS - TRACE_HOP_MS - 1),
+			 0);
+	batch(fx, T0 + 100 + TRACE_WAIT_MS - TRACE_HOP_MS);
+	tr = frame_at(fx, 3, SEMQ__FRAME__BODY_TRACE_REPLY, 0)->trace_reply;
+	assert_int_equal(tr->request, 7);
+	assert_string_equal(tr->hops[1]->note, "no answer within 3 s");
+	push_trace_reply(fx, 9, "S1", req, "R1", "S1", 1);
+	assert_int_equal(batch(fx, T0 + 5000), 0);
+
+	/* Bounds: TRACE_PER_CONN traces of one asker wait; the next one is
+	 * answered with P1's record only, "busy", and counted. */
+	proto_take_counts(fx->p, &pc);
+	for (i = 0; i <= TRACE_PER_CONN; i++)
+		push_trace(fx, 3, "R1", 10 + (uint64_t)i, "R1", "S1", 1, 0);
+	batch(fx, T0 + 6000);
+	assert_int_equal(count_frames(fx, 9, SEMQ__FRAME__BODY_TRACE),
+			 TRACE_PER_CONN);
+	tr = frame_at(fx, 3, SEMQ__FRAME__BODY_TRACE_REPLY, 0)->trace_reply;
+	assert_int_equal(tr->request, 10 + TRACE_PER_CONN);
+	assert_int_equal(tr->n_hops, 1);
+	assert_non_null(strstr(tr->hops[0]->note, "busy"));
+	memset(&pc, 0, sizeof pc);
+	proto_take_counts(fx->p, &pc);
+	assert_int_equal(pc.traces_refused, 1);
+	batch(fx, T0 + 6000 + TRACE_WAIT_MS);
+	assert_int_equal(count_frames(fx, 3, SEMQ__FRAME__BODY_TRACE_REPLY),
+			 TRACE_PER_CONN);
+
+	/* Past max_hops: answered, not passed on. */
+	push_trace(fx, 3, "R1", 20, "R1", "S1", 1, fx->c.max_hops);
+	batch(fx, T0 + 20000);
+	assert_int_equal(count_frames(fx, 9, SEMQ__FRAME__BODY_TRACE), 0);
+	tr = frame_at(fx, 3, SEMQ__FRAME__BODY_TRACE_REPLY, 0)->trace_reply;
+	assert_non_null(strstr(tr->hops[0]->note, "max_hops"));
 }
 
 int main(void)
@@ -4752,6 +4898,8 @@ int main(void)
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(
 			test_origin_life_hidden_after_rev1, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_trace_relay, setup,
+						teardown),
 	};
 
 	log_set_level(LOG_ERROR);
