@@ -350,7 +350,7 @@ comp() {
 }
 comp semqctl ""
 if [ "$rc" -eq 0 ] && [ "$(sed -n 1p "$dir/out")" = "complete -F _semqctl semqctl" ] &&
-	[ "$out" = "help lives outbound peers received redo send status " ]; then
+	[ "$out" = "help lives outbound peers received redo send status trace " ]; then
 	ok "completion: complete -p semqctl names _semqctl; the commands"
 else
 	bad "completion: complete -p semqctl names _semqctl; the commands"
