@@ -799,8 +799,11 @@ static int receive_one(struct proto *p, const struct msg *m, const char *via,
 		*verdict = result;
 		if (in_redo(result))
 			p->redo_dirty = p->schedule_changed = 1;
+		/* A failure of the plugin: the store logged it (dead, or the
+		 * retry scheduled, with its redo entry). */
 		if (result == RES_REDO || result == RES_DEAD)
-			log_msg(LOG_INFO, "proto", via, &m->id, "%s",
+			log_msg(err[0] ? LOG_DEBUG : LOG_INFO, "proto", via,
+				&m->id, "%s",
 				err[0] ? err
 				       : "waiting in the redo queue behind an "
 					 "earlier message of its key");
