@@ -121,24 +121,32 @@ static const struct ctl_opt send_opts[] = {{"--to", "D"},
 					   {NULL, NULL}};
 
 static const struct ctl_opt outbound_list_opts[] = {
-	{"--status", "S"}, {"--dest", "D"}, {"--limit", "N"}, {NULL, NULL}};
+	{"--status", "S"},   {"--dest", "D"},  {"--key", "K"},
+	{"--since", "WHEN"}, {"--limit", "N"}, {NULL, NULL}};
 
 static const struct ctl_opt outbound_id_opts[] = {{"--dest", "D"},
 						  {NULL, NULL}};
 
 static const struct ctl_opt redo_list_opts[] = {
-	{"--status", "S"}, {"--limit", "N"}, {NULL, NULL}};
+	{"--status", "S"},   {"--dest", "D"},     {"--key", "K"},
+	{"--since", "WHEN"}, {"--where", "EXPR"}, {"--group-by", "error"},
+	{"--limit", "N"},    {"--offset", "N"},   {NULL, NULL}};
 
 static const struct ctl_opt redo_show_opts[] = {{NULL, NULL}};
 
-static const struct ctl_opt redo_retry_opts[] = {{"--all-dead", NULL},
-						 {NULL, NULL}};
+static const struct ctl_opt redo_retry_opts[] = {
+	{"--all-dead", NULL}, {"--where", "EXPR"}, {"--dest", "D"},
+	{"--key", "K"},       {"--since", "WHEN"}, {"--status", "S"},
+	{"--dry-run", NULL},  {NULL, NULL}};
 
-static const struct ctl_opt redo_discard_opts[] = {{"--reason", "TEXT"},
-						   {NULL, NULL}};
+static const struct ctl_opt redo_discard_opts[] = {
+	{"--reason", "TEXT"}, {"--where", "EXPR"}, {"--dest", "D"},
+	{"--key", "K"},       {"--since", "WHEN"}, {"--status", "S"},
+	{"--dry-run", NULL},  {NULL, NULL}};
 
 static const struct ctl_opt received_list_opts[] = {
-	{"--origin", "O"}, {"--limit", "N"}, {NULL, NULL}};
+	{"--origin", "O"},   {"--dest", "D"},  {"--key", "K"},
+	{"--since", "WHEN"}, {"--limit", "N"}, {NULL, NULL}};
 
 static const struct ctl_opt peers_opts[] = {{NULL, NULL}};
 
@@ -146,6 +154,12 @@ static const struct ctl_opt lives_opts[] = {{NULL, NULL}};
 
 static const struct ctl_opt lives_drop_opts[] = {{"--force", NULL},
 						 {NULL, NULL}};
+
+#define BULK_JSON_HELP                                                         \
+	"BULK --json prints {\"verb\", \"dry_run\", \"count\", \"entries\":\n" \
+	"[{\"id\", \"message\", \"key\", \"status_name\", "                    \
+	"\"last_error\"}...],\n"                                               \
+	"\"woke_daemon\"}: the entries as they were before.\n"
 
 static const struct ctl_cmd ctl_cmds[] = {
 	{"status", cmd_status, status_opts, "",
@@ -180,7 +194,7 @@ static const struct ctl_cmd ctl_cmds[] = {
 	 "{\"origin\", \"dest\", \"seq\", \"woke_daemon\"}.\n"},
 	{"outbound list", cmd_outbound_list, outbound_list_opts,
 	 "[--status unsent|sent|relay-acked|held|confirmed|cancelled|N] "
-	 "[--dest D] [--limit N]",
+	 "[--dest D] [--key K] [--since WHEN] [--limit N]",
 	 "list the outbound queue tb_0031, newest first",
 	 "Lists rows of the outbound queue tb_0031, newest first: ID\n"
 	 "(origin/dest/seq), TYPE, KEY, STATUS, RESULT (the destination's\n"
@@ -190,7 +204,14 @@ static const struct ctl_cmd ctl_cmds[] = {
 	 "               relay-acked (6), held (8: for the operator, see\n"
 	 "               outbound renumber), confirmed (100), cancelled (-2)\n"
 	 "  --dest D     only messages to node D\n"
+	 "  --key K      only messages with key K (where is bill K?)\n"
+	 "  --since WHEN only rows created since WHEN: a duration back\n"
+	 "               (90s, 15m, 2h, 3d) or 2026-11-26T03:00:00Z\n"
 	 "  --limit N    at most N rows, 1..100000 (default 100)\n"
+	 "\n"
+	 "RESULT \"dead at D\": D answered that its redo entry for the\n"
+	 "message is dead; a snapshot from the confirmation (a later retry\n"
+	 "at D does not come back here): 'semqctl trace' asks D now.\n"
 	 "\n"
 	 "--json prints an array of objects with every column: id, origin,\n"
 	 "dest, seq, rowid, type, key, prev_seq, deliver_at, created_at,\n"
@@ -250,7 +271,9 @@ static const struct ctl_cmd ctl_cmds[] = {
 	 "for another origin. --json prints {\"id\", \"new_seq\",\n"
 	 "\"renumbered\", \"woke_daemon\"}.\n"},
 	{"redo list", cmd_redo_list, redo_list_opts,
-	 "[--status pending|waiting|dead|done|discarded|N] [--limit N]",
+	 "[--status pending|waiting|dead|done|discarded|N] [--dest D] "
+	 "[--key K] [--since WHEN] [--where EXPR] [--group-by error] "
+	 "[--limit N] [--offset N]",
 	 "list the redo queue tb_0033, oldest first",
 	 "Lists entries of the redo queue tb_0033 (failed messages waiting\n"
 	 "for a retry, delayed messages, entries held behind an earlier one\n"
@@ -262,7 +285,20 @@ static const struct ctl_cmd ctl_cmds[] = {
 	 "\n"
 	 "  --status S   only entries in status S: pending (0), waiting (1),\n"
 	 "               dead (-1), done (2), discarded (-2)\n"
-	 "  --limit N    at most N entries, 1..100000 (default 100)\n"
+	 "  --dest D     only messages to node D\n"
+	 "  --key K      only messages with key K\n"
+	 "  --since WHEN only entries created since WHEN: a duration back\n"
+	 "               (90s, 15m, 2h, 3d) or 2026-11-26T03:00:00Z\n"
+	 "  --where EXPR error~TEXT (last_error contains TEXT, any case)\n"
+	 "               or error=TEXT (last_error is TEXT)\n"
+	 "  --group-by error  one line per distinct last_error of the\n"
+	 "               entries selected: COUNT, OLDEST, NEWEST (ages of\n"
+	 "               the first and last entry), DESTS and ERROR, the\n"
+	 "               largest group first; --json prints {\"groups\":\n"
+	 "               [{\"error\", \"count\", \"oldest\", \"newest\",\n"
+	 "               \"dests\": [...]}...]} (times in unix ms)\n"
+	 "  --limit N    at most N entries (groups), 1..100000 (default 100)\n"
+	 "  --offset N   skip the first N entries (groups)\n"
 	 "\n"
 	 "--json prints an array of objects with every column: id, message,\n"
 	 "origin, dest, seq, type, key, prev_seq, deliver_at, msg_created_at,\n"
@@ -282,7 +318,9 @@ static const struct ctl_cmd ctl_cmds[] = {
 	 "--json prints the object of 'redo list --json' plus \"payload\"\n"
 	 "(all of it, base64) and \"payload_text\" when it is UTF-8.\n"
 	 "An entry that is not there is exit 1.\n"},
-	{"redo retry", cmd_redo_retry, redo_retry_opts, "ID | --all-dead",
+	{"redo retry", cmd_redo_retry, redo_retry_opts,
+	 "ID | --all-dead | --where EXPR [--dest D] [--key K] [--since WHEN] "
+	 "[--dry-run]",
 	 "run dead redo entries again now",
 	 "Makes a dead entry pending again, due now, and wakes the semqd\n"
 	 "serving the database so it runs it at once. The backoff level\n"
@@ -292,6 +330,13 @@ static const struct ctl_cmd ctl_cmds[] = {
 	 "  ID           the dead entry to retry\n"
 	 "  --all-dead   every dead entry\n"
 	 "\n"
+	 "Bulk (BULK below): every dead entry that --where EXPR (error~TEXT:\n"
+	 "last_error contains TEXT, any case; error=TEXT: is TEXT) and the\n"
+	 "filters --dest D, --key K, --since WHEN (as 'redo list') select;\n"
+	 "--status may only say dead. --dry-run lists exactly those entries\n"
+	 "and changes nothing. The real run retries the entries it lists, in\n"
+	 "transactions of 500, with progress on stderr (retried 500/1950).\n"
+	 "\n" BULK_JSON_HELP
 	 "Exit 1 when the entry is not dead or not there. --json prints\n"
 	 "{\"id\", \"message\", \"retried\", \"status\", \"status_name\",\n"
 	 "\"woke_daemon\"} (also when it is refused, with \"retried\": "
@@ -299,7 +344,8 @@ static const struct ctl_cmd ctl_cmds[] = {
 	 "or for --all-dead {\"retried\": [{\"id\", \"message\"}...],\n"
 	 "\"count\", \"woke_daemon\"}.\n"},
 	{"redo discard", cmd_redo_discard, redo_discard_opts,
-	 "ID --reason TEXT",
+	 "ID --reason TEXT | --where EXPR --reason TEXT [--dest D] [--key K] "
+	 "[--since WHEN] [--status dead|pending|waiting] [--dry-run]",
 	 "give up on a redo entry, with a reason; releases its key",
 	 "Discards a pending, waiting or dead entry: it will never take\n"
 	 "effect, and the reason is kept with it. When it was the head of\n"
@@ -310,6 +356,12 @@ static const struct ctl_cmd ctl_cmds[] = {
 	 "  --reason TEXT  why, for whoever looks later (required, 1..1000\n"
 	 "                 bytes)\n"
 	 "\n"
+	 "Bulk: every entry that --where EXPR and the filters --dest,\n"
+	 "--key, --since select, in status --status (dead unless it says\n"
+	 "pending or waiting), discarded one by one as above (each releases\n"
+	 "the next waiting entry of its key), in transactions of 500 with\n"
+	 "progress on stderr; --dry-run lists them and changes nothing.\n"
+	 "\n" BULK_JSON_HELP
 	 "Exit 1 when the entry is done or discarded already, or not there.\n"
 	 "--json prints {\"id\", \"message\", \"discarded\", \"status\",\n"
 	 "\"discard_reason\", \"released\": [{\"id\", \"message\", "
@@ -317,7 +369,7 @@ static const struct ctl_cmd ctl_cmds[] = {
 	 "\"next_attempt_at\"}...], \"still_waiting\", \"woke_daemon\"}\n"
 	 "(when refused: \"discarded\": false with the entry's status).\n"},
 	{"received list", cmd_received_list, received_list_opts,
-	 "[--origin O] [--limit N]",
+	 "[--origin O] [--dest D] [--key K] [--since WHEN] [--limit N]",
 	 "list the received record tb_0030, newest first",
 	 "Lists the received record tb_0030, newest first: MESSAGE\n"
 	 "(origin/dest/seq), TYPE, KEY, RECEIVED (how long ago), VIA (the\n"
@@ -329,6 +381,10 @@ static const struct ctl_cmd ctl_cmds[] = {
 	 "receipt_retention, then they are purged and no longer listed.\n"
 	 "\n"
 	 "  --origin O   only messages from node O\n"
+	 "  --dest D     only messages to node D (a relay's or instance's)\n"
+	 "  --key K      only messages with key K\n"
+	 "  --since WHEN only rows received since WHEN: a duration back\n"
+	 "               (90s, 15m, 2h, 3d) or 2026-11-26T03:00:00Z\n"
 	 "  --limit N    at most N rows, 1..100000 (default 100)\n"
 	 "\n"
 	 "--json prints {\"received\": [...], \"streams_in\": [{\"origin\",\n"
@@ -1553,6 +1609,34 @@ static int parse_status(const char *table, const int *v, size_t n,
 	return SEMQ_ERR_INVALID;
 }
 
+/* The listing filters --dest, --key, --since, --where of the command (those
+ * it has) into f; the strings point into argv. 0 or a usage error. */
+static int parse_filter(struct ctl *c, struct store_filter *f,
+			struct semq_where *w)
+{
+	const char *dest = opt(c, "--dest"), *key = opt(c, "--key");
+	const char *since = opt(c, "--since"), *where = opt(c, "--where");
+
+	if (dest && !semq_id_valid(dest))
+		return usage_err(c,
+				 "--dest '%s' is not a node id (1-64 of "
+				 "A-Za-z0-9._-)",
+				 dest);
+	if (key && (!*key || strlen(key) > SEMQ_KEY_MAX))
+		return usage_err(c, "--key '%s' is not a key of 1..%d bytes",
+				 key, SEMQ_KEY_MAX);
+	if (since && semq_when_parse(since, now_ms(), 0, &f->since))
+		return usage_err(c, "--since '%s' is not %s", since,
+				 SEMQ_WHEN_FORMS);
+	if (where && semq_where_parse(where, w))
+		return usage_err(c, "--where '%s' is not %s", where,
+				 SEMQ_WHERE_FORMS);
+	f->dest = dest;
+	f->key = key;
+	f->where = where ? w : NULL;
+	return EXIT_OK;
+}
+
 /* Text a terminal shows as it is: UTF-8 with no control characters but
  * tab, newline and carriage return. */
 static int printable(const uint8_t *p, size_t n)
@@ -1923,11 +2007,13 @@ static const char *list_col(const struct list_item *it, int col, int64_t now,
 		snprintf(buf, sz, "%lu", (unsigned long)it->m.type);
 		break;
 	case LC_KEY: return cell(it->m.has_key ? it->m.key : NULL, 0, buf, sz);
-	case LC_STATUS:
-		snprintf(buf, sz, "%d %s", it->row.status,
-			 semq_status_name("tb_0031", it->row.status));
-		break;
-	case LC_RESULT: return result_name(it->row.result);
+	case LC_STATUS: return semq_status_name("tb_0031", it->row.status);
+	case LC_RESULT:
+		if (it->row.result == RES_DEAD) {
+			snprintf(buf, sz, "dead at %s", it->m.id.dest);
+			break;
+		}
+		return result_name(it->row.result);
 	case LC_ATTEMPTS: snprintf(buf, sz, "%d", it->row.attempts); break;
 	case LC_AGE: return fmt_age(it->m.created_at, now, buf, sz);
 	default: return cell(it->row.last_error, ERROR_COLS, buf, sz);
@@ -1955,6 +2041,8 @@ static void list_print_text(const struct list_data *d)
 static int cmd_outbound_list(struct ctl *c)
 {
 	struct list_data d = {0};
+	struct store_filter f = {0};
+	struct semq_where w;
 	const char *status = opt(c, "--status"), *limit = opt(c, "--limit");
 	json_t *arr = NULL, *e;
 	uint64_t v = LIST_LIMIT_DEFAULT;
@@ -1971,16 +2059,15 @@ static int cmd_outbound_list(struct ctl *c)
 				 "relay-acked, held, confirmed, cancelled or "
 				 "0, 4, 6, 8, 100, -2",
 				 status);
-	d.dest = opt(c, "--dest");
-	if (d.dest && !semq_id_valid(d.dest))
-		return usage_err(c,
-				 "--dest '%s' is not a node id (1-64 of "
-				 "A-Za-z0-9._-)",
-				 d.dest);
+	r = parse_filter(c, &f, &w);
+	if (r)
+		return r;
 	if (limit && (parse_uint(limit, LIST_LIMIT_MAX, &v) || v == 0))
 		return usage_err(c, "--limit '%s' is not a number 1..%d", limit,
 				 LIST_LIMIT_MAX);
 	d.limit = (size_t)v;
+	f.status = want;
+	f.limit = (unsigned)v;
 	r = ctl_load_config(c);
 	if (r)
 		return r;
@@ -1988,11 +2075,8 @@ static int cmd_outbound_list(struct ctl *c)
 	if (r)
 		return r;
 
-	/* The store filters by status only: with --dest every row of that
-	 * status is offered, newest first, until `limit` matched. */
 	r = EXIT_FAIL;
-	if (store_outbound_list(c->st, want, d.dest ? UINT_MAX : (unsigned)v,
-				list_cb, &d) != SEMQ_OK) {
+	if (store_outbound_select(c->st, &f, list_cb, &d) != SEMQ_OK) {
 		fail("%s: reading tb_0031: %s", c->db, store_errmsg(c->st));
 		goto out;
 	}
@@ -2664,10 +2748,7 @@ static const char *redo_cell(const void *ctx, size_t i, int col, int64_t now,
 		snprintf(buf, sz, "%lu", (unsigned long)it->m.type);
 		break;
 	case RC_KEY: return cell(it->m.has_key ? it->m.key : NULL, 0, buf, sz);
-	case RC_STATUS:
-		snprintf(buf, sz, "%d %s", it->row.status,
-			 semq_status_name("tb_0033", it->row.status));
-		break;
+	case RC_STATUS: return semq_status_name("tb_0033", it->row.status);
 	case RC_TRIES: snprintf(buf, sz, "%d", it->row.tries); break;
 	case RC_LEVEL: snprintf(buf, sz, "%d", it->row.level); break;
 	case RC_NEXT: return redo_next(&it->row, now, buf, sz);
@@ -2680,12 +2761,85 @@ static const char *redo_cell(const void *ctx, size_t i, int col, int64_t now,
 	return buf;
 }
 
+/* redo list --group-by error */
+struct group_data {
+	json_t *arr; /* --json: the groups */
+	int64_t now;
+	size_t n;
+	int failed;
+};
+
+static int group_cb(void *ctx, const struct redo_group *g)
+{
+	struct group_data *d = ctx;
+	char a[32], b[32];
+	json_t *o, *dests;
+	const char *p, *q;
+	int failed = 0;
+
+	d->n++;
+	if (!d->arr) {
+		if (d->n == 1)
+			printf("%-7s %-7s %-7s %-16s %s\n", "COUNT", "OLDEST",
+			       "NEWEST", "DESTS", "ERROR");
+		printf("%-7lld %-7s %-7s %-16s %s\n", (long long)g->count,
+		       fmt_age(g->oldest, d->now, a, sizeof a),
+		       fmt_age(g->newest, d->now, b, sizeof b), g->dests,
+		       g->error ? g->error : "-");
+		return 0;
+	}
+	dests = json_array();
+	for (p = g->dests; dests && *p; p = *q ? q + 1 : q) {
+		q = p + strcspn(p, ",");
+		if (json_array_append_new(dests,
+					  json_stringn(p, (size_t)(q - p))))
+			failed = 1;
+	}
+	o = json_object();
+	failed |= !o || !dests;
+	jset(o, "error", json_text(g->error), &failed);
+	jset(o, "count", json_integer(g->count), &failed);
+	jset(o, "oldest", json_integer(g->oldest), &failed);
+	jset(o, "newest", json_integer(g->newest), &failed);
+	jset(o, "dests", dests, &failed);
+	if (failed || json_array_append_new(d->arr, o)) {
+		d->failed = 1;
+		return 1;
+	}
+	return 0;
+}
+
+static int redo_groups(struct ctl *c, const struct store_filter *f)
+{
+	struct group_data d = {NULL, now_ms(), 0, 0};
+
+	if (c->json && !(d.arr = json_array()))
+		return fail("out of memory");
+	if (store_redo_groups(c->st, f, group_cb, &d) != SEMQ_OK) {
+		json_decref(d.arr);
+		return fail("%s: reading tb_0033: %s", c->db,
+			    store_errmsg(c->st));
+	}
+	if (d.failed) {
+		json_decref(d.arr);
+		return fail("out of memory");
+	}
+	if (c->json)
+		return print_json(json_pack("{s:o}", "groups", d.arr));
+	if (!d.n)
+		printf("no redo entries\n");
+	return EXIT_OK;
+}
+
 static int cmd_redo_list(struct ctl *c)
 {
 	struct redo_data d = {0};
 	const char *status = opt(c, "--status"), *limit = opt(c, "--limit");
+	const char *offset = opt(c, "--offset"), *group = opt(c, "--group-by");
+	struct store_filter f = {0};
+	struct semq_where w;
 	json_t *arr = NULL, *e;
-	uint64_t v = LIST_LIMIT_DEFAULT;
+	uint64_t v = LIST_LIMIT_DEFAULT, off = 0;
 	int r, want = -100;
 	size_t i;
 
@@ -2702,16 +2856,29 @@ static int cmd_redo_list(struct ctl *c)
 	if (limit && (parse_uint(limit, LIST_LIMIT_MAX, &v) || v == 0))
 		return usage_err(c, "--limit '%s' is not a number 1..%d", limit,
 				 LIST_LIMIT_MAX);
+	if (offset && parse_uint(offset, UINT_MAX, &off))
+		return usage_err(c, "--offset '%s' is not a number 0..%u",
+				 offset, UINT_MAX);
+	if (group && strcmp(group, "error"))
+		return usage_err(c, "--group-by '%s': only 'error' is known",
+				 group);
+	r = parse_filter(c, &f, &w);
+	if (r)
+		return r;
+	f.status = want;
+	f.limit = (unsigned)v;
+	f.offset = (unsigned)off;
 	r = ctl_load_config(c);
 	if (r)
 		return r;
 	r = ctl_open_store(c);
 	if (r)
 		return r;
+	if (group)
+		return redo_groups(c, &f);
 
 	r = EXIT_FAIL;
-	if (store_redo_list(c->st, want, (unsigned)v, redo_collect_cb, &d) !=
-	    SEMQ_OK) {
+	if (store_redo_select(c->st, &f, redo_collect_cb, &d) != SEMQ_OK) {
 		fail("%s: reading tb_0033: %s", c->db, store_errmsg(c->st));
 		goto out;
 	}
@@ -3018,10 +3185,173 @@ out:
 	return r;
 }
 
+/* ---- redo retry|discard --where ...: the bulk verbs ---- */
+
+struct bulk_out {
+	const char *verb; /* "retried", "discarded" */
+	json_t *arr;      /* the entries, as they were */
+	int failed;
+};
+
+static int bulk_each(void *ctx, const struct msg *m, const struct redo_row *row)
+{
+	struct bulk_out *b = ctx;
+	char idb[MSGID_STRLEN];
+	int failed = 0;
+	json_t *o = json_object();
+
+	failed = !o;
+	jset(o, "id", json_integer(row->id), &failed);
+	jset(o, "message", json_string(msgid_str(&m->id, idb, sizeof idb)),
+	     &failed);
+	jset(o, "key", m->has_key ? json_text(m->key) : json_null(), &failed);
+	jset(o, "status_name",
+	     json_string(semq_status_name("tb_0033", row->status)), &failed);
+	jset(o, "last_error", json_text(row->last_error), &failed);
+	if (failed || json_array_append_new(b->arr, o)) {
+		b->failed = 1;
+		return 1;
+	}
+	return 0;
+}
+
+static void bulk_progress(void *ctx, unsigned done, unsigned total)
+{
+	const struct bulk_out *b = ctx;
+
+	fprintf(stderr, "%s %u/%u\n", b->verb, done, total);
+}
+
+/* Who ran semqctl, for the operator's line on stderr. */
+static const char *who(void)
+{
+	const char *u = getenv("SUDO_USER");
+
+	if (!u || !*u)
+		u = getenv("USER");
+	return u && *u ? u : "?";
+}
+
+static int redo_bulk(struct ctl *c, enum store_bulk_verb verb,
+		     const char *reason)
+{
+	const char *status = opt(c, "--status");
+	int dry = opt(c, "--dry-run") != NULL, r, want = -100, woke = 0;
+	struct bulk_out b = {verb == STORE_BULK_RETRY ? "retried" : "discarded",
+			     NULL, 0};
+	struct store_filter f = {0};
+	struct semq_where w;
+	unsigned n = 0;
+	size_t i;
+
+	if (c->n_pos)
+		return usage_err(c,
+				 "an ID ('%s') and --where are both given; "
+				 "give one",
+				 c->pos[0]);
+	if (!opt(c, "--where"))
+		return usage_err(c, "--where EXPR is required with --dest, "
+				    "--key, --since, --status or --dry-run");
+	r = parse_filter(c, &f, &w);
+	if (r)
+		return r;
+	if (status &&
+	    parse_status("tb_0033", redo_statuses,
+			 sizeof redo_statuses / sizeof redo_statuses[0], status,
+			 &want))
+		return usage_err(c, "--status '%s' is not a status of tb_0033",
+				 status);
+	if (verb == STORE_BULK_RETRY && status && want != RS_DEAD)
+		return usage_err(c,
+				 "--status '%s': only dead entries can be "
+				 "retried",
+				 status);
+	if (verb == STORE_BULK_DISCARD && status && want != RS_DEAD &&
+	    want != RS_PENDING && want != RS_WAITING)
+		return usage_err(c,
+				 "--status '%s': only dead, pending or "
+				 "waiting entries can be discarded",
+				 status);
+	f.status = want;
+	r = ctl_load_config(c);
+	if (r)
+		return r;
+	r = ctl_open_store(c);
+	if (r)
+		return r;
+	b.arr = json_array();
+	if (!b.arr)
+		return fail("out of memory");
+	if (store_redo_bulk(c->st, verb, &f, reason, now_ms(), dry, 500,
+			    bulk_each, dry ? NULL : bulk_progress, &b,
+			    &n) != SEMQ_OK) {
+		r = fail("redo %s --where %s: %s (%u done before)",
+			 verb == STORE_BULK_RETRY ? "retry" : "discard",
+			 opt(c, "--where"), store_errmsg(c->st), n);
+		goto out;
+	}
+	if (b.failed) {
+		r = fail("out of memory");
+		goto out;
+	}
+	if (!dry && n) {
+		woke = !c->cfg->db_url && semq_notify(c->cfg->db) == SEMQ_OK;
+		/* The operator's record: the daemon's log is not semqctl's. */
+		fprintf(stderr,
+			"semqctl: operator %s %s %u redo entr%s of %s "
+			"(--where %s%s%s%s%s)%s%s\n",
+			who(), b.verb, n, n == 1 ? "y" : "ies", c->db,
+			opt(c, "--where"), f.dest ? " --dest " : "",
+			f.dest ? f.dest : "", f.key ? " --key " : "",
+			f.key ? f.key : "", reason ? ": " : "",
+			reason ? reason : "");
+	}
+	if (c->json) {
+		r = print_json(json_pack(
+			"{s:s, s:b, s:I, s:O, s:b}", "verb",
+			verb == STORE_BULK_RETRY ? "retry" : "discard",
+			"dry_run", dry, "count", (json_int_t)n, "entries",
+			b.arr, "woke_daemon", woke));
+		goto out;
+	}
+	for (i = 0; i < json_array_size(b.arr); i++) {
+		json_t *o = json_array_get(b.arr, i);
+		const char *k = json_string_value(json_object_get(o, "key"));
+		const char *e =
+			json_string_value(json_object_get(o, "last_error"));
+		char buf[CELL_MAX];
+
+		printf("%s%s (redo %lld, key %s): %s\n", dry ? "would be " : "",
+		       b.verb,
+		       (long long)json_integer_value(json_object_get(o, "id")),
+		       k ? k : "-", cell(e, ERROR_COLS * 2, buf, sizeof buf));
+	}
+	printf("%s%u redo entr%s %s%s\n", dry ? "dry run: " : "", n,
+	       n == 1 ? "y" : "ies", dry ? "would be " : "", b.verb);
+	r = EXIT_OK;
+out:
+	json_decref(b.arr);
+	return r;
+}
+
+/* Does the command have one of the bulk options? */
+static int bulk_asked(const struct ctl *c)
+{
+	return opt(c, "--where") || opt(c, "--dest") || opt(c, "--key") ||
+	       opt(c, "--since") || opt(c, "--status") || opt(c, "--dry-run");
+}
+
 static int cmd_redo_retry(struct ctl *c)
 {
 	int all = opt(c, "--all-dead") != NULL, r;
 	int64_t id = 0;
+
+	if (bulk_asked(c)) {
+		if (all)
+			return usage_err(c, "--all-dead and --where are both "
+					    "given; give one");
+		return redo_bulk(c, STORE_BULK_RETRY, NULL);
+	}
 
 	if (all && c->n_pos)
 		return usage_err(c,
@@ -3199,9 +3529,11 @@ static int cmd_redo_discard(struct ctl *c)
 
 	memset(&m, 0, sizeof m);
 	memset(&o, 0, sizeof o);
-	r = parse_redo_id(c, &id);
-	if (r)
-		return r;
+	if (!bulk_asked(c)) {
+		r = parse_redo_id(c, &id);
+		if (r)
+			return r;
+	}
 	if (!reason)
 		return usage_err(c, "--reason TEXT is required: say why it is "
 				    "discarded");
@@ -3211,6 +3543,8 @@ static int cmd_redo_discard(struct ctl *c)
 	if (strlen(reason) > REASON_MAX)
 		return usage_err(c, "--reason is %zu bytes long, at most %d",
 				 strlen(reason), REASON_MAX);
+	if (bulk_asked(c))
+		return redo_bulk(c, STORE_BULK_DISCARD, reason);
 	r = ctl_load_config(c);
 	if (r)
 		return r;
@@ -3474,6 +3808,8 @@ static int cmd_received_list(struct ctl *c)
 	struct recv_data d = {0};
 	struct status_data s = {0};
 	const char *origin = opt(c, "--origin"), *limit = opt(c, "--limit");
+	struct store_filter f = {0};
+	struct semq_where w;
 	uint64_t v = LIST_LIMIT_DEFAULT;
 	int r, footer = 0;
 	size_t i;
@@ -3488,6 +3824,11 @@ static int cmd_received_list(struct ctl *c)
 	if (limit && (parse_uint(limit, LIST_LIMIT_MAX, &v) || v == 0))
 		return usage_err(c, "--limit '%s' is not a number 1..%d", limit,
 				 LIST_LIMIT_MAX);
+	r = parse_filter(c, &f, &w);
+	if (r)
+		return r;
+	f.status = -100;
+	f.limit = (unsigned)v;
 	r = ctl_load_config(c);
 	if (r)
 		return r;
@@ -3496,8 +3837,8 @@ static int cmd_received_list(struct ctl *c)
 		return r;
 
 	r = EXIT_FAIL;
-	if (store_received_list(c->st, origin, (unsigned)v, recv_collect_cb,
-				&d) != SEMQ_OK ||
+	if (store_received_select(c->st, origin, &f, recv_collect_cb, &d) !=
+		    SEMQ_OK ||
 	    store_streams_in(c->st, status_stream_cb, &s) != SEMQ_OK) {
 		fail("%s: reading tb_0030: %s", c->db, store_errmsg(c->st));
 		goto out;

@@ -441,16 +441,16 @@ ids=$(awk 'NR > 1 { print $1 }' "$dir/out" | tr '\n' ' ')
 if [ "$rc" -eq 0 ] && [ -z "$err" ] &&
 	grep -Eq '^ID +TYPE +KEY +STATUS +RESULT +ATTEMPTS +AGE +LAST_ERROR$' "$dir/out" &&
 	[ "$ids" = "R1/S1/6 R1/S2/1 R1/S1/5 R1/S1/4 R1/S1/3 R1/S1/2 R1/S1/1 " ] &&
-	grep -Eq '^R1/S1/3 +7 +- +100 confirmed +processed +1 +[0-9]+s +-$' "$dir/out" &&
-	grep -Eq '^R1/S1/4 +4294967295 +- +6 relay-acked +- +1 +[0-9]+s +-$' "$dir/out" &&
-	grep -Eq '^R1/S1/1 +2800 +K1 +0 unsent +- +0 +[0-9]+s +-$' "$dir/out"; then
+	grep -Eq '^R1/S1/3 +7 +- +confirmed +processed +1 +[0-9]+s +-$' "$dir/out" &&
+	grep -Eq '^R1/S1/4 +4294967295 +- +relay-acked +- +1 +[0-9]+s +-$' "$dir/out" &&
+	grep -Eq '^R1/S1/1 +2800 +K1 +unsent +- +0 +[0-9]+s +-$' "$dir/out"; then
 	ok "outbound list: aligned table of every row, newest first"
 else
 	bad "outbound list: aligned table of every row, newest first"
 fi
 short=$(grep '^R1/S1/2 ' "$dir/out" | sed -E 's/.* [0-9]+s +//')
 if [ "$short" = "${longerr:0:40}…" ] &&
-	grep -Eq '^R1/S1/2 +2800 +K1 +4 sent +- +2 +[0-9]+s ' "$dir/out"; then
+	grep -Eq '^R1/S1/2 +2800 +K1 +sent +- +2 +[0-9]+s ' "$dir/out"; then
 	ok "outbound list shortens LAST_ERROR to 40 characters and …"
 else
 	rc=-
@@ -801,8 +801,8 @@ fi
 run -c "$INI" outbound list --status cancelled
 if [ "$rc" -eq 0 ] &&
 	[ "$(awk 'NR > 1 { print $1 }' "$dir/out" | tr '\n' ' ')" = "R1/S1/4 R1/S1/2 R1/S1/1 " ] &&
-	grep -Eq '^R1/S1/4 +.* -2 cancelled +cancelled ' "$dir/out" &&
-	grep -Eq '^R1/S1/1 +.* -2 cancelled +- ' "$dir/out"; then
+	grep -Eq '^R1/S1/4 +.* cancelled +cancelled ' "$dir/out" &&
+	grep -Eq '^R1/S1/1 +.* cancelled +- ' "$dir/out"; then
 	ok "outbound list --status cancelled: answered (result cancelled) and not"
 else
 	bad "outbound list --status cancelled: answered (result cancelled) and not"
@@ -991,14 +991,14 @@ ids=$(awk 'NR > 1 { print $1 }' "$dir/out" | tr '\n' ' ')
 if [ "$rc" -eq 0 ] && [ -z "$err" ] &&
 	grep -Eqx 'ID +MESSAGE +TYPE +KEY +STATUS +TRIES +LEVEL +NEXT +LAST_ERROR' "$dir/out" &&
 	[ "$ids" = "1 2 3 4 5 6 7 8 9 10 11 12 13 " ] &&
-	grep -Eqx "1 +R1/S1/7 +2800 +K1 +-1 dead +3 +3 +- +${rerr:0:40}…" "$dir/out" &&
-	grep -Eqx '2 +R1/S1/8 +2800 +K1 +1 waiting +0 +0 +- +waiting behind dead #1 \(R1/S1/7\): retry or discard it first' "$dir/out" &&
-	grep -Eqx '12 +R1/S1/21 +2800 +K5 +1 waiting +0 +0 +- +waiting behind #11 \(R1/S1/20\), next tried [0-9T:-]+Z' "$dir/out" &&
-	grep -Eqx '4 +R2/S1/1 +7 +- +0 pending +1 +1 +in [0-9]+s +timeout' "$dir/out" &&
-	grep -Eqx '5 +R2/S1/2 +7 +- +0 pending +0 +0 +due +-' "$dir/out" &&
-	grep -Eqx '6 +R2/S1/3 +7 +K2 +2 done +1 +0 +- +-' "$dir/out" &&
-	grep -Eqx '7 +R2/S1/4 +7 +K3 +-2 discarded +3 +3 +- +bad' "$dir/out" &&
-	grep -Eqx '11 +R1/S1/20 +2800 +K5 +0 pending +2 +2 +in (9|10)m +busy' "$dir/out"; then
+	grep -Eqx "1 +R1/S1/7 +2800 +K1 +dead +3 +3 +- +${rerr:0:40}…" "$dir/out" &&
+	grep -Eqx '2 +R1/S1/8 +2800 +K1 +waiting +0 +0 +- +waiting behind dead #1 \(R1/S1/7\): retry or discard it first' "$dir/out" &&
+	grep -Eqx '12 +R1/S1/21 +2800 +K5 +waiting +0 +0 +- +waiting behind #11 \(R1/S1/20\), next tried [0-9T:-]+Z' "$dir/out" &&
+	grep -Eqx '4 +R2/S1/1 +7 +- +pending +1 +1 +in [0-9]+s +timeout' "$dir/out" &&
+	grep -Eqx '5 +R2/S1/2 +7 +- +pending +0 +0 +due +-' "$dir/out" &&
+	grep -Eqx '6 +R2/S1/3 +7 +K2 +done +1 +0 +- +-' "$dir/out" &&
+	grep -Eqx '7 +R2/S1/4 +7 +K3 +discarded +3 +3 +- +bad' "$dir/out" &&
+	grep -Eqx '11 +R1/S1/20 +2800 +K5 +pending +2 +2 +in (9|10)m +busy' "$dir/out"; then
 	ok "redo list: aligned table of every entry, NEXT and a shortened LAST_ERROR"
 else
 	bad "redo list: aligned table of every entry, NEXT and a shortened LAST_ERROR"
@@ -1068,8 +1068,8 @@ expect_usage_of "$R" "redo list --limit x" "--limit 'x' is not a number" \
 	-c "$S1" redo list --limit x
 expect_usage_of "$R" "redo list takes no argument" "unexpected argument '3'" \
 	-c "$S1" redo list 3
-expect_usage_of "$R" "redo list unknown option" "unknown option '--dest'" \
-	-c "$S1" redo list --dest S1
+expect_usage_of "$R" "redo list unknown option" "unknown option '--origin'" \
+	-c "$S1" redo list --origin S1
 
 # -- redo show --
 run -c "$S1" redo show 1
@@ -1298,7 +1298,7 @@ else
 	bad "redo discard --json of a pending head: releases the next at its deliver_at, wakes the daemon"
 fi
 run -c "$S1" redo list --status pending
-if [ "$rc" -eq 0 ] && grep -Eqx '3 +R1/S1/9 +2800 +K1 +0 pending +0 +0 +in (59m|1h) +-' "$dir/out"; then
+if [ "$rc" -eq 0 ] && grep -Eqx '3 +R1/S1/9 +2800 +K1 +pending +0 +0 +in (59m|1h) +-' "$dir/out"; then
 	ok "redo list: the released entry is pending until its deliver_at"
 else
 	bad "redo list: the released entry is pending until its deliver_at"
