@@ -1,0 +1,165 @@
+# SPDX-License-Identifier: MIT
+"""Dead letters at incident scale, and the listings' filters
+(docs/OPERATIONS.md, "Dead letters"), between two real semqd nodes.
+
+R dials S. S's journal fails every call (fail_rate 1) with [redo]
+max_tries 1, so each of R's 210 keyed documents goes dead at once with one
+error; two more keys fail PERMANENT (permanent_keys), each with its own
+error: 212 dead entries, three distinct errors. Then:
+
+  - `redo list --group-by error` (text and --json) counts 210, 1, 1;
+  - S logs a WARN line "dead: redo entry N" per dead document;
+  - R: `outbound list --key` finds one document, "dead at S" (result 5);
+  - HTTP: /redo?group_by=error, /redo?key=, paging (offset, total),
+    POST /redo/retry with dry_run, 400 naming a bad since=/where=;
+  - bad --since/--where: exit 2 naming the option;
+  - `redo retry --where error~INJECTED --dest S --since 1h --dry-run`
+    lists 210 entries; the real run retries exactly those ids, with
+    "retried 210/210" on stderr and the operator's line; the same for
+    `redo discard --where error~permanent_keys` (2 entries).
+
+Run by ctest as integration_deadletters, or by hand:
+  SEMQ_BUILD_DIR=build python3 tests/integration/test_deadletters.py
+"""
+
+import http.client
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from semqtest import Pending, connect, run, test, wait_until  # noqa: E402
+
+FAST = {"poll_interval": "20ms", "query_after": "2s",
+        "reconnect_min": "100ms", "reconnect_max": "500ms"}
+N = 210
+SETTLE = 60.0
+
+
+def post(node, path, body):
+    host, port = node.admin.rsplit(":", 1)
+    c = http.client.HTTPConnection(host, int(port), timeout=10)
+    try:
+        c.request("POST", path, body=json.dumps(body),
+                  headers={"Content-Type": "application/json"})
+        r = c.getresponse()
+        return r.status, json.loads(r.read().decode())
+    finally:
+        c.close()
+
+
+def get(node, path):
+    st, text = node.admin_get(path)
+    return st, json.loads(text)
+
+
+def ctl_json(node, *args):
+    rc, out, err = node.semqctl("--json", *args)
+    assert rc == 0, (args, rc, err)
+    return json.loads(out), err
+
+
+@test
+def dead_letters_grouped_filtered_and_bulk_with_dry_run(t):
+    certs = t.certs(["R", "S"])
+    s = t.node("S", certs, admin=True, node_options=FAST,
+               journal_options={"fail_rate": "1",
+                                "permanent_keys": "BAD-A,BAD-B"},
+               redo={"max_tries": 1})
+    r = t.node("R", certs, listen=False, journal=False, node_options=FAST)
+    connect(r, s)
+    s.start()
+    r.start()
+    # The permanent ones first: their dead lines come before the storm's
+    # rate limit (20 lines a second).
+    r.enqueue("S", type=1, key="BAD-A", payload=b"a")
+    r.enqueue("S", type=1, key="BAD-B", payload=b"b")
+    for i in range(N):
+        r.enqueue("S", type=1, key=f"k{i}", payload=b"doc")
+    r.wait_all_confirmed("S", N + 2, timeout=SETTLE)
+
+    def dead():
+        n = s.sql("SELECT count(*) FROM tb_0033 WHERE status = -1")[0][0]
+        return n == N + 2 or Pending(f"{n} dead")
+    wait_until(dead, SETTLE, "every document dead at S")
+
+    # Grouped by error.
+    doc, _ = ctl_json(s, "redo", "list", "--status", "dead",
+                      "--group-by", "error")
+    counts = sorted(g["count"] for g in doc["groups"])
+    assert counts == [1, 1, N], doc
+    big = [g for g in doc["groups"] if g["count"] == N][0]
+    assert "injected failure" in big["error"] and big["dests"] == ["S"], big
+    rc, out, _ = s.semqctl("redo", "list", "--group-by", "error")
+    assert rc == 0 and out.splitlines()[0].split()[:4] == [
+        "COUNT", "OLDEST", "NEWEST", "DESTS"], out
+    assert out.splitlines()[1].split()[0] == str(N), out
+
+    # The dead line, with the redo id.
+    (rid,), = s.sql("SELECT id FROM tb_0033 WHERE msg_key = 'BAD-A'")
+    wait_until(lambda: f"dead: redo entry {rid} " in s.log_text() or
+               Pending("no dead line"), 10, "the dead line in S's log")
+
+    # Where is bill k5? At the origin: dead at S.
+    rows, _ = ctl_json(r, "outbound", "list", "--key", "k5")
+    assert len(rows) == 1 and rows[0]["result_name"] == "dead", rows
+    rc, out, _ = r.semqctl("outbound", "list", "--key", "k5")
+    assert rc == 0 and "dead at S" in out and "confirmed" in out, out
+
+    # HTTP: grouping, key, paging, bad values.
+    st, doc = get(s, "/redo?group_by=error&status=dead")
+    assert st == 200 and sorted(g["count"] for g in doc["groups"]) == \
+        [1, 1, N], doc
+    st, doc = get(s, "/redo?key=k7")
+    assert st == 200 and doc["total"] == 1 and \
+        doc["entries"][0]["key"] == "k7", doc
+    st, doc = get(s, "/redo?status=dead&limit=50&offset=200&since=1h")
+    assert st == 200 and doc["total"] == N + 2 and doc["count"] == 12, doc
+    st, doc = get(s, "/redo?since=yesterday")
+    assert st == 400 and "since 'yesterday'" in doc["error"], doc
+    st, doc = get(s, "/redo?where=key~x")
+    assert st == 400 and "where 'key~x'" in doc["error"], doc
+    st, doc = post(s, "/redo/retry", {"where": "error~PERMANENT_KEYS",
+                                      "dry_run": True})
+    assert st == 200 and doc["count"] == 2 and doc["dry_run"], doc
+    st, doc = post(s, "/redo/retry", {"where": "error~x", "since": "soon"})
+    assert st == 400 and "since 'soon'" in doc["error"], doc
+
+    # Bad filters on the command line: exit 2 naming the option.
+    for args, culprit in ((("redo", "list", "--since", "yesterday"),
+                           "--since 'yesterday'"),
+                          (("redo", "retry", "--where", "error", "--dry-run"),
+                           "--where 'error'"),
+                          (("outbound", "list", "--since", "5x"),
+                           "--since '5x'")):
+        rc, _, err = s.semqctl(*args)
+        assert rc == 2 and culprit in err, (args, rc, err)
+
+    # Bulk retry: the dry run lists exactly what the real run retries.
+    flt = ("--where", "error~INJECTED", "--dest", "S", "--since", "1h")
+    dry, _ = ctl_json(s, "redo", "retry", *flt, "--dry-run")
+    ids = sorted(e["id"] for e in dry["entries"])
+    assert dry["dry_run"] and dry["count"] == N and len(ids) == N, dry
+    assert s.sql("SELECT count(*) FROM tb_0033 WHERE status = -1")[0][0] \
+        == N + 2, "the dry run changed something"
+    real, err = ctl_json(s, "redo", "retry", *flt)
+    assert sorted(e["id"] for e in real["entries"]) == ids, real
+    assert f"retried {N}/{N}" in err and "operator" in err, err
+
+    # Bulk discard of the two permanent failures.
+    dry, _ = ctl_json(s, "redo", "discard", "--where", "error~permanent_keys",
+                      "--reason", "bad documents", "--dry-run")
+    ids = sorted(e["id"] for e in dry["entries"])
+    assert len(ids) == 2, dry
+    real, err = ctl_json(s, "redo", "discard", "--where",
+                         "error~permanent_keys", "--reason", "bad documents")
+    assert sorted(e["id"] for e in real["entries"]) == ids, real
+    got = s.sql("SELECT id, status, discard_reason FROM tb_0033 WHERE "
+                "status = -2 ORDER BY id")
+    assert [g[0] for g in got] == ids and \
+        all(g[2] == "bad documents" for g in got), got
+
+
+if __name__ == "__main__":
+    run()
