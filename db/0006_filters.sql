@@ -16,4 +16,4 @@
 
 CREATE INDEX idx_0031_msg_key ON tb_0031(msg_key) WHERE msg_key IS NOT NULL;
 CREATE INDEX idx_0033_msg_key ON tb_0033(msg_key) WHERE msg_key IS NOT NULL;
-CREATE INDEX idx_0031_dead ON tb_0031(dest) WHERE result = 5;
+CREATE INDEX idx_0031_dead ON tb_0031(origin, dest) WHERE result = 5;
