@@ -287,6 +287,17 @@ const char *semq_result_name(int result)
 	return result < 0 ? "-" : "unknown";
 }
 
+const char *semq_table_title(const char *table)
+{
+	if (!strcmp(table, "tb_0031"))
+		return "outbound";
+	if (!strcmp(table, "tb_0030"))
+		return "received";
+	if (!strcmp(table, "tb_0033"))
+		return "redo";
+	return table;
+}
+
 const char *semq_status_name(const char *table, int status)
 {
 	if (!strcmp(table, "tb_0031")) {

@@ -165,6 +165,10 @@ const char *semq_result_name(int result);
  * ("tb_0031", "tb_0030" — its ack_status —, "tb_0033"): "unsent",
  * "confirmed", "dead", ...; "unknown" for a value outside the table's. */
 const char *semq_status_name(const char *table, int status);
+/* What human output calls `table`: "outbound" (tb_0031), "received"
+ * (tb_0030), "redo" (tb_0033); the table name itself for another. Table
+ * names stay in --json fields and the docs. */
+const char *semq_table_title(const char *table);
 
 /*
  * WHEN of the listings' --since and since= filters: a duration back from

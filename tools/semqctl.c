@@ -167,10 +167,15 @@ static const struct ctl_cmd ctl_cmds[] = {
 	 "Shows the node id and database, then one line per table, stream and\n"
 	 "status with its count and, for unconfirmed rows (tb_0031 unsent,\n"
 	 "sent, relay-acked; tb_0030 unacked), the age of the first of them,\n"
-	 "then every inbound stream with its confirmed_through watermark. The\n"
+	 "then every inbound stream with its confirmed_through watermark, and\n"
+	 "per destination this node's confirmed messages that were dead there\n"
+	 "when it confirmed them (its redo entry; a snapshot: 'semqctl trace'\n"
+	 "asks the destination now). The\n"
 	 "counts are kept by the database (semq_counts): status reads a few\n"
 	 "rows per stream, however long the queues. --json prints\n"
-	 "{\"node\", \"db\", \"schema_version\", \"queues\": [...] (with\n"
+	 "{\"node\", \"db\", \"schema_version\", \"dead_at_dest\": "
+	 "[{\"dest\",\n"
+	 "\"messages\", \"first_at\"}...], \"queues\": [...] (with\n"
 	 "\"oldest\" null where none is shown), \"streams_in\": [...]}.\n"},
 	{"send", cmd_send, send_opts,
 	 "--to D --type T [--key K] [--delay DURATION | --deliver-at UNIX_MS] "
@@ -854,6 +859,10 @@ struct status_data {
 		int64_t messages, bytes, at;
 	} * held;
 	size_t n_held, cap_held;
+	/* this node's confirmed messages dead at their destination (a: dest,
+	 * at: the first such answer) */
+	struct held_copy *dead;
+	size_t n_dead, cap_dead;
 	int failed; /* out of memory in a callback */
 };
 
@@ -905,6 +914,32 @@ static int status_waiting_cb(void *ctx, const char *dest, const char *relay,
 	return 0;
 }
 
+/* store_outbound_dead_at's rows. */
+static int status_dead_cb(void *ctx, const char *dest, const char *relay,
+			  int64_t n, int64_t since)
+{
+	struct status_data *d = ctx;
+	struct held_copy *h;
+
+	(void)relay;
+	if (d->n_dead == d->cap_dead) {
+		size_t cap = d->cap_dead ? d->cap_dead * 2 : 8;
+		void *v = realloc(d->dead, cap * sizeof *d->dead);
+		if (!v) {
+			d->failed = 1;
+			return 1;
+		}
+		d->dead = v;
+		d->cap_dead = cap;
+	}
+	h = &d->dead[d->n_dead++];
+	memset(h, 0, sizeof *h);
+	snprintf(h->a, sizeof h->a, "%s", dest);
+	h->messages = n;
+	h->at = since;
+	return 0;
+}
+
 static void status_free(struct status_data *d)
 {
 	size_t i;
@@ -923,6 +958,7 @@ static void status_free(struct status_data *d)
 		free(d->outs[i].note);
 	}
 	free(d->rows);
+	free(d->dead);
 	free(d->streams);
 	free(d->outs);
 	free(d->held);
@@ -1157,12 +1193,10 @@ static void status_print_text(const struct ctl *c, const struct status_data *d)
 		printf("no messages\n");
 	for (i = 0; i < d->n_rows; i++) {
 		const struct stat_copy *r = &d->rows[i];
-		wt = width(wt, r->table);
+		wt = width(wt, semq_table_title(r->table));
 		wo = width(wo, r->origin);
 		wd = width(wd, r->dest);
-		snprintf(sbuf, sizeof sbuf, "%d %s", r->status,
-			 semq_status_name(r->table, r->status));
-		ws = width(ws, sbuf);
+		ws = width(ws, semq_status_name(r->table, r->status));
 		snprintf(sbuf, sizeof sbuf, "%lld", (long long)r->count);
 		wc = width(wc, sbuf);
 	}
@@ -1172,14 +1206,24 @@ static void status_print_text(const struct ctl *c, const struct status_data *d)
 		       "OLDEST");
 	for (i = 0; i < d->n_rows; i++) {
 		const struct stat_copy *r = &d->rows[i];
-		snprintf(sbuf, sizeof sbuf, "%d %s", r->status,
-			 semq_status_name(r->table, r->status));
-		printf("%-*s  %-*s  %-*s  %-*s  %*lld  %s\n", wt, r->table, wo,
+		printf("%-*s  %-*s  %-*s  %-*s  %*lld  %s\n", wt,
+		       semq_table_title(r->table), wo,
 		       r->origin ? r->origin : "-", wd, r->dest ? r->dest : "-",
-		       ws, sbuf, wc, (long long)r->count,
+		       ws, semq_status_name(r->table, r->status), wc,
+		       (long long)r->count,
 		       fmt_oldest(r->oldest, now, tbuf, sizeof tbuf));
 	}
 	status_print_custody(c, d, now);
+	for (i = 0; i < d->n_dead; i++) {
+		if (!i)
+			printf("\nconfirmed, dead at the destination (its "
+			       "answer when it confirmed; 'semqctl trace' asks "
+			       "it now)\n%-20s  %10s  %s\n",
+			       "DEST", "MESSAGES", "FIRST");
+		printf("%-20s  %10lld  %s\n", d->dead[i].a,
+		       (long long)d->dead[i].messages,
+		       fmt_oldest(d->dead[i].at, now, tbuf, sizeof tbuf));
+	}
 	if (!d->n_streams)
 		return;
 	wo = 6;
@@ -1203,12 +1247,19 @@ static json_t *status_json(const struct ctl *c, const struct status_data *d)
 {
 	json_t *doc = NULL, *queues = json_array(), *streams = json_array();
 	json_t *outs = json_array(), *held = json_array();
-	json_t *waiting = json_array(), *e;
+	json_t *waiting = json_array(), *dead = json_array(), *e;
 	char lb[SEMQ_LIFE_STRLEN];
 	size_t i;
 
-	if (!queues || !streams || !outs || !held || !waiting)
+	if (!queues || !streams || !outs || !held || !waiting || !dead)
 		goto out;
+	for (i = 0; i < d->n_dead; i++) {
+		e = json_pack("{s:s, s:I, s:I}", "dest", d->dead[i].a,
+			      "messages", (json_int_t)d->dead[i].messages,
+			      "first_at", (json_int_t)d->dead[i].at);
+		if (!e || json_array_append_new(dead, e))
+			goto out;
+	}
 	for (i = 0; i < d->n_rows; i++) {
 		const struct stat_copy *r = &d->rows[i];
 		e = json_pack("{s:s, s:s?, s:s?, s:i, s:s, s:I, s:o}", "table",
@@ -1263,19 +1314,20 @@ static json_t *status_json(const struct ctl *c, const struct status_data *d)
 	}
 	/* "o" steals the arrays, even when packing fails. */
 	doc = json_pack(
-		"{s:s, s:s, s:s, s:i, s:o, s:o, s:o, s:{s:o, s:o, s:{s:I, s:I, "
-		"s:I, s:I}}}",
+		"{s:s, s:s, s:s, s:i, s:o, s:o, s:o, s:o, s:{s:o, s:o, s:{s:I, "
+		"s:I, s:I, s:I}}}",
 		"node", c->cfg->id, "life",
 		semq_life_str(store_life(c->st), lb, sizeof lb), "db", c->db,
 		"schema_version", store_schema_version(c->st), "queues", queues,
-		"streams_in", streams, "streams_out", outs, "custody", "held",
-		held, "waiting", waiting, "quota", "messages",
-		(json_int_t)c->cfg->quota_messages, "bytes",
+		"streams_in", streams, "streams_out", outs, "dead_at_dest",
+		dead, "custody", "held", held, "waiting", waiting, "quota",
+		"messages", (json_int_t)c->cfg->quota_messages, "bytes",
 		(json_int_t)c->cfg->quota_bytes, "messages_per_origin",
 		(json_int_t)c->cfg->quota_messages_per_origin,
 		"bytes_per_origin", (json_int_t)c->cfg->quota_bytes_per_origin);
-	queues = streams = outs = held = waiting = NULL;
+	queues = streams = outs = held = waiting = dead = NULL;
 out:
+	json_decref(dead);
 	json_decref(queues);
 	json_decref(streams);
 	json_decref(outs);
@@ -1305,7 +1357,8 @@ static int cmd_status(struct ctl *c)
 	    store_streams_in(c->st, status_stream_cb, &d) != SEMQ_OK ||
 	    store_streams_out(c->st, status_out_cb, &d) != SEMQ_OK ||
 	    store_counts_custody(c->st, status_custody_cb, &d) != SEMQ_OK ||
-	    store_counts_waiting(c->st, status_waiting_cb, &d) != SEMQ_OK) {
+	    store_counts_waiting(c->st, status_waiting_cb, &d) != SEMQ_OK ||
+	    store_outbound_dead_at(c->st, status_dead_cb, &d) != SEMQ_OK) {
 		fail("%s: reading the queues: %s", c->db, store_errmsg(c->st));
 		goto out;
 	}

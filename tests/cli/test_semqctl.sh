@@ -162,15 +162,15 @@ r = q[0]
 assert r["table"] == "tb_0031" and r["origin"] == "R1" and r["dest"] == "S1", r
 assert r["status"] == 0 and r["status_name"] == "unsent" and r["count"] == 1, r
 assert isinstance(r["oldest"], int) and r["oldest"] > 1600000000000, r'; then
-		ok "'$form' shows the inserted row: tb_0031 R1 S1 0 unsent 1"
+		ok "'$form' shows the inserted row: outbound R1 S1 unsent 1"
 	else
-		bad "'$form' shows the inserted row: tb_0031 R1 S1 0 unsent 1"
+		bad "'$form' shows the inserted row: outbound R1 S1 unsent 1"
 	fi
 done
 run -c "$INI" status
 if [ "$rc" -eq 0 ] &&
 	grep -Eq '^TABLE +ORIGIN +DEST +STATUS +COUNT +OLDEST$' "$dir/out" &&
-	grep -Eq '^tb_0031 +R1 +S1 +0 unsent +1 +[0-9]+s$' "$dir/out" &&
+	grep -Eq '^outbound +R1 +S1 +unsent +1 +[0-9]+s$' "$dir/out" &&
 	! grep -q 'no messages' "$dir/out"; then
 	ok "status prints an aligned table with the row and its age"
 else

@@ -10,6 +10,7 @@ error: 212 dead entries, three distinct errors. Then:
   - `redo list --group-by error` (text and --json) counts 210, 1, 1;
   - S logs a WARN line "dead: redo entry N" per dead document;
   - R: `outbound list --key` finds one document, "dead at S" (result 5);
+    `status` counts R's 212 documents dead at S;
   - HTTP: /redo?group_by=error, /redo?key=, paging (offset, total),
     POST /redo/retry with dry_run, 400 naming a bad since=/where=;
   - bad --since/--where: exit 2 naming the option;
@@ -106,6 +107,12 @@ def dead_letters_grouped_filtered_and_bulk_with_dry_run(t):
     assert len(rows) == 1 and rows[0]["result_name"] == "dead", rows
     rc, out, _ = r.semqctl("outbound", "list", "--key", "k5")
     assert rc == 0 and "dead at S" in out and "confirmed" in out, out
+    doc, _ = ctl_json(r, "status")
+    assert [(d["dest"], d["messages"]) for d in doc["dead_at_dest"]] == \
+        [("S", N + 2)], doc["dead_at_dest"]
+    rc, out, _ = r.semqctl("status")
+    assert rc == 0 and "dead at the destination" in out and \
+        "tb_0031" not in out, out
 
     # HTTP: grouping, key, paging, bad values.
     st, doc = get(s, "/redo?group_by=error&status=dead")
