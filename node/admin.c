@@ -84,6 +84,7 @@ static const struct route routes[] = {
 	{"/metrics", EVHTTP_REQ_GET, RK_STORE, 0, 1},
 	{"/streams", EVHTTP_REQ_GET, RK_STORE, 0, 0},
 	{"/redo", EVHTTP_REQ_GET, RK_STORE, 0, 0},
+	{"/outbound", EVHTTP_REQ_GET, RK_STORE, 0, 0},
 	{"/redo/retry-all-dead", EVHTTP_REQ_POST, RK_STORE, 1, 0},
 	{"/redo/retry", EVHTTP_REQ_POST, RK_STORE, 1, 0},
 	{"/redo/discard", EVHTTP_REQ_POST, RK_STORE, 1, 0},

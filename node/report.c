@@ -679,6 +679,110 @@ static int retry_all_dead(struct store *st, const struct admin_req *rq,
 			  json_pack("{s:I}", "retried", (json_int_t)n));
 }
 
+/* ---- GET /outbound ------------------------------------------------------------ */
+
+static int out_list_cb(void *ctx, const struct msg *m,
+		       const struct out_row *row)
+{
+	struct list_ctx *x = ctx;
+	json_t *o = out_json(m, row);
+
+	if (!o || json_array_append_new(x->arr, o)) {
+		x->failed = 1;
+		return 1;
+	}
+	return 0;
+}
+
+/* tb_0031 rows, newest first: status= (a name, or all), key=, dest=,
+ * since=, limit=, offset=; {"status", "limit", "offset", "total",
+ * "count", "rows": [...]}. */
+static int outbound_list(struct store *st, const struct admin_req *rq,
+			 int64_t now, struct outbox *ob)
+{
+	static const char *const allowed[] = {
+		"status", "limit", "offset", "key", "dest", "since", NULL};
+	struct list_ctx x = {st, now, NULL, 0};
+	struct store_filter f = {0};
+	struct semq_where w;
+	struct evkeyvalq q;
+	const char *sv, *lv, *ov;
+	int status = -100, answered = 0, r;
+	int64_t limit = REDO_LIMIT_DEFAULT, offset = 0, total = 0;
+	json_t *doc = NULL;
+	size_t i;
+
+	r = parse_query(rq, allowed, &q, ob, &answered);
+	if (r != SEMQ_OK || answered)
+		goto out;
+	sv = evhttp_find_header(&q, "status");
+	lv = evhttp_find_header(&q, "limit");
+	ov = evhttp_find_header(&q, "offset");
+	if (sv && strcmp(sv, "all")) {
+		for (i = 0; i < N_OUT; i++)
+			if (!strcmp(sv, semq_status_name("tb_0031",
+							 out_statuses[i])))
+				break;
+		if (i == N_OUT) {
+			r = reply_error(ob, rq->req_id, HS_BAD_REQUEST,
+					"query: status '%s' is not one of "
+					"unsent, sent, relay-acked, held, "
+					"confirmed, cancelled, all",
+					sv);
+			goto out;
+		}
+		status = out_statuses[i];
+	}
+	if (lv && (!parse_positive(lv, strlen(lv), &limit) ||
+		   limit > REDO_LIMIT_MAX)) {
+		r = reply_error(ob, rq->req_id, HS_BAD_REQUEST,
+				"query: limit '%s' is not a number 1..%d", lv,
+				REDO_LIMIT_MAX);
+		goto out;
+	}
+	if (ov && strcmp(ov, "0") &&
+	    (!parse_positive(ov, strlen(ov), &offset) || offset > INT32_MAX)) {
+		r = reply_error(ob, rq->req_id, HS_BAD_REQUEST,
+				"query: offset '%s' is not a number 0..%d", ov,
+				INT32_MAX);
+		goto out;
+	}
+	r = parse_filter(rq, &q, now, &f, &w, ob, &answered);
+	if (r != SEMQ_OK || answered)
+		goto out;
+	f.status = status;
+	f.limit = (unsigned)limit;
+	f.offset = (unsigned)offset;
+	x.arr = json_array();
+	if (!x.arr) {
+		r = SEMQ_ERR_NOMEM;
+		goto out;
+	}
+	r = store_outbound_count(st, &f, &total);
+	if (r == SEMQ_OK)
+		r = store_outbound_select(st, &f, out_list_cb, &x);
+	if (r != SEMQ_OK) {
+		r = reply_error(ob, rq->req_id, HS_INTERNAL,
+				"reading tb_0031: %s", store_errmsg(st));
+		goto out;
+	}
+	if (x.failed) {
+		r = SEMQ_ERR_NOMEM;
+		goto out;
+	}
+	doc = json_pack("{s:s, s:I, s:I, s:I, s:I, s:O}", "status",
+			status == -100 ? "all"
+				       : semq_status_name("tb_0031", status),
+			"limit", (json_int_t)limit, "offset",
+			(json_int_t)offset, "total", (json_int_t)total, "count",
+			(json_int_t)json_array_size(x.arr), "rows", x.arr);
+	r = doc ? reply_json(ob, rq->req_id, HS_OK, doc) : SEMQ_ERR_NOMEM;
+out:
+	json_decref(x.arr);
+	evhttp_clear_headers(&q);
+	return r;
+}
+
 /* ---- POST /redo/retry, /redo/discard: the bulk verbs ------------------------ */
 
 static int bulk_each(void *ctx, const struct msg *m, const struct redo_row *row)
@@ -1173,11 +1277,38 @@ static int streams_get(struct store *st, const struct config *c,
 		       const struct admin_req *rq, int64_t now,
 		       struct outbox *ob)
 {
+	static const char *const allowed[] = {"dest", "origin", "key", "since",
+					      NULL};
 	struct streams s = {.node = c->id};
 	json_t *doc = NULL, *outv = NULL, *inv = NULL;
+	const char *dv = NULL, *ov = NULL, *no;
+	struct evkeyvalq q;
 	int answered, failed = 0, r;
 	size_t i;
 
+	/* dest=, origin= pick streams; key= and since= are filters of the
+	 * listings of rows, not of the counts per stream. */
+	r = parse_query(rq, allowed, &q, ob, &answered);
+	if (r != SEMQ_OK || answered)
+		goto out;
+	no = evhttp_find_header(&q, "key") ? "key" : "since";
+	if (evhttp_find_header(&q, no)) {
+		r = reply_error(ob, rq->req_id, HS_BAD_REQUEST,
+				"query: %s= does not filter /streams (counts "
+				"per stream); GET /outbound?%s=... or "
+				"/redo?%s=... list the rows",
+				no, no, no);
+		goto out;
+	}
+	dv = evhttp_find_header(&q, "dest");
+	ov = evhttp_find_header(&q, "origin");
+	if ((dv && !semq_id_valid(dv)) || (ov && !semq_id_valid(ov))) {
+		r = reply_error(ob, rq->req_id, HS_BAD_REQUEST,
+				"query: %s '%s' is not a node id",
+				dv && !semq_id_valid(dv) ? "dest" : "origin",
+				dv && !semq_id_valid(dv) ? dv : ov);
+		goto out;
+	}
 	r = streams_read(st, rq, &s, ob, &answered);
 	if (r != SEMQ_OK || answered)
 		goto out;
@@ -1185,7 +1316,12 @@ static int streams_get(struct store *st, const struct config *c,
 	inv = json_array();
 	failed = !outv || !inv;
 	for (i = 0; i < s.n && !failed; i++) {
-		json_t *o = stream_json(&s.v[i], now, &failed);
+		json_t *o;
+
+		if ((dv && strcmp(dv, s.v[i].dest)) ||
+		    (ov && strcmp(ov, s.v[i].origin)))
+			continue;
+		o = stream_json(&s.v[i], now, &failed);
 		if (o && json_array_append_new(s.v[i].out ? outv : inv, o))
 			failed = 1;
 	}
@@ -1204,6 +1340,7 @@ static int streams_get(struct store *st, const struct config *c,
 	r = reply_json(ob, rq->req_id, HS_OK, doc);
 	doc = NULL;
 out:
+	evhttp_clear_headers(&q);
 	json_decref(doc);
 	json_decref(outv);
 	json_decref(inv);
@@ -1468,6 +1605,8 @@ int report_handle(struct store *st, const struct config *c, const struct job *j,
 		return metrics_get(st, c, rq, now, ob);
 	if (!strcmp(path, "/redo") && get)
 		return redo_list(st, rq, now, ob);
+	if (!strcmp(path, "/outbound") && get)
+		return outbound_list(st, rq, now, ob);
 	if (!strcmp(path, "/redo/retry") && post)
 		return redo_bulk(st, rq, STORE_BULK_RETRY, now, ob, changed);
 	if (!strcmp(path, "/redo/discard") && post)

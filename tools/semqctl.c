@@ -221,8 +221,10 @@ static const struct ctl_cmd ctl_cmds[] = {
 	 "--json prints an array of objects with every column: id, origin,\n"
 	 "dest, seq, rowid, type, key, prev_seq, deliver_at, created_at,\n"
 	 "status, status_name, result, result_name, attempts,\n"
-	 "next_attempt_at, sent_at, acked_at, last_error, payload_len\n"
-	 "(times in unix ms; result, key and last_error null when none).\n"},
+	 "next_attempt_at, sent_at, acked_at, last_error, payload_len,\n"
+	 "custodian (the relay holding it in custody, status relay-acked)\n"
+	 "(times in unix ms; result, key, last_error and custodian null\n"
+	 "when none).\n"},
 	{"outbound show", cmd_outbound_show, outbound_id_opts,
 	 "ORIGIN/DEST/SEQ | SEQ --dest D",
 	 "one outbound message with every column and its payload",
@@ -1829,48 +1831,6 @@ static const char *fmt_time(int64_t ms, char *buf, size_t sz)
 	else
 		snprintf(buf, sz, "%lld", (long long)ms);
 	return buf;
-}
-
-/* Every column of one tb_0031 row as a JSON object (new reference, NULL
- * when out of memory); the payload itself only by its length. */
-static json_t *out_json(const struct msg *m, const struct out_row *row)
-{
-	json_t *o = json_object();
-	char idb[MSGID_STRLEN];
-	int failed = !o;
-
-	jset(o, "id", json_string(msgid_str(&m->id, idb, sizeof idb)), &failed);
-	jset(o, "origin", json_string(m->id.origin), &failed);
-	jset(o, "dest", json_string(m->id.dest), &failed);
-	jset(o, "seq", json_integer((json_int_t)m->id.seq), &failed);
-	jset(o, "rowid", json_integer(row->rowid), &failed);
-	jset(o, "type", json_integer(m->type), &failed);
-	jset(o, "key", json_text(m->has_key ? m->key : NULL), &failed);
-	jset(o, "prev_seq", json_integer((json_int_t)m->prev_seq), &failed);
-	jset(o, "deliver_at", json_integer(m->deliver_at), &failed);
-	jset(o, "created_at", json_integer(m->created_at), &failed);
-	jset(o, "status", json_integer(row->status), &failed);
-	jset(o, "status_name",
-	     json_string(semq_status_name("tb_0031", row->status)), &failed);
-	jset(o, "result",
-	     row->result < 0 ? json_null() : json_integer(row->result),
-	     &failed);
-	jset(o, "result_name",
-	     row->result < 0 ? json_null()
-			     : json_string(result_name(row->result)),
-	     &failed);
-	jset(o, "attempts", json_integer(row->attempts), &failed);
-	jset(o, "next_attempt_at", json_integer(row->next_attempt_at), &failed);
-	jset(o, "sent_at", json_integer(row->sent_at), &failed);
-	jset(o, "acked_at", json_integer(row->acked_at), &failed);
-	jset(o, "last_error", json_text(row->last_error), &failed);
-	jset(o, "payload_len", json_integer((json_int_t)m->payload_len),
-	     &failed);
-	if (failed) {
-		json_decref(o);
-		return NULL;
-	}
-	return o;
 }
 
 /* The message an outbound command names. */

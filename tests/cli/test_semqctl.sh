@@ -464,7 +464,7 @@ assert [x["id"] for x in d] == ["R1/S1/6", "R1/S2/1", "R1/S1/5", "R1/S1/4",
 cols = {"id", "origin", "dest", "seq", "rowid", "type", "key", "prev_seq",
     "deliver_at", "created_at", "status", "status_name", "result",
     "result_name", "attempts", "next_attempt_at", "sent_at", "acked_at",
-    "last_error", "payload_len"}
+    "last_error", "payload_len", "custodian"}
 assert all(set(x) == cols for x in d), [set(x) ^ cols for x in d]
 r = {x["id"]: x for x in d}
 x = r["R1/S1/2"]

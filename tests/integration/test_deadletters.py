@@ -11,7 +11,8 @@ error: 212 dead entries, three distinct errors. Then:
   - S logs a WARN line "dead: redo entry N" per dead document;
   - R: `outbound list --key` finds one document, "dead at S" (result 5);
     `status` counts R's 212 documents dead at S;
-  - HTTP: /redo?group_by=error, /redo?key=, paging (offset, total),
+  - HTTP at R: /outbound?key=, paging, /streams?dest=;
+  - HTTP at S: /redo?group_by=error, /redo?key=, paging (offset, total),
     POST /redo/retry with dry_run, 400 naming a bad since=/where=;
   - bad --since/--where: exit 2 naming the option;
   - `redo retry --where error~INJECTED --dest S --since 1h --dry-run`
@@ -68,7 +69,8 @@ def dead_letters_grouped_filtered_and_bulk_with_dry_run(t):
                journal_options={"fail_rate": "1",
                                 "permanent_keys": "BAD-A,BAD-B"},
                redo={"max_tries": 1})
-    r = t.node("R", certs, listen=False, journal=False, node_options=FAST)
+    r = t.node("R", certs, listen=False, journal=False, admin=True,
+               node_options=FAST)
     connect(r, s)
     s.start()
     r.start()
@@ -113,6 +115,21 @@ def dead_letters_grouped_filtered_and_bulk_with_dry_run(t):
     rc, out, _ = r.semqctl("status")
     assert rc == 0 and "dead at the destination" in out and \
         "tb_0031" not in out, out
+
+    # The same at R's admin HTTP, for the dashboard.
+    st, doc = get(r, "/outbound?key=k5")
+    assert st == 200 and doc["total"] == 1 and \
+        doc["rows"][0]["result_name"] == "dead", doc
+    st, doc = get(r, "/outbound?status=confirmed&dest=S&limit=10&offset=205")
+    assert st == 200 and doc["total"] == N + 2 and doc["count"] == 7, doc
+    st, doc = get(r, "/outbound?since=2026-02-30T00:00:00Z")
+    assert st == 400 and "since '2026-02-30T00:00:00Z'" in doc["error"], doc
+    st, doc = get(r, "/streams?dest=S")
+    assert st == 200 and [x["dest"] for x in doc["outbound"]] == ["S"], doc
+    st, doc = get(r, "/streams?dest=X")
+    assert st == 200 and doc["outbound"] == [], doc
+    st, doc = get(r, "/streams?key=k5")
+    assert st == 400 and "key=" in doc["error"], doc
 
     # HTTP: grouping, key, paging, bad values.
     st, doc = get(s, "/redo?group_by=error&status=dead")
