@@ -549,7 +549,9 @@ static int redo_retry(struct store *st, const struct admin_req *rq, int64_t id,
 	if (r == SEMQ_OK) {
 		*changed = 1;
 		log_msg(LOG_INFO, "admin", NULL, &m.id,
-			"redo entry %" PRId64 " retried by an operator", id);
+			"redo entry %" PRId64 " retried by an operator (admin "
+			"HTTP from %s)",
+			id, rq->client);
 		r = action_done(st, rq, id, "retried", ob);
 	} else if (r == SEMQ_DECLINED) {
 		r = refuse_status(rq, id, &m, row.status,
@@ -638,9 +640,10 @@ static int redo_discard(struct store *st, const struct admin_req *rq,
 	r = store_redo_discard(st, id, reason, now);
 	if (r == SEMQ_OK) {
 		*changed = 1;
-		log_msg(LOG_INFO, "admin", NULL, &m.id,
-			"redo entry %" PRId64 " discarded by an operator: %s",
-			id, reason);
+		log_msg(LOG_WARN, "admin", NULL, &m.id,
+			"redo entry %" PRId64 " discarded by an operator "
+			"(admin HTTP from %s): %s",
+			id, rq->client, reason);
 		r = action_done(st, rq, id, "discarded", ob);
 	} else if (r == SEMQ_DECLINED) {
 		r = refuse_status(rq, id, &m, row.status,
@@ -673,7 +676,9 @@ static int retry_all_dead(struct store *st, const struct admin_req *rq,
 	if (n) {
 		*changed = 1;
 		log_msg(LOG_INFO, "admin", NULL, NULL,
-			"%u dead redo entries retried by an operator", n);
+			"%u dead redo entries retried by an operator (admin "
+			"HTTP from %s, retry-all-dead)",
+			n, rq->client);
 	}
 	return reply_json(ob, rq->req_id, HS_OK,
 			  json_pack("{s:I}", "retried", (json_int_t)n));
@@ -924,17 +929,14 @@ static int redo_bulk(struct store *st, const struct admin_req *rq,
 		*changed = 1;
 		log_msg(verb == STORE_BULK_RETRY ? LOG_INFO : LOG_WARN, "admin",
 			NULL, NULL,
-			"operator (admin HTTP, POST /redo/%s) %s %u redo "
-			"entr%s where %s%s%s%s%s%s%s",
-			name,
+			"an operator (admin HTTP from %s, POST /redo/%s) %s "
+			"%u redo entr%s where %s%s%s%s%s%s%s%s",
+			rq->client, name,
 			verb == STORE_BULK_RETRY ? "retried" : "discarded", n,
 			n == 1 ? "y" : "ies", w.exact ? "error=" : "error~",
-			w.text, f.dest ? " dest " : "", f.dest ? f.dest : "",
-			f.key ? " key " : "", f.key ? f.key : "",
-			reason ? " reason " : "");
-		if (reason)
-			log_msg(LOG_INFO, "admin", NULL, NULL,
-				"bulk discard reason: %s", reason);
+			w.text, f.dest ? ", dest " : "", f.dest ? f.dest : "",
+			f.key ? ", key " : "", f.key ? f.key : "",
+			reason ? ": " : "", reason ? reason : "");
 	}
 	r = reply_json(ob, rq->req_id, HS_OK,
 		       json_pack("{s:s, s:b, s:I, s:O}", "verb", name,

@@ -489,6 +489,38 @@ static int fail(const char *fmt, ...)
 	return EXIT_FAIL;
 }
 
+/* Who ran semqctl, for the operator's lines. */
+static const char *who(void)
+{
+	const char *u = getenv("SUDO_USER");
+
+	if (!u || !*u)
+		u = getenv("USER");
+	return u && *u ? u : "?";
+}
+
+static void operator_said(const struct ctl *c, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+/*
+ * The record of an operator's change: one line on semqctl's stderr,
+ * "semqctl: operator USER (pid N) on DB: WHAT". semqctl changes the
+ * database directly, not through the daemon, so the daemon's log cannot
+ * have it; the terminal or the script that ran semqctl keeps it, and the
+ * entries keep their discard_reason and updated_at.
+ */
+static void operator_said(const struct ctl *c, const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "semqctl: operator %s (pid %ld) on %s: ", who(),
+		(long)getpid(), c->db);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
 static void print_main_help(FILE *f)
 {
 	const struct ctl_cmd *cmd;
@@ -3114,6 +3146,7 @@ static int redo_retry_one(struct ctl *c, int64_t id)
 	/* A PostgreSQL database has no wake socket: its instances find new
 	 * rows within poll_interval. */
 	woke = !c->cfg->db_url && semq_notify(c->cfg->db) == SEMQ_OK;
+	operator_said(c, "retried redo entry %lld (%s)", (long long)id, idb);
 	if (c->json) {
 		r = retry_json(id, idb, 1, RS_PENDING, woke);
 		goto out;
@@ -3157,10 +3190,13 @@ static int redo_retry_all(struct ctl *c)
 		     n, d.n);
 		goto out;
 	}
-	if (n)
-		/* A PostgreSQL database has no wake socket: its instances find new
-	 * rows within poll_interval. */
+	if (n) {
+		/* A PostgreSQL database has no wake socket: its instances
+		 * find new rows within poll_interval. */
 		woke = !c->cfg->db_url && semq_notify(c->cfg->db) == SEMQ_OK;
+		operator_said(c, "retried %u dead redo entr%s (--all-dead)", n,
+			      n == 1 ? "y" : "ies");
+	}
 	if (c->json) {
 		arr = json_array();
 		for (i = 0; arr && i < d.n; i++) {
@@ -3235,16 +3271,6 @@ static void bulk_progress(void *ctx, unsigned done, unsigned total)
 	fprintf(stderr, "%s %u/%u\n", b->verb, done, total);
 }
 
-/* Who ran semqctl, for the operator's line on stderr. */
-static const char *who(void)
-{
-	const char *u = getenv("SUDO_USER");
-
-	if (!u || !*u)
-		u = getenv("USER");
-	return u && *u ? u : "?";
-}
-
 static int redo_bulk(struct ctl *c, enum store_bulk_verb verb,
 		     const char *reason)
 {
@@ -3310,14 +3336,14 @@ static int redo_bulk(struct ctl *c, enum store_bulk_verb verb,
 	if (!dry && n) {
 		woke = !c->cfg->db_url && semq_notify(c->cfg->db) == SEMQ_OK;
 		/* The operator's record: the daemon's log is not semqctl's. */
-		fprintf(stderr,
-			"semqctl: operator %s %s %u redo entr%s of %s "
-			"(--where %s%s%s%s%s)%s%s\n",
-			who(), b.verb, n, n == 1 ? "y" : "ies", c->db,
-			opt(c, "--where"), f.dest ? " --dest " : "",
-			f.dest ? f.dest : "", f.key ? " --key " : "",
-			f.key ? f.key : "", reason ? ": " : "",
-			reason ? reason : "");
+		operator_said(
+			c, "%s %u redo entr%s (--where %s%s%s%s%s%s%s)%s%s",
+			b.verb, n, n == 1 ? "y" : "ies", opt(c, "--where"),
+			f.dest ? " --dest " : "", f.dest ? f.dest : "",
+			f.key ? " --key " : "", f.key ? f.key : "",
+			opt(c, "--since") ? " --since " : "",
+			opt(c, "--since") ? opt(c, "--since") : "",
+			reason ? ": " : "", reason ? reason : "");
 	}
 	if (c->json) {
 		r = print_json(json_pack(
@@ -3614,6 +3640,8 @@ static int cmd_redo_discard(struct ctl *c)
 	/* A PostgreSQL database has no wake socket: its instances find new
 	 * rows within poll_interval. */
 	woke = !c->cfg->db_url && semq_notify(c->cfg->db) == SEMQ_OK;
+	operator_said(c, "discarded redo entry %lld (%s): %s", (long long)id,
+		      idb, reason);
 	if (c->json) {
 		r = print_json(discard_json(id, idb, reason, &o, woke));
 		goto out;
