@@ -56,6 +56,16 @@ run() {
 	err=$(cat "$dir/err")
 }
 
+# The operator's line semqctl prints for a change it made ("semqctl:
+# operator USER (pid N) on DB: WHAT"): op_said WHAT says whether stderr
+# has it; err_rest is stderr without it.
+op_said() {
+	grep -Eq "^semqctl: operator [^ ]+ \(pid [0-9]+\) on .*: $(printf '%s' "$1" | sed 's/[][().*^$]/\\&/g')\$" "$dir/err"
+}
+err_rest() {
+	grep -Ev '^semqctl: operator [^ ]+ \(pid [0-9]+\) on ' "$dir/err" || true
+}
+
 # expect_usage NAME NEEDLE ARGS...: exit 2, nothing on stdout, exactly two
 # lines on stderr: the first names the argument (contains NEEDLE), the
 # second points at --help.
@@ -1071,6 +1081,58 @@ expect_usage_of "$R" "redo list takes no argument" "unexpected argument '3'" \
 expect_usage_of "$R" "redo list unknown option" "unknown option '--origin'" \
 	-c "$S1" redo list --origin S1
 
+# -- filters, groups, bulk dry run (docs/OPERATIONS.md, "Dead letters") --
+run -c "$S1" --json redo list --status dead --group-by error
+if [ "$rc" -eq 0 ] && [ -z "$err" ] && pyjson '
+g = {x["error"][:10]: (x["count"], x["dests"]) for x in d["groups"]}
+assert d["groups"][0]["error"] == "down" and g["down"] == (2, ["S1"]), d
+assert sorted(x["count"] for x in d["groups"]) == [1, 1, 2], d'; then
+	ok "redo list --group-by error: one group per last_error, largest first"
+else
+	bad "redo list --group-by error: one group per last_error, largest first"
+fi
+run -c "$S1" redo list --status dead --group-by error
+if [ "$rc" -eq 0 ] && grep -Eq '^COUNT +OLDEST +NEWEST +DESTS +ERROR$' "$dir/out" &&
+	grep -Eq '^2 +[0-9]+s +[0-9]+s +S1 +down$' "$dir/out"; then
+	ok "redo list --group-by error (text): COUNT OLDEST NEWEST DESTS ERROR"
+else
+	bad "redo list --group-by error (text): COUNT OLDEST NEWEST DESTS ERROR"
+fi
+run -c "$S1" --json redo list --key K1 --where error~QUANTITY
+if [ "$rc" -eq 0 ] && pyjson 'assert [x["id"] for x in d] == [1], d'; then
+	ok "redo list --key --where: the key's entries whose error matches, any case"
+else
+	bad "redo list --key --where: the key's entries whose error matches, any case"
+fi
+run -c "$S1" --json redo retry --where error~DOWN --dest S1 --since 1d --dry-run
+if [ "$rc" -eq 0 ] && [ -z "$err" ] && pyjson '
+assert d["dry_run"] is True and d["count"] == 2, d
+assert [x["id"] for x in d["entries"]] == [8, 10], d' &&
+	[ "$(s1sql "SELECT count(*) FROM tb_0033 WHERE status = -1")" = 4 ]; then
+	ok "redo retry --where --dry-run: lists the entries, changes nothing"
+else
+	bad "redo retry --where --dry-run: lists the entries, changes nothing"
+fi
+expect_usage_of "$R" "redo list --since yesterday" "--since 'yesterday' is not" \
+	-c "$S1" redo list --since yesterday
+expect_usage_of "$R" "redo list --where key~x" "--where 'key~x' is not error~TEXT" \
+	-c "$S1" redo list --where key~x
+expect_usage_of "$R" "redo list --group-by dest" "--group-by 'dest': only 'error'" \
+	-c "$S1" redo list --group-by dest
+expect_usage_of "redo retry" "redo retry --where --status pending" \
+	"--status 'pending': only dead entries can be retried" \
+	-c "$S1" redo retry --where error~x --status pending
+expect_usage_of "redo retry" "redo retry ID --where" "an ID ('3') and --where" \
+	-c "$S1" redo retry 3 --where error~x
+expect_usage_of "redo retry" "redo retry --dest without --where" \
+	"--where EXPR is required" -c "$S1" redo retry --dest S1 --dry-run
+expect_usage_of "redo discard" "redo discard --where without --reason" \
+	"--reason TEXT is required" -c "$S1" redo discard --where error~x
+expect_usage_of "outbound list" "outbound list --since 5x" "--since '5x' is not" \
+	-c "$S1" outbound list --since 5x
+expect_usage_of "received list" "received list --key ''" "--key '' is not a key" \
+	-c "$S1" received list --key ''
+
 # -- redo show --
 run -c "$S1" redo show 1
 if [ "$rc" -eq 0 ] && [ -z "$err" ] &&
@@ -1231,7 +1293,8 @@ run -c "$S1" redo retry 8
 wait "$waker" || true
 after=$(nowms)
 if [ "$rc" -eq 0 ] && [ "$out" = "R3/S1/1 (redo 8) will be retried now" ] &&
-	[ -z "$err" ] && [ "$(cat "$dir/woken")" = w ] &&
+	[ -z "$(err_rest)" ] && op_said "retried redo entry 8 (R3/S1/1)" &&
+	[ "$(cat "$dir/woken")" = w ] &&
 	[ "$(s1sql "SELECT status, tries, level, last_error,
 		next_attempt_at BETWEEN $before AND $after,
 		updated_at BETWEEN $before AND $after FROM tb_0033 WHERE id = 8")" = "0|3|0|down|1|1" ]; then
@@ -1274,7 +1337,8 @@ after=$(nowms)
 if [ "$rc" -eq 0 ] && [ "$out" = "discarded R1/S1/7 (redo 1): bill 7 reissued as 12
 released R1/S1/8 (redo 2), the next entry of key K1: pending, due now
 1 more entry of key K1 still waits in key order" ] &&
-	[ "$err" = "semqctl: no semqd is running on $dir/s1.db to wake; released entries run when it starts" ] &&
+	[ "$(err_rest)" = "semqctl: no semqd is running on $dir/s1.db to wake; released entries run when it starts" ] &&
+	op_said "discarded redo entry 1 (R1/S1/7): bill 7 reissued as 12" &&
 	[ "$(s1sql "SELECT status, discard_reason, updated_at BETWEEN $before AND $after
 		FROM tb_0033 WHERE id = 1")" = "-2|bill 7 reissued as 12|1" ] &&
 	[ "$(s1sql "SELECT status, next_attempt_at BETWEEN $before AND $after
@@ -1287,7 +1351,9 @@ fi
 start_waker
 run -c "$S1" redo discard 2 --reason superseded --json
 wait "$waker" || true
-if [ "$rc" -eq 0 ] && [ -z "$err" ] && [ "$(cat "$dir/woken")" = w ] && pyjson "
+if [ "$rc" -eq 0 ] && [ -z "$(err_rest)" ] &&
+	op_said "discarded redo entry 2 (R1/S1/8): superseded" &&
+	[ "$(cat "$dir/woken")" = w ] && pyjson "
 assert d == {'id': 2, 'message': 'R1/S1/8', 'discarded': True, 'status': -2,
     'discard_reason': 'superseded', 'released': [{'id': 3,
     'message': 'R1/S1/9', 'status': 0, 'next_attempt_at': $later}],
@@ -1305,7 +1371,7 @@ else
 fi
 run -c "$S1" redo discard 3 --reason "last of K1"
 if [ "$rc" -eq 0 ] && [ "$out" = "discarded R1/S1/9 (redo 3): last of K1
-no entry of key K1 was waiting behind it" ] && [ -z "$err" ] &&
+no entry of key K1 was waiting behind it" ] && [ -z "$(err_rest)" ] &&
 	[ "$(s1sql "SELECT status FROM tb_0033 WHERE id = 3")" = -2 ]; then
 	ok "redo discard of the last entry of a key: nothing to release"
 else
@@ -1375,7 +1441,8 @@ after=$(nowms)
 if [ "$rc" -eq 0 ] && [ "$out" = "R3/S1/2 (redo 9) will be retried now
 R3/S1/3 (redo 10) will be retried now
 2 dead entries will be retried now" ] &&
-	[ "$err" = "semqctl: no semqd is running on $dir/s1.db to wake; they are retried when it starts" ] &&
+	[ "$(err_rest)" = "semqctl: no semqd is running on $dir/s1.db to wake; they are retried when it starts" ] &&
+	op_said "retried 2 dead redo entries (--all-dead)" &&
 	[ "$(s1sql "SELECT group_concat(status || ':' || level || ':' ||
 		(next_attempt_at BETWEEN $before AND $after)) FROM
 		(SELECT * FROM tb_0033 WHERE id IN (9, 10) ORDER BY id)")" = "0:0:1,0:0:1" ] &&
