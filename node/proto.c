@@ -1582,7 +1582,7 @@ static int noted_before(struct proto *p, const char *dest)
 static int behind(struct proto *p, const char *dest, uint64_t high,
 		  const char *reporter, const char *how, int64_t now)
 {
-	char note[SEMQ_ERRLEN];
+	char note[SEMQ_ERRLEN], lb[SEMQ_LIFE_STRLEN];
 	uint64_t from = 0;
 	int r, moved = 0, first = !noted_before(p, dest);
 
@@ -1596,10 +1596,11 @@ static int behind(struct proto *p, const char *dest, uint64_t high,
 		return r;
 	p->cnt.resyncs++;
 	log_msg(first ? LOG_ERROR : LOG_WARN, "proto", reporter, NULL,
-		"stream %s->%s went back in time: this database had handed "
-		"out seqs up to %" PRIu64 ", %s has seen up to %" PRIu64
+		"stream %s->%s (life %s) went back in time: this database had "
+		"handed out seqs up to %" PRIu64 ", %s has seen up to %" PRIu64
 		" (%s; the database was restored from an older copy?)%s",
-		p->c->id, dest, from, reporter, high, how,
+		p->c->id, dest, semq_life_str(p->life, lb, sizeof lb), from,
+		reporter, high, how,
 		moved ? "; the counter moves past it: messages enqueued from "
 			"now on get new seqs, those enqueued since the "
 			"restore are checked by their digests and renumbered "
