@@ -2234,6 +2234,11 @@ static void show_print_text(const struct msg *m, const struct out_row *row)
 	       semq_status_name("tb_0031", row->status));
 	if (row->result < 0)
 		printf("%-16s -\n", "result");
+	else if (row->result == RES_DEAD)
+		printf("%-16s %d dead at %s (its redo entry there was dead "
+		       "when it confirmed; a later retry there does not come "
+		       "back here: 'semqctl trace' asks %s now)\n",
+		       "result", row->result, m->id.dest, m->id.dest);
 	else
 		printf("%-16s %d %s\n", "result", row->result,
 		       result_name(row->result));

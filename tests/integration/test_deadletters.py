@@ -110,6 +110,9 @@ def dead_letters_grouped_filtered_and_bulk_with_dry_run(t):
     assert len(rows) == 1 and rows[0]["result_name"] == "dead", rows
     rc, out, _ = r.semqctl("outbound", "list", "--key", "k5")
     assert rc == 0 and "dead at S" in out and "confirmed" in out, out
+    rc, out, _ = r.semqctl("outbound", "show", rows[0]["id"])
+    assert rc == 0 and "5 dead at S (its redo entry there was dead when it " \
+        "confirmed" in out, out
     doc, _ = ctl_json(r, "status")
     assert [(d["dest"], d["messages"]) for d in doc["dead_at_dest"]] == \
         [("S", N + 2)], doc["dead_at_dest"]
