@@ -565,65 +565,15 @@ out:
 	return tx_close(st, own, r);
 }
 
+/* Every dead entry, through the bulk verb (one transaction: the caller's
+ * listing in the same transaction is exactly what it retries). */
 int store_redo_retry_all_dead(struct store *st, int64_t now, unsigned *n_out)
 {
-	struct db_stmt *s = NULL;
-	int r = SEMQ_ERR_INTERNAL, rc, own = 0;
-	unsigned n;
+	struct store_filter f = {0};
 
-	if (n_out)
-		*n_out = 0;
-	if (!st)
-		return SEMQ_ERR_INVALID;
-	r = tx_open(st, &own);
-	if (r)
-		goto out;
-	/* This node's own undeliverable messages go out again first. */
-	s = q_get(st, Q_OUT_OWN_RESEND_ALL);
-	if (!s) {
-		r = SEMQ_ERR_DB;
-		goto out;
-	}
-	db_bind_text(s, 1, st->node_id);
-	db_bind_int64(s, 2, now);
-	rc = db_step(s);
-	q_put(st, Q_OUT_OWN_RESEND_ALL, s);
-	s = NULL;
-	if (rc < 0) {
-		r = dberr(st, "redo retry all dead");
-		goto out;
-	}
-	s = q_get(st, Q_REDO_OWN_RETRY_ALL);
-	if (!s) {
-		r = SEMQ_ERR_DB;
-		goto out;
-	}
-	db_bind_text(s, 1, st->node_id);
-	db_bind_int64(s, 2, now);
-	rc = db_step(s);
-	q_put(st, Q_REDO_OWN_RETRY_ALL, s);
-	s = NULL;
-	if (rc < 0) {
-		r = dberr(st, "redo retry all dead");
-		goto out;
-	}
-	n = (unsigned)db_changes(st->db);
-	s = q_get(st, Q_REDO_RETRY_ALL);
-	if (!s) {
-		r = SEMQ_ERR_DB;
-		goto out;
-	}
-	db_bind_int64(s, 1, now);
-	if (db_step(s) < 0) {
-		r = dberr(st, "redo retry all dead");
-		goto out;
-	}
-	if (n_out)
-		*n_out = n + (unsigned)db_changes(st->db);
-	r = SEMQ_OK;
-out:
-	q_put(st, Q_REDO_RETRY_ALL, s);
-	return tx_close(st, own, r);
+	f.status = RS_DEAD;
+	return store_redo_bulk(st, STORE_BULK_RETRY, &f, NULL, now, 0, UINT_MAX,
+			       NULL, NULL, NULL, n_out);
 }
 
 int store_redo_discard(struct store *st, int64_t id, const char *reason,

@@ -191,9 +191,6 @@ const struct q_text store__q[Q__N] = {
 	[Q_REDO_RETRY] = {"UPDATE tb_0033 SET status = 0, level = 0,"
 			  " next_attempt_at = ?2, updated_at = ?2"
 			  " WHERE id = ?1 AND status = -1"},
-	[Q_REDO_RETRY_ALL] = {"UPDATE tb_0033 SET status = 0, level = 0,"
-			      " next_attempt_at = ?1, updated_at = ?1"
-			      " WHERE status = -1"},
 	/* A discarded entry will not run: its next_attempt_at is no later
 	 * than the discard, so that the purge's range finds it. */
 	[Q_REDO_DISCARD] = {"UPDATE tb_0033 SET status = -2,"
@@ -661,11 +658,6 @@ const struct q_text store__q[Q__N] = {
 			       " next_attempt_at = ?7"
 			       " WHERE origin = ?1 AND dest = ?2 AND seq = ?3"
 			       " AND life = ?4 AND status = -1"},
-	/* retry-all: this node's own dead entries are done (their rows go
-	 * out again, Q_OUT_OWN_RESEND_ALL first). ?1 node, ?2 now. */
-	[Q_REDO_OWN_RETRY_ALL] = {"UPDATE tb_0033 SET status = 2,"
-				  " updated_at = ?2, next_attempt_at = ?2"
-				  " WHERE status = -1 AND origin = ?1"},
 	/* redo retry of this node's own undeliverable message ?1..?4: it
 	 * goes out again at ?5. */
 	[Q_OUT_OWN_RESEND] = {"UPDATE tb_0031 SET status = 0, result = NULL,"
@@ -673,16 +665,6 @@ const struct q_text store__q[Q__N] = {
 			      " last_error = 'retried by the operator'"
 			      " WHERE origin = ?1 AND dest = ?2 AND seq = ?3"
 			      " AND life = ?4 AND status = 8 AND result = 8"},
-	[Q_OUT_OWN_RESEND_ALL] =
-		{"UPDATE tb_0031 SET status = 0,"
-		 " result = NULL, next_attempt_at = ?2,"
-		 " last_error = 'retried by the operator'"
-		 " WHERE status = 8 AND result = 8"
-		 " AND origin = ?1 AND EXISTS (SELECT 1"
-		 " FROM tb_0033 r WHERE r.origin = tb_0031.origin"
-		 " AND r.dest = tb_0031.dest"
-		 " AND r.life = tb_0031.life"
-		 " AND r.seq = tb_0031.seq AND r.status = -1)"},
 
 	/* ---- lives ---- */
 	/* Every (origin, life) this node knows, as a receiver ('in': the
