@@ -539,9 +539,9 @@ static int redo_retry(struct store *st, const struct admin_req *rq, int64_t id,
 	r = redo_read(st, rq, id, &m, &row, 0, ob, &answered);
 	if (r != SEMQ_OK || answered)
 		return r;
-	if (row.status != RS_DEAD) {
+	if (!store_redo_verb_applies(STORE_REDO_RETRY, row.status)) {
 		r = refuse_status(rq, id, &m, row.status,
-				  "only a dead entry can be retried", ob);
+				  store_redo_verb_rule(STORE_REDO_RETRY), ob);
 		msg_clear(&m);
 		return r;
 	}
@@ -555,7 +555,7 @@ static int redo_retry(struct store *st, const struct admin_req *rq, int64_t id,
 		r = action_done(st, rq, id, "retried", ob);
 	} else if (r == SEMQ_DECLINED) {
 		r = refuse_status(rq, id, &m, row.status,
-				  "only a dead entry can be retried", ob);
+				  store_redo_verb_rule(STORE_REDO_RETRY), ob);
 	} else {
 		log_msg(LOG_ERROR, "admin", NULL, &m.id,
 			"retrying redo entry %" PRId64 ": %s", id,
@@ -630,11 +630,9 @@ static int redo_discard(struct store *st, const struct admin_req *rq,
 	r = redo_read(st, rq, id, &m, &row, 0, ob, &answered);
 	if (r != SEMQ_OK || answered)
 		goto out;
-	if (row.status == RS_DONE || row.status == RS_DISCARDED) {
+	if (!store_redo_verb_applies(STORE_REDO_DISCARD, row.status)) {
 		r = refuse_status(rq, id, &m, row.status,
-				  "only a pending, waiting or dead entry can "
-				  "be discarded",
-				  ob);
+				  store_redo_verb_rule(STORE_REDO_DISCARD), ob);
 		goto out;
 	}
 	r = store_redo_discard(st, id, reason, now);
@@ -647,9 +645,7 @@ static int redo_discard(struct store *st, const struct admin_req *rq,
 		r = action_done(st, rq, id, "discarded", ob);
 	} else if (r == SEMQ_DECLINED) {
 		r = refuse_status(rq, id, &m, row.status,
-				  "only a pending, waiting or dead entry can "
-				  "be discarded",
-				  ob);
+				  store_redo_verb_rule(STORE_REDO_DISCARD), ob);
 	} else {
 		log_msg(LOG_ERROR, "admin", NULL, &m.id,
 			"discarding redo entry %" PRId64 ": %s", id,
@@ -809,13 +805,13 @@ static int bulk_each(void *ctx, const struct msg *m, const struct redo_row *row)
 /* Body: {"where", "dest", "key", "since", "status", "reason" (discard),
  * "dry_run"}; "where" required. */
 static int redo_bulk(struct store *st, const struct admin_req *rq,
-		     enum store_bulk_verb verb, int64_t now, struct outbox *ob,
+		     enum store_redo_verb verb, int64_t now, struct outbox *ob,
 		     int *changed)
 {
 	static const char *const keys[] = {"where",   "dest",   "key",
 					   "since",   "status", "reason",
 					   "dry_run", NULL};
-	const char *name = verb == STORE_BULK_RETRY ? "retry" : "discard";
+	const char *name = verb == STORE_REDO_RETRY ? "retry" : "discard";
 	struct store_filter f = {0};
 	struct semq_where w;
 	json_error_t e;
@@ -844,13 +840,13 @@ static int redo_bulk(struct store *st, const struct admin_req *rq,
 		if (!keys[k] ||
 		    (!strcmp(key, "dry_run") && !json_is_boolean(v)) ||
 		    (strcmp(key, "dry_run") && !json_is_string(v)) ||
-		    (!strcmp(key, "reason") && verb == STORE_BULK_RETRY)) {
+		    (!strcmp(key, "reason") && verb == STORE_REDO_RETRY)) {
 			r = reply_error(ob, rq->req_id, HS_BAD_REQUEST,
 					"body: '%s' is not a parameter of "
 					"POST /redo/%s (where, dest, key, "
 					"since, status%s, dry_run)",
 					key, name,
-					verb == STORE_BULK_DISCARD ? ", reason"
+					verb == STORE_REDO_DISCARD ? ", reason"
 								   : "");
 			goto out;
 		}
@@ -890,21 +886,16 @@ static int redo_bulk(struct store *st, const struct admin_req *rq,
 							 redo_statuses[k])))
 				break;
 		if (k == N_REDO ||
-		    (verb == STORE_BULK_RETRY && redo_statuses[k] != RS_DEAD) ||
-		    redo_statuses[k] == RS_DONE ||
-		    redo_statuses[k] == RS_DISCARDED) {
+		    !store_redo_verb_applies(verb, redo_statuses[k])) {
 			r = reply_error(ob, rq->req_id, HS_BAD_REQUEST,
-					"body: status '%s' cannot be %s", sv,
-					verb == STORE_BULK_RETRY
-						? "retried (dead only)"
-						: "discarded (dead, pending, "
-						  "waiting)");
+					"body: status '%s': %s", sv,
+					store_redo_verb_rule(verb));
 			goto out;
 		}
 		f.status = redo_statuses[k];
 	}
 	reason = STR("reason");
-	if (verb == STORE_BULK_DISCARD &&
+	if (verb == STORE_REDO_DISCARD &&
 	    (!reason || !*reason || strlen(reason) > REASON_MAX)) {
 		r = reply_error(ob, rq->req_id, HS_BAD_REQUEST,
 				"body: reason must be 1..%d bytes", REASON_MAX);
@@ -927,12 +918,12 @@ static int redo_bulk(struct store *st, const struct admin_req *rq,
 	}
 	if (!dry && n) {
 		*changed = 1;
-		log_msg(verb == STORE_BULK_RETRY ? LOG_INFO : LOG_WARN, "admin",
+		log_msg(verb == STORE_REDO_RETRY ? LOG_INFO : LOG_WARN, "admin",
 			NULL, NULL,
 			"an operator (admin HTTP from %s, POST /redo/%s) %s "
 			"%u redo entr%s where %s%s%s%s%s%s%s%s",
 			rq->client, name,
-			verb == STORE_BULK_RETRY ? "retried" : "discarded", n,
+			verb == STORE_REDO_RETRY ? "retried" : "discarded", n,
 			n == 1 ? "y" : "ies", w.exact ? "error=" : "error~",
 			w.text, f.dest ? ", dest " : "", f.dest ? f.dest : "",
 			f.key ? ", key " : "", f.key ? f.key : "",
@@ -1610,9 +1601,9 @@ int report_handle(struct store *st, const struct config *c, const struct job *j,
 	if (!strcmp(path, "/outbound") && get)
 		return outbound_list(st, rq, now, ob);
 	if (!strcmp(path, "/redo/retry") && post)
-		return redo_bulk(st, rq, STORE_BULK_RETRY, now, ob, changed);
+		return redo_bulk(st, rq, STORE_REDO_RETRY, now, ob, changed);
 	if (!strcmp(path, "/redo/discard") && post)
-		return redo_bulk(st, rq, STORE_BULK_DISCARD, now, ob, changed);
+		return redo_bulk(st, rq, STORE_REDO_DISCARD, now, ob, changed);
 	if (!strcmp(path, "/redo/retry-all-dead") && post)
 		return retry_all_dead(st, rq, now, ob, changed);
 	if (strncmp(path, "/redo/", 6) != 0)

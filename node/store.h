@@ -686,9 +686,16 @@ int store_redo_groups(struct store *st, const struct store_filter *f,
  * no longer applies is skipped (not counted, not passed to each). *n_out:
  * entries changed (dry run: entries listed).
  */
-enum store_bulk_verb { STORE_BULK_RETRY, STORE_BULK_DISCARD };
+enum store_redo_verb { STORE_REDO_RETRY, STORE_REDO_DISCARD };
+/* The operator's verbs' rule, the one semqctl, the admin HTTP and the bulk
+ * verb apply: may `verb` take an entry in `status`? (retry: dead; discard:
+ * pending, waiting or dead.) */
+int store_redo_verb_applies(enum store_redo_verb verb, int status);
+/* The rule in words: "only dead entries can be retried", "only pending,
+ * waiting or dead entries can be discarded". Static. */
+const char *store_redo_verb_rule(enum store_redo_verb verb);
 typedef void (*store_progress_fn)(void *ctx, unsigned done, unsigned total);
-int store_redo_bulk(struct store *st, enum store_bulk_verb verb,
+int store_redo_bulk(struct store *st, enum store_redo_verb verb,
 		    const struct store_filter *f, const char *reason,
 		    int64_t now, int dry_run, unsigned batch,
 		    store_redo_cb each, store_progress_fn progress, void *ctx,

@@ -572,7 +572,7 @@ int store_redo_retry_all_dead(struct store *st, int64_t now, unsigned *n_out)
 	struct store_filter f = {0};
 
 	f.status = RS_DEAD;
-	return store_redo_bulk(st, STORE_BULK_RETRY, &f, NULL, now, 0, UINT_MAX,
+	return store_redo_bulk(st, STORE_REDO_RETRY, &f, NULL, now, 0, UINT_MAX,
 			       NULL, NULL, NULL, n_out);
 }
 
@@ -601,11 +601,10 @@ int store_redo_discard(struct store *st, int64_t id, const char *reason,
 		r = own_discard(st, &m, &row, reason, now);
 		goto out;
 	}
-	if (row.status != RS_PENDING && row.status != RS_WAITING &&
-	    row.status != RS_DEAD) {
-		r = seterr(st, SEMQ_DECLINED,
-			   "redo %" PRId64 ": %s, cannot be discarded", id,
-			   semq_status_name("tb_0033", row.status));
+	if (!store_redo_verb_applies(STORE_REDO_DISCARD, row.status)) {
+		r = seterr(st, SEMQ_DECLINED, "redo %" PRId64 ": %s; %s", id,
+			   semq_status_name("tb_0033", row.status),
+			   store_redo_verb_rule(STORE_REDO_DISCARD));
 		goto out;
 	}
 	s = q_get(st, Q_REDO_DISCARD);
@@ -695,6 +694,22 @@ void store__redo_log(struct store *st, const struct msgid *id, int status,
 }
 
 /* ---- filters and the bulk verbs ------------------------------------------- */
+
+int store_redo_verb_applies(enum store_redo_verb verb, int status)
+{
+	if (verb == STORE_REDO_RETRY)
+		return status == RS_DEAD;
+	return status == RS_DEAD || status == RS_PENDING ||
+	       status == RS_WAITING;
+}
+
+const char *store_redo_verb_rule(enum store_redo_verb verb)
+{
+	return verb == STORE_REDO_RETRY
+		       ? "only dead entries can be retried"
+		       : "only pending, waiting or dead entries can be "
+			 "discarded";
+}
 
 static int check_filter_redo(struct store *st, const struct store_filter *f)
 {
@@ -841,13 +856,13 @@ static int collect_id(void *ctx, const struct msg *m,
 	return 0;
 }
 
-int store_redo_bulk(struct store *st, enum store_bulk_verb verb,
+int store_redo_bulk(struct store *st, enum store_redo_verb verb,
 		    const struct store_filter *f, const char *reason,
 		    int64_t now, int dry_run, unsigned batch,
 		    store_redo_cb each, store_progress_fn progress, void *ctx,
 		    unsigned *n_out)
 {
-	const char *what = verb == STORE_BULK_RETRY ? "retry" : "discard";
+	const char *what = verb == STORE_REDO_RETRY ? "retry" : "discard";
 	struct store_filter g;
 	struct idlist l = {NULL, 0, 0, 0};
 	unsigned done = 0;
@@ -866,17 +881,11 @@ int store_redo_bulk(struct store *st, enum store_bulk_verb verb,
 	g.dead_first = 0;
 	if (g.status < -99)
 		g.status = RS_DEAD;
-	if (verb == STORE_BULK_RETRY && g.status != RS_DEAD)
-		return seterr(st, SEMQ_ERR_INVALID,
-			      "redo retry: only dead entries are retried, not "
-			      "%s ones",
+	if (!store_redo_verb_applies(verb, g.status))
+		return seterr(st, SEMQ_ERR_INVALID, "redo %s: %s, not %s ones",
+			      what, store_redo_verb_rule(verb),
 			      semq_status_name("tb_0033", g.status));
-	if (verb == STORE_BULK_DISCARD &&
-	    (g.status == RS_DONE || g.status == RS_DISCARDED))
-		return seterr(st, SEMQ_ERR_INVALID,
-			      "redo discard: %s entries cannot be discarded",
-			      semq_status_name("tb_0033", g.status));
-	if (verb == STORE_BULK_DISCARD && (!reason || !reason[0]))
+	if (verb == STORE_REDO_DISCARD && (!reason || !reason[0]))
 		return seterr(st, SEMQ_ERR_INVALID, "%s",
 			      "redo discard: a reason is required");
 	if (!batch)
@@ -905,7 +914,7 @@ int store_redo_bulk(struct store *st, enum store_bulk_verb verb,
 			if (row.status != g.status) /* changed meanwhile */
 				goto next;
 			if (!dry_run)
-				r = verb == STORE_BULK_RETRY
+				r = verb == STORE_REDO_RETRY
 					    ? store_redo_retry(st, row.id, now)
 					    : store_redo_discard(st, row.id,
 								 reason, now);
@@ -920,7 +929,7 @@ int store_redo_bulk(struct store *st, enum store_bulk_verb verb,
 				log_msg(LOG_DEBUG, "redo", NULL, &m.id,
 					"redo entry %" PRId64 ": %s (bulk %s)",
 					row.id,
-					verb == STORE_BULK_RETRY ? "retried"
+					verb == STORE_REDO_RETRY ? "retried"
 								 : "discarded",
 					what);
 			(void)idb;

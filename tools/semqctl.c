@@ -3132,14 +3132,13 @@ static int redo_retry_one(struct ctl *c, int64_t id)
 	if (r)
 		goto out;
 	msgid_str(&m.id, idb, sizeof idb);
-	if (row.status != RS_DEAD) {
+	if (!store_redo_verb_applies(STORE_REDO_RETRY, row.status)) {
 		store_rollback(c->st);
 		if (c->json)
 			(void)retry_json(id, idb, 0, row.status, 0);
-		r = fail("redo %lld is %s, not dead; only dead entries can be "
-			 "retried",
-			 (long long)id,
-			 semq_status_name("tb_0033", row.status));
+		r = fail("redo %lld is %s, not dead; %s", (long long)id,
+			 semq_status_name("tb_0033", row.status),
+			 store_redo_verb_rule(STORE_REDO_RETRY));
 		goto out;
 	}
 	if (store_redo_retry(c->st, id, now_ms()) != SEMQ_OK ||
@@ -3276,12 +3275,12 @@ static void bulk_progress(void *ctx, unsigned done, unsigned total)
 	fprintf(stderr, "%s %u/%u\n", b->verb, done, total);
 }
 
-static int redo_bulk(struct ctl *c, enum store_bulk_verb verb,
+static int redo_bulk(struct ctl *c, enum store_redo_verb verb,
 		     const char *reason)
 {
 	const char *status = opt(c, "--status");
 	int dry = opt(c, "--dry-run") != NULL, r, want = -100, woke = 0;
-	struct bulk_out b = {verb == STORE_BULK_RETRY ? "retried" : "discarded",
+	struct bulk_out b = {verb == STORE_REDO_RETRY ? "retried" : "discarded",
 			     NULL, 0};
 	struct store_filter f = {0};
 	struct semq_where w;
@@ -3305,17 +3304,9 @@ static int redo_bulk(struct ctl *c, enum store_bulk_verb verb,
 			 &want))
 		return usage_err(c, "--status '%s' is not a status of tb_0033",
 				 status);
-	if (verb == STORE_BULK_RETRY && status && want != RS_DEAD)
-		return usage_err(c,
-				 "--status '%s': only dead entries can be "
-				 "retried",
-				 status);
-	if (verb == STORE_BULK_DISCARD && status && want != RS_DEAD &&
-	    want != RS_PENDING && want != RS_WAITING)
-		return usage_err(c,
-				 "--status '%s': only dead, pending or "
-				 "waiting entries can be discarded",
-				 status);
+	if (status && !store_redo_verb_applies(verb, want))
+		return usage_err(c, "--status '%s': %s", status,
+				 store_redo_verb_rule(verb));
 	f.status = want;
 	r = ctl_load_config(c);
 	if (r)
@@ -3330,7 +3321,7 @@ static int redo_bulk(struct ctl *c, enum store_bulk_verb verb,
 			    bulk_each, dry ? NULL : bulk_progress, &b,
 			    &n) != SEMQ_OK) {
 		r = fail("redo %s --where %s: %s (%u done before)",
-			 verb == STORE_BULK_RETRY ? "retry" : "discard",
+			 verb == STORE_REDO_RETRY ? "retry" : "discard",
 			 opt(c, "--where"), store_errmsg(c->st), n);
 		goto out;
 	}
@@ -3353,7 +3344,7 @@ static int redo_bulk(struct ctl *c, enum store_bulk_verb verb,
 	if (c->json) {
 		r = print_json(json_pack(
 			"{s:s, s:b, s:I, s:O, s:b}", "verb",
-			verb == STORE_BULK_RETRY ? "retry" : "discard",
+			verb == STORE_REDO_RETRY ? "retry" : "discard",
 			"dry_run", dry, "count", (json_int_t)n, "entries",
 			b.arr, "woke_daemon", woke));
 		goto out;
@@ -3394,7 +3385,7 @@ static int cmd_redo_retry(struct ctl *c)
 		if (all)
 			return usage_err(c, "--all-dead and --where are both "
 					    "given; give one");
-		return redo_bulk(c, STORE_BULK_RETRY, NULL);
+		return redo_bulk(c, STORE_REDO_RETRY, NULL);
 	}
 
 	if (all && c->n_pos)
@@ -3588,7 +3579,7 @@ static int cmd_redo_discard(struct ctl *c)
 		return usage_err(c, "--reason is %zu bytes long, at most %d",
 				 strlen(reason), REASON_MAX);
 	if (bulk_asked(c))
-		return redo_bulk(c, STORE_BULK_DISCARD, reason);
+		return redo_bulk(c, STORE_REDO_DISCARD, reason);
 	r = ctl_load_config(c);
 	if (r)
 		return r;
@@ -3605,16 +3596,15 @@ static int cmd_redo_discard(struct ctl *c)
 	if (r)
 		goto out;
 	msgid_str(&m.id, idb, sizeof idb);
-	if (row.status == RS_DONE || row.status == RS_DISCARDED) {
+	if (!store_redo_verb_applies(STORE_REDO_DISCARD, row.status)) {
 		store_rollback(c->st);
 		if (c->json)
 			(void)discard_refused_json(id, idb, row.status,
 						   row.discard_reason);
 		if (row.status == RS_DONE)
-			r = fail("redo %lld (%s) is done: it took effect; only "
-				 "pending, waiting or dead entries can be "
-				 "discarded",
-				 (long long)id, idb);
+			r = fail("redo %lld (%s) is done: it took effect; %s",
+				 (long long)id, idb,
+				 store_redo_verb_rule(STORE_REDO_DISCARD));
 		else
 			r = fail("redo %lld (%s) is already discarded (reason: "
 				 "%s)",

@@ -1653,12 +1653,12 @@ static void test_redo_filters_and_bulk(void **state)
 	f.status = RS_PENDING;
 	assert_int_equal(semq_where_parse("error~timeout", &w), 0);
 	f.where = &w;
-	assert_int_equal(store_redo_bulk(st, STORE_BULK_RETRY, &f, NULL, NOW, 0,
+	assert_int_equal(store_redo_bulk(st, STORE_REDO_RETRY, &f, NULL, NOW, 0,
 					 0, NULL, NULL, NULL, &done),
 			 SEMQ_ERR_INVALID);
 	f.status = -100;
 	c.n = 0;
-	assert_int_equal(store_redo_bulk(st, STORE_BULK_RETRY, &f, NULL,
+	assert_int_equal(store_redo_bulk(st, STORE_REDO_RETRY, &f, NULL,
 					 NOW + 20, 1, 1, idseen_cb, NULL, &c,
 					 &done),
 			 SEMQ_OK);
@@ -1666,7 +1666,7 @@ static void test_redo_filters_and_bulk(void **state)
 	assert_int_equal(c.n, 2);
 	redo_expect(st, id[1], RS_DEAD, 1, 0, -1, "Timeout at db");
 	c.n = 0;
-	assert_int_equal(store_redo_bulk(st, STORE_BULK_RETRY, &f, NULL,
+	assert_int_equal(store_redo_bulk(st, STORE_REDO_RETRY, &f, NULL,
 					 NOW + 20, 0, 1, idseen_cb, NULL, &c,
 					 &done),
 			 SEMQ_OK);
@@ -1681,11 +1681,11 @@ static void test_redo_filters_and_bulk(void **state)
 	/* Bulk discard: a reason; dead by default; the head of A (pending
 	 * now) by --status pending, which releases 2. */
 	assert_int_equal(semq_where_parse("error=bad document", &w), 0);
-	assert_int_equal(store_redo_bulk(st, STORE_BULK_DISCARD, &f, NULL,
+	assert_int_equal(store_redo_bulk(st, STORE_REDO_DISCARD, &f, NULL,
 					 NOW + 30, 0, 0, NULL, NULL, NULL,
 					 &done),
 			 SEMQ_ERR_INVALID);
-	assert_int_equal(store_redo_bulk(st, STORE_BULK_DISCARD, &f, "bad",
+	assert_int_equal(store_redo_bulk(st, STORE_REDO_DISCARD, &f, "bad",
 					 NOW + 30, 0, 0, NULL, NULL, NULL,
 					 &done),
 			 SEMQ_OK);
@@ -1695,7 +1695,7 @@ static void test_redo_filters_and_bulk(void **state)
 	assert_int_equal(semq_where_parse("error~TIMEOUT", &w), 0);
 	f.status = RS_PENDING;
 	f.key = "A";
-	assert_int_equal(store_redo_bulk(st, STORE_BULK_DISCARD, &f, "old",
+	assert_int_equal(store_redo_bulk(st, STORE_REDO_DISCARD, &f, "old",
 					 NOW + 40, 0, 0, NULL, NULL, NULL,
 					 &done),
 			 SEMQ_OK);
