@@ -86,7 +86,10 @@ static const struct route routes[] = {
 	{"/metrics", EVHTTP_REQ_GET, RK_STORE, 0, 1},
 	{"/streams", EVHTTP_REQ_GET, RK_STORE, 0, 0},
 	{"/redo", EVHTTP_REQ_GET, RK_STORE, 0, 0},
+	{"/outbound", EVHTTP_REQ_GET, RK_STORE, 0, 0},
 	{"/redo/retry-all-dead", EVHTTP_REQ_POST, RK_STORE, 1, 0},
+	{"/redo/retry", EVHTTP_REQ_POST, RK_STORE, 1, 0},
+	{"/redo/discard", EVHTTP_REQ_POST, RK_STORE, 1, 0},
 	{"/redo/*", EVHTTP_REQ_GET, RK_STORE, 0, 0},
 	{"/redo/*/retry", EVHTTP_REQ_POST, RK_STORE, 1, 0},
 	{"/redo/*/discard", EVHTTP_REQ_POST, RK_STORE, 1, 0},
@@ -1270,8 +1273,16 @@ static struct admin_req *copy_request(struct evhttp_request *req, uint64_t id,
 	size_t n = in ? evbuffer_get_length(in) : 0;
 	struct admin_req *q = calloc(1, sizeof *q);
 
+	struct evhttp_connection *ec = evhttp_request_get_connection(req);
+	char *peer = NULL;
+	ev_uint16_t port = 0;
+
 	if (!q)
 		return NULL;
+	if (ec)
+		evhttp_connection_get_peer(ec, &peer, &port);
+	snprintf(q->client, sizeof q->client, "%s:%u", peer ? peer : "?",
+		 (unsigned)port);
 	q->req_id = id;
 	q->method = strdup(method);
 	q->path = strdup(path);

@@ -97,6 +97,7 @@ struct admin_req {
 	char *query;     /* "status=dead&limit=10", raw; NULL if none */
 	char *body;      /* NUL-terminated copy of the body; NULL if none */
 	size_t body_len;
+	char client[64]; /* "ADDRESS:PORT" of the client, for the logs */
 };
 void admin_req_free(struct admin_req *q); /* NULL ok */
 

@@ -150,3 +150,46 @@ json_t *redo_json(const struct msg *m, const struct redo_row *row,
 	}
 	return o;
 }
+
+json_t *out_json(const struct msg *m, const struct out_row *row)
+{
+	json_t *o = json_object();
+	char idb[MSGID_STRLEN];
+	int failed = !o;
+
+	jset(o, "id", json_string(msgid_str(&m->id, idb, sizeof idb)), &failed);
+	jset(o, "origin", json_string(m->id.origin), &failed);
+	jset(o, "dest", json_string(m->id.dest), &failed);
+	jset(o, "seq", json_integer((json_int_t)m->id.seq), &failed);
+	jset(o, "rowid", json_integer(row->rowid), &failed);
+	jset(o, "type", json_integer(m->type), &failed);
+	jset(o, "key", json_text(m->has_key ? m->key : NULL), &failed);
+	jset(o, "prev_seq", json_integer((json_int_t)m->prev_seq), &failed);
+	jset(o, "deliver_at", json_integer(m->deliver_at), &failed);
+	jset(o, "created_at", json_integer(m->created_at), &failed);
+	jset(o, "status", json_integer(row->status), &failed);
+	jset(o, "status_name",
+	     json_string(semq_status_name("tb_0031", row->status)), &failed);
+	jset(o, "result",
+	     row->result < 0 ? json_null() : json_integer(row->result),
+	     &failed);
+	jset(o, "result_name",
+	     row->result < 0 ? json_null()
+			     : json_string(semq_result_name(row->result)),
+	     &failed);
+	jset(o, "attempts", json_integer(row->attempts), &failed);
+	jset(o, "next_attempt_at", json_integer(row->next_attempt_at), &failed);
+	jset(o, "sent_at", json_integer(row->sent_at), &failed);
+	jset(o, "acked_at", json_integer(row->acked_at), &failed);
+	jset(o, "last_error", json_text(row->last_error), &failed);
+	jset(o, "custodian",
+	     row->custodian[0] ? json_string(row->custodian) : json_null(),
+	     &failed);
+	jset(o, "payload_len", json_integer((json_int_t)m->payload_len),
+	     &failed);
+	if (failed) {
+		json_decref(o);
+		return NULL;
+	}
+	return o;
+}

@@ -16,6 +16,7 @@
 struct msg;
 struct redo_row;
 struct redo_head;
+struct out_row;
 
 /* A JSON string of s (new reference): null for NULL; bytes that are not
  * UTF-8 become '?', since JSON text is UTF-8. NULL when out of memory. */
@@ -37,6 +38,12 @@ json_t *redo_json(const struct msg *m, const struct redo_row *row,
 struct store;
 json_t *redo_json_at(struct store *st, const struct msg *m,
 		     const struct redo_row *row, int64_t now);
+
+/* One tb_0031 row with every field of `semqctl outbound list --json` and
+ * the admin's GET /outbound (new reference; NULL when out of memory); the
+ * payload only by its length; "custodian": the relay holding it (status
+ * 6), null when none. */
+json_t *out_json(const struct msg *m, const struct out_row *row);
 
 /* What a waiting entry of m waits for, in one line: "waiting behind
  * delayed message #12 (R1/S1/5) until 2026-11-25T12:00:00Z", ... */

@@ -836,8 +836,11 @@ static int receive_one(struct proto *p, const struct msg *m, const char *via,
 		*verdict = result;
 		if (in_redo(result))
 			p->redo_dirty = p->schedule_changed = 1;
+		/* A failure of the plugin: the store logged it (dead, or the
+		 * retry scheduled, with its redo entry). */
 		if (result == RES_REDO || result == RES_DEAD)
-			log_msg(LOG_INFO, "proto", via, &m->id, "%s",
+			log_msg(err[0] ? LOG_DEBUG : LOG_INFO, "proto", via,
+				&m->id, "%s",
 				err[0] ? err
 				       : "waiting in the redo queue behind an "
 					 "earlier message of its key");
@@ -1619,7 +1622,7 @@ static int noted_before(struct proto *p, const char *dest)
 static int behind(struct proto *p, const char *dest, uint64_t high,
 		  const char *reporter, const char *how, int64_t now)
 {
-	char note[SEMQ_ERRLEN];
+	char note[SEMQ_ERRLEN], lb[SEMQ_LIFE_STRLEN];
 	uint64_t from = 0;
 	int r, moved = 0, first = !noted_before(p, dest);
 
@@ -1633,10 +1636,11 @@ static int behind(struct proto *p, const char *dest, uint64_t high,
 		return r;
 	p->cnt.resyncs++;
 	log_msg(first ? LOG_ERROR : LOG_WARN, "proto", reporter, NULL,
-		"stream %s->%s went back in time: this database had handed "
-		"out seqs up to %" PRIu64 ", %s has seen up to %" PRIu64
+		"stream %s->%s (life %s) went back in time: this database had "
+		"handed out seqs up to %" PRIu64 ", %s has seen up to %" PRIu64
 		" (%s; the database was restored from an older copy?)%s",
-		p->c->id, dest, from, reporter, high, how,
+		p->c->id, dest, semq_life_str(p->life, lb, sizeof lb), from,
+		reporter, high, how,
 		moved ? "; the counter moves past it: messages enqueued from "
 			"now on get new seqs, those enqueued since the "
 			"restore are checked by their digests and renumbered "

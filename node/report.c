@@ -223,15 +223,78 @@ static int list_cb(void *ctx, const struct msg *m, const struct redo_row *row)
 	return 0;
 }
 
+/* key=, dest=, since=, where= of q into f (strings borrowed from q), or
+ * 400 queued naming the parameter. */
+static int parse_filter(const struct admin_req *rq, struct evkeyvalq *q,
+			int64_t now, struct store_filter *f,
+			struct semq_where *w, struct outbox *ob, int *answered)
+{
+	const char *kv = evhttp_find_header(q, "key");
+	const char *dv = evhttp_find_header(q, "dest");
+	const char *sv = evhttp_find_header(q, "since");
+	const char *wv = evhttp_find_header(q, "where");
+
+	*answered = 1;
+	if (kv && (!*kv || strlen(kv) > SEMQ_KEY_MAX))
+		return reply_error(ob, rq->req_id, HS_BAD_REQUEST,
+				   "query: key '%s' is not 1..%d bytes", kv,
+				   SEMQ_KEY_MAX);
+	if (dv && !semq_id_valid(dv))
+		return reply_error(ob, rq->req_id, HS_BAD_REQUEST,
+				   "query: dest '%s' is not a node id", dv);
+	if (sv && semq_when_parse(sv, now, 1, &f->since))
+		return reply_error(ob, rq->req_id, HS_BAD_REQUEST,
+				   "query: since '%s' is not unix ms or %s", sv,
+				   SEMQ_WHEN_FORMS);
+	if (wv && semq_where_parse(wv, w))
+		return reply_error(ob, rq->req_id, HS_BAD_REQUEST,
+				   "query: where '%s' is not %s", wv,
+				   SEMQ_WHERE_FORMS);
+	f->key = kv;
+	f->dest = dv;
+	f->where = wv ? w : NULL;
+	*answered = 0;
+	return SEMQ_OK;
+}
+
+static int group_cb(void *ctx, const struct redo_group *g)
+{
+	struct list_ctx *x = ctx;
+	json_t *o = json_object(), *dests = json_array();
+	const char *p, *e;
+	int failed = !o || !dests;
+
+	for (p = g->dests; dests && *p; p = *e ? e + 1 : e) {
+		e = p + strcspn(p, ",");
+		if (json_array_append_new(dests,
+					  json_stringn(p, (size_t)(e - p))))
+			failed = 1;
+	}
+	jset(o, "error", json_text(g->error), &failed);
+	jset(o, "count", json_integer(g->count), &failed);
+	jset(o, "oldest", json_integer(g->oldest), &failed);
+	jset(o, "newest", json_integer(g->newest), &failed);
+	jset(o, "dests", dests, &failed);
+	if (failed || json_array_append_new(x->arr, o)) {
+		x->failed = 1;
+		return 1;
+	}
+	return 0;
+}
+
 static int redo_list(struct store *st, const struct admin_req *rq, int64_t now,
 		     struct outbox *ob)
 {
-	static const char *const allowed[] = {"status", "limit", NULL};
+	static const char *const allowed[] = {
+		"status", "limit", "offset", "key",      "dest",
+		"since",  "where", "order",  "group_by", NULL};
 	struct list_ctx x = {st, now, NULL, 0};
+	struct store_filter f = {0};
+	struct semq_where w;
 	struct evkeyvalq q;
-	const char *sv, *lv;
+	const char *sv, *lv, *ov, *gv, *orv;
 	int status = -100, answered = 0, r;
-	int64_t limit = REDO_LIMIT_DEFAULT;
+	int64_t limit = REDO_LIMIT_DEFAULT, offset = 0, total = 0;
 	json_t *doc = NULL;
 	size_t i;
 
@@ -262,12 +325,59 @@ static int redo_list(struct store *st, const struct admin_req *rq, int64_t now,
 				REDO_LIMIT_MAX);
 		goto out;
 	}
+	ov = evhttp_find_header(&q, "offset");
+	if (ov && strcmp(ov, "0") &&
+	    (!parse_positive(ov, strlen(ov), &offset) || offset > INT32_MAX)) {
+		r = reply_error(ob, rq->req_id, HS_BAD_REQUEST,
+				"query: offset '%s' is not a number 0..%d", ov,
+				INT32_MAX);
+		goto out;
+	}
+	orv = evhttp_find_header(&q, "order");
+	if (orv && strcmp(orv, "id") && strcmp(orv, "dead_first")) {
+		r = reply_error(ob, rq->req_id, HS_BAD_REQUEST,
+				"query: order '%s' is not id or dead_first",
+				orv);
+		goto out;
+	}
+	gv = evhttp_find_header(&q, "group_by");
+	if (gv && strcmp(gv, "error")) {
+		r = reply_error(ob, rq->req_id, HS_BAD_REQUEST,
+				"query: group_by '%s' is not error", gv);
+		goto out;
+	}
+	r = parse_filter(rq, &q, now, &f, &w, ob, &answered);
+	if (r != SEMQ_OK || answered)
+		goto out;
+	f.status = status;
+	f.limit = (unsigned)limit;
+	f.offset = (unsigned)offset;
+	f.dead_first = orv && !strcmp(orv, "dead_first");
 	x.arr = json_array();
 	if (!x.arr) {
 		r = SEMQ_ERR_NOMEM;
 		goto out;
 	}
-	r = store_redo_list(st, status, (unsigned)limit, list_cb, &x);
+	if (gv) {
+		r = store_redo_groups(st, &f, group_cb, &x);
+		if (r != SEMQ_OK) {
+			r = reply_error(ob, rq->req_id, HS_INTERNAL,
+					"reading tb_0033: %s",
+					store_errmsg(st));
+			goto out;
+		}
+		doc = x.failed ? NULL
+			       : json_pack("{s:s, s:I, s:O}", "group_by",
+					   "error", "count",
+					   (json_int_t)json_array_size(x.arr),
+					   "groups", x.arr);
+		r = doc ? reply_json(ob, rq->req_id, HS_OK, doc)
+			: SEMQ_ERR_NOMEM;
+		goto out;
+	}
+	r = store_redo_count(st, &f, &total);
+	if (r == SEMQ_OK)
+		r = store_redo_select(st, &f, list_cb, &x);
 	if (r != SEMQ_OK) {
 		r = reply_error(ob, rq->req_id, HS_INTERNAL,
 				"reading tb_0033: %s", store_errmsg(st));
@@ -277,10 +387,11 @@ static int redo_list(struct store *st, const struct admin_req *rq, int64_t now,
 		r = SEMQ_ERR_NOMEM;
 		goto out;
 	}
-	doc = json_pack("{s:s, s:I, s:I, s:O}", "status",
+	doc = json_pack("{s:s, s:I, s:I, s:I, s:I, s:O}", "status",
 			status == -100 ? "all"
 				       : semq_status_name("tb_0033", status),
-			"limit", (json_int_t)limit, "count",
+			"limit", (json_int_t)limit, "offset",
+			(json_int_t)offset, "total", (json_int_t)total, "count",
 			(json_int_t)json_array_size(x.arr), "entries", x.arr);
 	r = doc ? reply_json(ob, rq->req_id, HS_OK, doc) : SEMQ_ERR_NOMEM;
 out:
@@ -428,9 +539,9 @@ static int redo_retry(struct store *st, const struct admin_req *rq, int64_t id,
 	r = redo_read(st, rq, id, &m, &row, 0, ob, &answered);
 	if (r != SEMQ_OK || answered)
 		return r;
-	if (row.status != RS_DEAD) {
+	if (!store_redo_verb_applies(STORE_REDO_RETRY, row.status)) {
 		r = refuse_status(rq, id, &m, row.status,
-				  "only a dead entry can be retried", ob);
+				  store_redo_verb_rule(STORE_REDO_RETRY), ob);
 		msg_clear(&m);
 		return r;
 	}
@@ -438,11 +549,13 @@ static int redo_retry(struct store *st, const struct admin_req *rq, int64_t id,
 	if (r == SEMQ_OK) {
 		*changed = 1;
 		log_msg(LOG_INFO, "admin", NULL, &m.id,
-			"redo entry %" PRId64 " retried by an operator", id);
+			"redo entry %" PRId64 " retried by an operator (admin "
+			"HTTP from %s)",
+			id, rq->client);
 		r = action_done(st, rq, id, "retried", ob);
 	} else if (r == SEMQ_DECLINED) {
 		r = refuse_status(rq, id, &m, row.status,
-				  "only a dead entry can be retried", ob);
+				  store_redo_verb_rule(STORE_REDO_RETRY), ob);
 	} else {
 		log_msg(LOG_ERROR, "admin", NULL, &m.id,
 			"retrying redo entry %" PRId64 ": %s", id,
@@ -517,25 +630,22 @@ static int redo_discard(struct store *st, const struct admin_req *rq,
 	r = redo_read(st, rq, id, &m, &row, 0, ob, &answered);
 	if (r != SEMQ_OK || answered)
 		goto out;
-	if (row.status == RS_DONE || row.status == RS_DISCARDED) {
+	if (!store_redo_verb_applies(STORE_REDO_DISCARD, row.status)) {
 		r = refuse_status(rq, id, &m, row.status,
-				  "only a pending, waiting or dead entry can "
-				  "be discarded",
-				  ob);
+				  store_redo_verb_rule(STORE_REDO_DISCARD), ob);
 		goto out;
 	}
 	r = store_redo_discard(st, id, reason, now);
 	if (r == SEMQ_OK) {
 		*changed = 1;
-		log_msg(LOG_INFO, "admin", NULL, &m.id,
-			"redo entry %" PRId64 " discarded by an operator: %s",
-			id, reason);
+		log_msg(LOG_WARN, "admin", NULL, &m.id,
+			"redo entry %" PRId64 " discarded by an operator "
+			"(admin HTTP from %s): %s",
+			id, rq->client, reason);
 		r = action_done(st, rq, id, "discarded", ob);
 	} else if (r == SEMQ_DECLINED) {
 		r = refuse_status(rq, id, &m, row.status,
-				  "only a pending, waiting or dead entry can "
-				  "be discarded",
-				  ob);
+				  store_redo_verb_rule(STORE_REDO_DISCARD), ob);
 	} else {
 		log_msg(LOG_ERROR, "admin", NULL, &m.id,
 			"discarding redo entry %" PRId64 ": %s", id,
@@ -562,10 +672,271 @@ static int retry_all_dead(struct store *st, const struct admin_req *rq,
 	if (n) {
 		*changed = 1;
 		log_msg(LOG_INFO, "admin", NULL, NULL,
-			"%u dead redo entries retried by an operator", n);
+			"%u dead redo entries retried by an operator (admin "
+			"HTTP from %s, retry-all-dead)",
+			n, rq->client);
 	}
 	return reply_json(ob, rq->req_id, HS_OK,
 			  json_pack("{s:I}", "retried", (json_int_t)n));
+}
+
+/* ---- GET /outbound ------------------------------------------------------------ */
+
+static int out_list_cb(void *ctx, const struct msg *m,
+		       const struct out_row *row)
+{
+	struct list_ctx *x = ctx;
+	json_t *o = out_json(m, row);
+
+	if (!o || json_array_append_new(x->arr, o)) {
+		x->failed = 1;
+		return 1;
+	}
+	return 0;
+}
+
+/* tb_0031 rows, newest first: status= (a name, or all), key=, dest=,
+ * since=, limit=, offset=; {"status", "limit", "offset", "total",
+ * "count", "rows": [...]}. */
+static int outbound_list(struct store *st, const struct admin_req *rq,
+			 int64_t now, struct outbox *ob)
+{
+	static const char *const allowed[] = {
+		"status", "limit", "offset", "key", "dest", "since", NULL};
+	struct list_ctx x = {st, now, NULL, 0};
+	struct store_filter f = {0};
+	struct semq_where w;
+	struct evkeyvalq q;
+	const char *sv, *lv, *ov;
+	int status = -100, answered = 0, r;
+	int64_t limit = REDO_LIMIT_DEFAULT, offset = 0, total = 0;
+	json_t *doc = NULL;
+	size_t i;
+
+	r = parse_query(rq, allowed, &q, ob, &answered);
+	if (r != SEMQ_OK || answered)
+		goto out;
+	sv = evhttp_find_header(&q, "status");
+	lv = evhttp_find_header(&q, "limit");
+	ov = evhttp_find_header(&q, "offset");
+	if (sv && strcmp(sv, "all")) {
+		for (i = 0; i < N_OUT; i++)
+			if (!strcmp(sv, semq_status_name("tb_0031",
+							 out_statuses[i])))
+				break;
+		if (i == N_OUT) {
+			r = reply_error(ob, rq->req_id, HS_BAD_REQUEST,
+					"query: status '%s' is not one of "
+					"unsent, sent, relay-acked, held, "
+					"confirmed, cancelled, all",
+					sv);
+			goto out;
+		}
+		status = out_statuses[i];
+	}
+	if (lv && (!parse_positive(lv, strlen(lv), &limit) ||
+		   limit > REDO_LIMIT_MAX)) {
+		r = reply_error(ob, rq->req_id, HS_BAD_REQUEST,
+				"query: limit '%s' is not a number 1..%d", lv,
+				REDO_LIMIT_MAX);
+		goto out;
+	}
+	if (ov && strcmp(ov, "0") &&
+	    (!parse_positive(ov, strlen(ov), &offset) || offset > INT32_MAX)) {
+		r = reply_error(ob, rq->req_id, HS_BAD_REQUEST,
+				"query: offset '%s' is not a number 0..%d", ov,
+				INT32_MAX);
+		goto out;
+	}
+	r = parse_filter(rq, &q, now, &f, &w, ob, &answered);
+	if (r != SEMQ_OK || answered)
+		goto out;
+	f.status = status;
+	f.limit = (unsigned)limit;
+	f.offset = (unsigned)offset;
+	x.arr = json_array();
+	if (!x.arr) {
+		r = SEMQ_ERR_NOMEM;
+		goto out;
+	}
+	r = store_outbound_count(st, &f, &total);
+	if (r == SEMQ_OK)
+		r = store_outbound_select(st, &f, out_list_cb, &x);
+	if (r != SEMQ_OK) {
+		r = reply_error(ob, rq->req_id, HS_INTERNAL,
+				"reading tb_0031: %s", store_errmsg(st));
+		goto out;
+	}
+	if (x.failed) {
+		r = SEMQ_ERR_NOMEM;
+		goto out;
+	}
+	doc = json_pack("{s:s, s:I, s:I, s:I, s:I, s:O}", "status",
+			status == -100 ? "all"
+				       : semq_status_name("tb_0031", status),
+			"limit", (json_int_t)limit, "offset",
+			(json_int_t)offset, "total", (json_int_t)total, "count",
+			(json_int_t)json_array_size(x.arr), "rows", x.arr);
+	r = doc ? reply_json(ob, rq->req_id, HS_OK, doc) : SEMQ_ERR_NOMEM;
+out:
+	json_decref(x.arr);
+	evhttp_clear_headers(&q);
+	return r;
+}
+
+/* ---- POST /redo/retry, /redo/discard: the bulk verbs ------------------------ */
+
+static int bulk_each(void *ctx, const struct msg *m, const struct redo_row *row)
+{
+	json_t *arr = ctx, *o = json_object();
+	char idb[MSGID_STRLEN];
+	int failed = !o;
+
+	jset(o, "id", json_integer(row->id), &failed);
+	jset(o, "message", json_string(msgid_str(&m->id, idb, sizeof idb)),
+	     &failed);
+	jset(o, "key", m->has_key ? json_text(m->key) : json_null(), &failed);
+	jset(o, "status_name",
+	     json_string(semq_status_name("tb_0033", row->status)), &failed);
+	jset(o, "last_error", json_text(row->last_error), &failed);
+	return failed || json_array_append_new(arr, o);
+}
+
+/* Body: {"where", "dest", "key", "since", "status", "reason" (discard),
+ * "dry_run"}; "where" required. */
+static int redo_bulk(struct store *st, const struct admin_req *rq,
+		     enum store_redo_verb verb, int64_t now, struct outbox *ob,
+		     int *changed)
+{
+	static const char *const keys[] = {"where",   "dest",   "key",
+					   "since",   "status", "reason",
+					   "dry_run", NULL};
+	const char *name = verb == STORE_REDO_RETRY ? "retry" : "discard";
+	struct store_filter f = {0};
+	struct semq_where w;
+	json_error_t e;
+	json_t *doc = NULL, *v, *arr = NULL;
+	const char *key, *reason = NULL, *sv;
+	unsigned n = 0;
+	int dry = 0, r, k;
+
+	f.status = -100;
+	if (!rq->body || !rq->body_len) {
+		r = reply_error(ob, rq->req_id, HS_BAD_REQUEST,
+				"body: {\"where\": \"error~TEXT\", ...} is "
+				"required");
+		goto out;
+	}
+	doc = json_loadb(rq->body, rq->body_len, JSON_REJECT_DUPLICATES, &e);
+	if (!doc || !json_is_object(doc)) {
+		r = reply_error(ob, rq->req_id, HS_BAD_REQUEST,
+				"body: not a JSON object");
+		goto out;
+	}
+	json_object_foreach(doc, key, v)
+	{
+		for (k = 0; keys[k] && strcmp(keys[k], key); k++)
+			;
+		if (!keys[k] ||
+		    (!strcmp(key, "dry_run") && !json_is_boolean(v)) ||
+		    (strcmp(key, "dry_run") && !json_is_string(v)) ||
+		    (!strcmp(key, "reason") && verb == STORE_REDO_RETRY)) {
+			r = reply_error(ob, rq->req_id, HS_BAD_REQUEST,
+					"body: '%s' is not a parameter of "
+					"POST /redo/%s (where, dest, key, "
+					"since, status%s, dry_run)",
+					key, name,
+					verb == STORE_REDO_DISCARD ? ", reason"
+								   : "");
+			goto out;
+		}
+	}
+#define STR(k) json_string_value(json_object_get(doc, k))
+	if (!STR("where") || semq_where_parse(STR("where"), &w)) {
+		r = reply_error(ob, rq->req_id, HS_BAD_REQUEST,
+				"body: where '%s' is not %s",
+				STR("where") ? STR("where") : "(missing)",
+				SEMQ_WHERE_FORMS);
+		goto out;
+	}
+	f.where = &w;
+	f.dest = STR("dest");
+	f.key = STR("key");
+	if (f.dest && !semq_id_valid(f.dest)) {
+		r = reply_error(ob, rq->req_id, HS_BAD_REQUEST,
+				"body: dest '%s' is not a node id", f.dest);
+		goto out;
+	}
+	if (f.key && (!*f.key || strlen(f.key) > SEMQ_KEY_MAX)) {
+		r = reply_error(ob, rq->req_id, HS_BAD_REQUEST,
+				"body: key is not 1..%d bytes", SEMQ_KEY_MAX);
+		goto out;
+	}
+	sv = STR("since");
+	if (sv && semq_when_parse(sv, now, 1, &f.since)) {
+		r = reply_error(ob, rq->req_id, HS_BAD_REQUEST,
+				"body: since '%s' is not unix ms or %s", sv,
+				SEMQ_WHEN_FORMS);
+		goto out;
+	}
+	sv = STR("status");
+	if (sv) {
+		for (k = 0; k < N_REDO; k++)
+			if (!strcmp(sv, semq_status_name("tb_0033",
+							 redo_statuses[k])))
+				break;
+		if (k == N_REDO ||
+		    !store_redo_verb_applies(verb, redo_statuses[k])) {
+			r = reply_error(ob, rq->req_id, HS_BAD_REQUEST,
+					"body: status '%s': %s", sv,
+					store_redo_verb_rule(verb));
+			goto out;
+		}
+		f.status = redo_statuses[k];
+	}
+	reason = STR("reason");
+	if (verb == STORE_REDO_DISCARD &&
+	    (!reason || !*reason || strlen(reason) > REASON_MAX)) {
+		r = reply_error(ob, rq->req_id, HS_BAD_REQUEST,
+				"body: reason must be 1..%d bytes", REASON_MAX);
+		goto out;
+	}
+#undef STR
+	dry = json_is_true(json_object_get(doc, "dry_run"));
+	arr = json_array();
+	if (!arr) {
+		r = SEMQ_ERR_NOMEM;
+		goto out;
+	}
+	r = store_redo_bulk(st, verb, &f, reason, now, dry, 500, bulk_each,
+			    NULL, arr, &n);
+	if (r != SEMQ_OK) {
+		log_msg(LOG_ERROR, "admin", NULL, NULL,
+			"bulk redo %s over the admin HTTP: %s", name,
+			store_errmsg(st));
+		goto out;
+	}
+	if (!dry && n) {
+		*changed = 1;
+		log_msg(verb == STORE_REDO_RETRY ? LOG_INFO : LOG_WARN, "admin",
+			NULL, NULL,
+			"an operator (admin HTTP from %s, POST /redo/%s) %s "
+			"%u redo entr%s where %s%s%s%s%s%s%s%s",
+			rq->client, name,
+			verb == STORE_REDO_RETRY ? "retried" : "discarded", n,
+			n == 1 ? "y" : "ies", w.exact ? "error=" : "error~",
+			w.text, f.dest ? ", dest " : "", f.dest ? f.dest : "",
+			f.key ? ", key " : "", f.key ? f.key : "",
+			reason ? ": " : "", reason ? reason : "");
+	}
+	r = reply_json(ob, rq->req_id, HS_OK,
+		       json_pack("{s:s, s:b, s:I, s:O}", "verb", name,
+				 "dry_run", dry, "count", (json_int_t)n,
+				 "entries", arr));
+out:
+	json_decref(arr);
+	json_decref(doc);
+	return r;
 }
 
 /* ---- streams: GET /streams and the tables' metrics ---------------------------- */
@@ -899,11 +1270,38 @@ static int streams_get(struct store *st, const struct config *c,
 		       const struct admin_req *rq, int64_t now,
 		       struct outbox *ob)
 {
+	static const char *const allowed[] = {"dest", "origin", "key", "since",
+					      NULL};
 	struct streams s = {.node = c->id};
 	json_t *doc = NULL, *outv = NULL, *inv = NULL;
+	const char *dv = NULL, *ov = NULL, *no;
+	struct evkeyvalq q;
 	int answered, failed = 0, r;
 	size_t i;
 
+	/* dest=, origin= pick streams; key= and since= are filters of the
+	 * listings of rows, not of the counts per stream. */
+	r = parse_query(rq, allowed, &q, ob, &answered);
+	if (r != SEMQ_OK || answered)
+		goto out;
+	no = evhttp_find_header(&q, "key") ? "key" : "since";
+	if (evhttp_find_header(&q, no)) {
+		r = reply_error(ob, rq->req_id, HS_BAD_REQUEST,
+				"query: %s= does not filter /streams (counts "
+				"per stream); GET /outbound?%s=... or "
+				"/redo?%s=... list the rows",
+				no, no, no);
+		goto out;
+	}
+	dv = evhttp_find_header(&q, "dest");
+	ov = evhttp_find_header(&q, "origin");
+	if ((dv && !semq_id_valid(dv)) || (ov && !semq_id_valid(ov))) {
+		r = reply_error(ob, rq->req_id, HS_BAD_REQUEST,
+				"query: %s '%s' is not a node id",
+				dv && !semq_id_valid(dv) ? "dest" : "origin",
+				dv && !semq_id_valid(dv) ? dv : ov);
+		goto out;
+	}
 	r = streams_read(st, rq, &s, ob, &answered);
 	if (r != SEMQ_OK || answered)
 		goto out;
@@ -911,7 +1309,12 @@ static int streams_get(struct store *st, const struct config *c,
 	inv = json_array();
 	failed = !outv || !inv;
 	for (i = 0; i < s.n && !failed; i++) {
-		json_t *o = stream_json(&s.v[i], now, &failed);
+		json_t *o;
+
+		if ((dv && strcmp(dv, s.v[i].dest)) ||
+		    (ov && strcmp(ov, s.v[i].origin)))
+			continue;
+		o = stream_json(&s.v[i], now, &failed);
 		if (o && json_array_append_new(s.v[i].out ? outv : inv, o))
 			failed = 1;
 	}
@@ -930,6 +1333,7 @@ static int streams_get(struct store *st, const struct config *c,
 	r = reply_json(ob, rq->req_id, HS_OK, doc);
 	doc = NULL;
 out:
+	evhttp_clear_headers(&q);
 	json_decref(doc);
 	json_decref(outv);
 	json_decref(inv);
@@ -1194,6 +1598,12 @@ int report_handle(struct store *st, const struct config *c, const struct job *j,
 		return metrics_get(st, c, rq, now, ob);
 	if (!strcmp(path, "/redo") && get)
 		return redo_list(st, rq, now, ob);
+	if (!strcmp(path, "/outbound") && get)
+		return outbound_list(st, rq, now, ob);
+	if (!strcmp(path, "/redo/retry") && post)
+		return redo_bulk(st, rq, STORE_REDO_RETRY, now, ob, changed);
+	if (!strcmp(path, "/redo/discard") && post)
+		return redo_bulk(st, rq, STORE_REDO_DISCARD, now, ob, changed);
 	if (!strcmp(path, "/redo/retry-all-dead") && post)
 		return retry_all_dead(st, rq, now, ob, changed);
 	if (strncmp(path, "/redo/", 6) != 0)

@@ -633,6 +633,95 @@ int store_redo_retry_all_dead(struct store *st, int64_t now, unsigned *n_out);
 int store_redo_discard(struct store *st, int64_t id, const char *reason,
 		       int64_t now);
 
+/* ---- filters of the listings (semqctl, the admin HTTP) ------------------ */
+
+/*
+ * Which rows a listing or a bulk verb takes; a member left 0/NULL takes
+ * any. Every filter runs in SQL on bound parameters (the statement's text
+ * is made of fixed fragments only), so the indexes serve it: status, key
+ * (idx_0031_msg_key, idx_0033_msg_key), dest.
+ */
+struct store_filter {
+	int status;       /* < -99: any status */
+	const char *dest; /* the message's destination */
+	const char *key;  /* its key */
+	int64_t since;    /* created (tb_0031, tb_0033) or received (tb_0030)
+			     at or after this unix ms; 0: any time */
+	const struct semq_where *where; /* tb_0033: its last_error */
+	int dead_first;  /* tb_0033: dead, pending, waiting, done, discarded,
+			   then by id; else by id (tb_0031, tb_0030: newest
+			   first) */
+	unsigned limit;  /* 0: no limit */
+	unsigned offset; /* rows skipped first */
+};
+
+/* tb_0033 entries of the filter, without their payloads (as
+ * store_redo_list). */
+int store_redo_select(struct store *st, const struct store_filter *f,
+		      store_redo_cb cb, void *ctx);
+/* How many entries the filter takes (limit and offset ignored). */
+int store_redo_count(struct store *st, const struct store_filter *f,
+		     int64_t *n);
+/* One group of entries with one last_error: strings borrowed until the
+ * callback returns. */
+struct redo_group {
+	const char *error; /* NULL: entries without one */
+	int64_t count;
+	int64_t oldest, newest; /* created_at of the first and last entry */
+	const char *dests;      /* their destinations, comma-separated */
+};
+typedef int (*store_group_cb)(void *ctx, const struct redo_group *g);
+/* The filter's entries grouped by last_error, the largest group first
+ * (limit and offset apply to the groups). */
+int store_redo_groups(struct store *st, const struct store_filter *f,
+		      store_group_cb cb, void *ctx);
+
+/*
+ * The operator's bulk verbs: retry (dead -> pending, as store_redo_retry)
+ * or discard (with a reason, as store_redo_discard, releasing the next
+ * waiting entry of each key discarded) every entry of the filter (limit and
+ * offset ignored), entry by entry through the single-entry verbs, so that
+ * their rules hold. A retry takes dead entries only (f->status must be
+ * any or dead); a discard takes dead ones unless f->status says pending or
+ * waiting. The entries are read first, in id order; `each` is called for
+ * every entry as it was before the verb (dry_run: for every entry it would
+ * take, and nothing changes). The real run goes in transactions of `batch`
+ * entries (in semqd's open batch: in that batch); `progress` (may be NULL)
+ * after each. An entry another caller changed meanwhile so that the verb
+ * no longer applies is skipped (not counted, not passed to each). *n_out:
+ * entries changed (dry run: entries listed).
+ */
+enum store_redo_verb { STORE_REDO_RETRY, STORE_REDO_DISCARD };
+/* The operator's verbs' rule, the one semqctl, the admin HTTP and the bulk
+ * verb apply: may `verb` take an entry in `status`? (retry: dead; discard:
+ * pending, waiting or dead.) */
+int store_redo_verb_applies(enum store_redo_verb verb, int status);
+/* The rule in words: "only dead entries can be retried", "only pending,
+ * waiting or dead entries can be discarded". Static. */
+const char *store_redo_verb_rule(enum store_redo_verb verb);
+typedef void (*store_progress_fn)(void *ctx, unsigned done, unsigned total);
+int store_redo_bulk(struct store *st, enum store_redo_verb verb,
+		    const struct store_filter *f, const char *reason,
+		    int64_t now, int dry_run, unsigned batch,
+		    store_redo_cb each, store_progress_fn progress, void *ctx,
+		    unsigned *n_out);
+
+/* tb_0031 rows of the filter (newest first), as store_outbound_list. */
+int store_outbound_select(struct store *st, const struct store_filter *f,
+			  store_out_cb cb, void *ctx);
+/* How many rows the filter takes (limit and offset ignored). */
+int store_outbound_count(struct store *st, const struct store_filter *f,
+			 int64_t *n);
+/* Confirmed rows whose destination's redo entry was dead when it answered
+ * (result dead), per destination: cb(ctx, dest, "", count, the first
+ * such answer's acked_at). */
+int store_outbound_dead_at(struct store *st, store_waiting_cb cb, void *ctx);
+/* tb_0030 rows of the filter and of `origin` (NULL: any; f->status
+ * unused), newest first, as store_received_list. */
+int store_received_select(struct store *st, const char *origin,
+			  const struct store_filter *f, store_recv_cb cb,
+			  void *ctx);
+
 /* ---- status --------------------------------------------------------------- */
 
 /* One line of `semqctl status`: a count of rows of one table in one status,

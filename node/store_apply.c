@@ -242,8 +242,12 @@ int store_receive(struct store *st, const struct msg *m, const char *via,
 		res = RES_DEAD; /* recorded as REDO, its entry dead */
 		r = redo_insert(st, m, RS_DEAD, 1, 0, now, perr, now, idb);
 	}
-	if (!r)
+	if (!r) {
+		store__redo_log(st, &m->id,
+				res == RES_DEAD ? RS_DEAD : RS_PENDING, 1,
+				now + level_ms(st, 0), perr, now);
 		seterr(st, SEMQ_OK, "%s: %s", idb, perr);
+	}
 out:
 	r = tx_close(st, own, r);
 	if (r < 0)

@@ -361,32 +361,12 @@ int store_fetch_unacked(struct store *st, int64_t before, unsigned limit,
 	return r;
 }
 
-int store_received_list(struct store *st, const char *origin, unsigned limit,
-			store_recv_cb cb, void *ctx)
+/* Steps s (IN_COLS) into cb until it says stop. */
+static int each_recv(struct store *st, struct db_stmt *s, store_recv_cb cb,
+		     void *ctx)
 {
-	enum q i = origin ? Q_IN_LIST : Q_IN_LIST_ALL;
-	struct db_stmt *s;
 	int r = SEMQ_OK, rc;
 
-	if (!st)
-		return SEMQ_ERR_INVALID;
-	if (!cb)
-		return seterr(st, SEMQ_ERR_INVALID, "%s",
-			      "received_list: callback is missing");
-	if (origin) {
-		r = check_node(st, "origin", origin, SEMQ_ID_MAX + 1);
-		if (r)
-			return r;
-	}
-	s = q_get(st, i);
-	if (!s)
-		return SEMQ_ERR_DB;
-	if (origin) {
-		db_bind_text(s, 1, origin);
-		db_bind_int64(s, 2, limit);
-	} else {
-		db_bind_int64(s, 1, limit);
-	}
 	while ((rc = db_step(s)) == DB_ROW) {
 		/* Copied out first: the callback may use the store. */
 		char key[SEMQ_KEY_MAX + 1], via[SEMQ_ID_MAX + 1];
@@ -416,7 +396,64 @@ int store_received_list(struct store *st, const char *origin, unsigned limit,
 	}
 	if (rc < 0)
 		r = dberr(st, "reading tb_0030");
+	return r;
+}
+
+int store_received_list(struct store *st, const char *origin, unsigned limit,
+			store_recv_cb cb, void *ctx)
+{
+	enum q i = origin ? Q_IN_LIST : Q_IN_LIST_ALL;
+	struct db_stmt *s;
+	int r = SEMQ_OK;
+
+	if (!st)
+		return SEMQ_ERR_INVALID;
+	if (!cb)
+		return seterr(st, SEMQ_ERR_INVALID, "%s",
+			      "received_list: callback is missing");
+	if (origin) {
+		r = check_node(st, "origin", origin, SEMQ_ID_MAX + 1);
+		if (r)
+			return r;
+	}
+	s = q_get(st, i);
+	if (!s)
+		return SEMQ_ERR_DB;
+	if (origin) {
+		db_bind_text(s, 1, origin);
+		db_bind_int64(s, 2, limit);
+	} else {
+		db_bind_int64(s, 1, limit);
+	}
+	r = each_recv(st, s, cb, ctx);
 	q_put(st, i, s);
+	return r;
+}
+
+int store_received_select(struct store *st, const char *origin,
+			  const struct store_filter *f, store_recv_cb cb,
+			  void *ctx)
+{
+	struct db_stmt *s = NULL;
+	int r = SEMQ_OK;
+
+	if (!st)
+		return SEMQ_ERR_INVALID;
+	if (!cb || !f)
+		return seterr(st, SEMQ_ERR_INVALID, "%s",
+			      "received_select: callback or filter missing");
+	if (f->where)
+		return seterr(st, SEMQ_ERR_INVALID, "%s",
+			      "tb_0030 has no last_error filter");
+	if (origin)
+		r = check_node(st, "origin", origin, SEMQ_ID_MAX + 1);
+	if (!r)
+		r = store__filter_stmt(st, FT_IN, f, origin,
+				       "SELECT " IN_COLS " FROM tb_0030",
+				       " ORDER BY id DESC", 1, &s);
+	if (!r)
+		r = each_recv(st, s, cb, ctx);
+	db_finalize(s);
 	return r;
 }
 

@@ -164,13 +164,13 @@ enum q {
 	Q_REDO_GET,
 	Q_REDO_ORIGIN,
 	Q_REDO_STATUS_OF,
+	Q_REDO_ID_OF,
 	Q_REDO_DUE,
 	Q_REDO_NEXT_DUE,
 	Q_REDO_LIST_ALL,
 	Q_REDO_LIST,
 	Q_REDO_UPDATE,
 	Q_REDO_RETRY,
-	Q_REDO_RETRY_ALL,
 	Q_REDO_DISCARD,
 	Q_REDO_HEAD_OF,
 	/* tb_0031 */
@@ -221,6 +221,7 @@ enum q {
 	Q_OUT_MARK_CUSTODY,
 	Q_OUT_TOMBSTONES_TO,
 	Q_OUT_WAITING,
+	Q_OUT_DEAD_AT,
 	Q_COPY_CANCEL,
 	Q_COPY_UNHOLD,
 	Q_COPIES_FOR,
@@ -234,8 +235,6 @@ enum q {
 	Q_DEST_UNKNOWN,
 	Q_REDO_OWN_DEAD,
 	Q_REDO_OWN_SETTLE,
-	Q_REDO_OWN_RETRY_ALL,
-	Q_OUT_OWN_RESEND_ALL,
 	Q_OUT_OWN_RESEND,
 	/* lives */
 	Q_LIVES,
@@ -280,6 +279,9 @@ struct store {
 	int64_t *levels; /* owned: redo backoff levels, ms */
 	size_t n_levels;
 	unsigned max_tries;
+	/* store__redo_log's rate limit: lines in the current second */
+	int64_t log_second;
+	unsigned log_lines, log_dropped;
 	int schema_version;
 	int in_batch;
 	struct db_stmt *q[Q__N];  /* owned: cached statements */
@@ -314,6 +316,22 @@ int store__dberr(struct store *st, const char *what);
 int store__waiting_rows(struct store *st, enum q q, const char *what,
 			store_waiting_cb cb, void *ctx);
 void store__copy_err(const struct store *st, char *err, size_t errsz);
+/* A filtered listing (store_sql.c): head (SELECT ... FROM table) + the
+ * filter's WHERE + tail (ORDER BY, GROUP BY) + LIMIT/OFFSET when paged,
+ * prepared for stepping row by row, bound. *out: caller db_finalize()s. */
+enum filter_table { FT_OUT, FT_IN, FT_REDO };
+/* Logs what became of message m's redo entry (store_redo.c): dead (WARN),
+ * a retry scheduled at next_at (INFO), with its id, tries and reason. At
+ * most 20 such lines a second; the rest are counted and said once. */
+void store__redo_log(struct store *st, const struct msgid *id, int status,
+		     int tries, int64_t next_at, const char *reason,
+		     int64_t now);
+extern const char *const store__redo_select_sql;
+extern const char *const store__out_select_sql;
+int store__filter_stmt(struct store *st, enum filter_table t,
+		       const struct store_filter *f, const char *origin,
+		       const char *head, const char *tail, int paged,
+		       struct db_stmt **out);
 struct db_stmt *store__q_get(struct store *st, enum q i);
 void store__q_put(struct store *st, enum q i, struct db_stmt *s);
 int store__q_exec(struct store *st, enum q i, const char *what);

@@ -796,6 +796,78 @@ int store_outbound_list(struct store *st, int status, unsigned limit,
 	return r;
 }
 
+static int check_filter_out(struct store *st, const struct store_filter *f)
+{
+	if (!f)
+		return seterr(st, SEMQ_ERR_INVALID, "%s",
+			      "outbound filter is NULL");
+	if (f->where)
+		return seterr(st, SEMQ_ERR_INVALID, "%s",
+			      "tb_0031 has no last_error filter");
+	return check_out_status(st, f->status);
+}
+
+int store_outbound_select(struct store *st, const struct store_filter *f,
+			  store_out_cb cb, void *ctx)
+{
+	struct db_stmt *s = NULL;
+	int r;
+
+	if (!st)
+		return SEMQ_ERR_INVALID;
+	if (!cb)
+		return seterr(st, SEMQ_ERR_INVALID, "%s",
+			      "outbound_select: callback is missing");
+	r = check_filter_out(st, f);
+	if (!r)
+		r = store__filter_stmt(st, FT_OUT, f, NULL,
+				       store__out_select_sql,
+				       " ORDER BY id DESC", 1, &s);
+	if (!r)
+		r = each_out(st, s, cb, ctx, NULL, NULL);
+	db_finalize(s);
+	return r;
+}
+
+/* The first column of the one row of a count(*) statement s. */
+static int count_of(struct store *st, struct db_stmt *s, const char *what,
+		    int64_t *n)
+{
+	int rc = db_step(s);
+
+	if (rc == DB_ROW) {
+		*n = db_col_int64(s, 0);
+		return SEMQ_OK;
+	}
+	return rc < 0 ? dberr(st, what)
+		      : seterr(st, SEMQ_ERR_INTERNAL, "%s: no row", what);
+}
+
+int store_outbound_count(struct store *st, const struct store_filter *f,
+			 int64_t *n)
+{
+	struct db_stmt *s = NULL;
+	int r;
+
+	if (!st || !n)
+		return SEMQ_ERR_INVALID;
+	r = check_filter_out(st, f);
+	if (!r)
+		r = store__filter_stmt(st, FT_OUT, f, NULL,
+				       "SELECT count(*) FROM tb_0031", "", 0,
+				       &s);
+	if (!r)
+		r = count_of(st, s, "counting tb_0031", n);
+	db_finalize(s);
+	return r;
+}
+
+int store_outbound_dead_at(struct store *st, store_waiting_cb cb, void *ctx)
+{
+	return store__waiting_rows(st, Q_OUT_DEAD_AT, "dead at the destination",
+				   cb, ctx);
+}
+
 /* ---- renumbering and stream counters ------------------------------------ */
 
 /* The next seq of this node's stream to dest (the counter moves). */

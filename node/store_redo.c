@@ -6,6 +6,10 @@
  */
 #include "store_int.h"
 
+#include <time.h>
+
+#include "log.h"
+
 int store_redo_purge(struct store *st, int64_t now, int64_t retention_ms,
 		     unsigned limit, unsigned *n_out)
 {
@@ -400,6 +404,8 @@ int store_redo_run(struct store *st, int64_t id, int64_t now,
 	}
 	r = redo_update(st, id, status, tries, level, next_at,
 			status == RS_DONE ? NULL : perr, now);
+	if (!r && status != RS_DONE)
+		store__redo_log(st, &m.id, status, tries, next_at, perr, now);
 	/* What a second copy of it is answered from now on. */
 	if (!r && status == RS_DONE)
 		r = in_set_result(st, &m.id, RES_PROCESSED, idb);
@@ -559,65 +565,15 @@ out:
 	return tx_close(st, own, r);
 }
 
+/* Every dead entry, through the bulk verb (one transaction: the caller's
+ * listing in the same transaction is exactly what it retries). */
 int store_redo_retry_all_dead(struct store *st, int64_t now, unsigned *n_out)
 {
-	struct db_stmt *s = NULL;
-	int r = SEMQ_ERR_INTERNAL, rc, own = 0;
-	unsigned n;
+	struct store_filter f = {0};
 
-	if (n_out)
-		*n_out = 0;
-	if (!st)
-		return SEMQ_ERR_INVALID;
-	r = tx_open(st, &own);
-	if (r)
-		goto out;
-	/* This node's own undeliverable messages go out again first. */
-	s = q_get(st, Q_OUT_OWN_RESEND_ALL);
-	if (!s) {
-		r = SEMQ_ERR_DB;
-		goto out;
-	}
-	db_bind_text(s, 1, st->node_id);
-	db_bind_int64(s, 2, now);
-	rc = db_step(s);
-	q_put(st, Q_OUT_OWN_RESEND_ALL, s);
-	s = NULL;
-	if (rc < 0) {
-		r = dberr(st, "redo retry all dead");
-		goto out;
-	}
-	s = q_get(st, Q_REDO_OWN_RETRY_ALL);
-	if (!s) {
-		r = SEMQ_ERR_DB;
-		goto out;
-	}
-	db_bind_text(s, 1, st->node_id);
-	db_bind_int64(s, 2, now);
-	rc = db_step(s);
-	q_put(st, Q_REDO_OWN_RETRY_ALL, s);
-	s = NULL;
-	if (rc < 0) {
-		r = dberr(st, "redo retry all dead");
-		goto out;
-	}
-	n = (unsigned)db_changes(st->db);
-	s = q_get(st, Q_REDO_RETRY_ALL);
-	if (!s) {
-		r = SEMQ_ERR_DB;
-		goto out;
-	}
-	db_bind_int64(s, 1, now);
-	if (db_step(s) < 0) {
-		r = dberr(st, "redo retry all dead");
-		goto out;
-	}
-	if (n_out)
-		*n_out = n + (unsigned)db_changes(st->db);
-	r = SEMQ_OK;
-out:
-	q_put(st, Q_REDO_RETRY_ALL, s);
-	return tx_close(st, own, r);
+	f.status = RS_DEAD;
+	return store_redo_bulk(st, STORE_REDO_RETRY, &f, NULL, now, 0, UINT_MAX,
+			       NULL, NULL, NULL, n_out);
 }
 
 int store_redo_discard(struct store *st, int64_t id, const char *reason,
@@ -645,11 +601,10 @@ int store_redo_discard(struct store *st, int64_t id, const char *reason,
 		r = own_discard(st, &m, &row, reason, now);
 		goto out;
 	}
-	if (row.status != RS_PENDING && row.status != RS_WAITING &&
-	    row.status != RS_DEAD) {
-		r = seterr(st, SEMQ_DECLINED,
-			   "redo %" PRId64 ": %s, cannot be discarded", id,
-			   semq_status_name("tb_0033", row.status));
+	if (!store_redo_verb_applies(STORE_REDO_DISCARD, row.status)) {
+		r = seterr(st, SEMQ_DECLINED, "redo %" PRId64 ": %s; %s", id,
+			   semq_status_name("tb_0033", row.status),
+			   store_redo_verb_rule(STORE_REDO_DISCARD));
 		goto out;
 	}
 	s = q_get(st, Q_REDO_DISCARD);
@@ -677,4 +632,321 @@ out:
 	free(strs[0]);
 	free(strs[1]);
 	return tx_close(st, own, r);
+}
+
+/* ---- log lines ------------------------------------------------------------ */
+
+#define REDO_LOG_PER_SECOND 20
+
+void store__redo_log(struct store *st, const struct msgid *id, int status,
+		     int tries, int64_t next_at, const char *reason,
+		     int64_t now)
+{
+	struct db_stmt *s;
+	int64_t rid = 0;
+	char when[32];
+	struct tm tm;
+	time_t t;
+
+	if (status != RS_DEAD && status != RS_PENDING)
+		return;
+	if (now / 1000 != st->log_second) {
+		if (st->log_dropped)
+			log_msg(LOG_WARN, "redo", NULL, NULL,
+				"%u more lines about dead and retried "
+				"entries left out (more than %d a second); "
+				"'semqctl redo list --group-by error' "
+				"sums them up",
+				st->log_dropped, REDO_LOG_PER_SECOND);
+		st->log_second = now / 1000;
+		st->log_lines = st->log_dropped = 0;
+	}
+	if (st->log_lines >= REDO_LOG_PER_SECOND) {
+		st->log_dropped++;
+		return;
+	}
+	st->log_lines++;
+	s = q_get(st, Q_REDO_ID_OF);
+	if (s) {
+		bind_id(s, id);
+		if (db_step(s) == DB_ROW)
+			rid = db_col_int64(s, 0);
+		q_put(st, Q_REDO_ID_OF, s);
+	}
+	if (status == RS_DEAD) {
+		log_msg(LOG_WARN, "redo", NULL, id,
+			"dead: redo entry %" PRId64 " after %d tr%s of %u: %s"
+			" (semqctl redo show %" PRId64 ")",
+			rid, tries, tries == 1 ? "y" : "ies", st->max_tries,
+			reason && reason[0] ? reason : "permanent failure",
+			rid);
+		return;
+	}
+	t = (time_t)(next_at / 1000);
+	if (!gmtime_r(&t, &tm) ||
+	    !strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm))
+		snprintf(when, sizeof when, "%" PRId64, next_at);
+	log_msg(LOG_INFO, "redo", NULL, id,
+		"retry %d/%u of redo entry %" PRId64 " at %s (in %" PRId64
+		" s): %s",
+		tries + 1, st->max_tries, rid, when,
+		(next_at - now + 999) / 1000, reason ? reason : "");
+}
+
+/* ---- filters and the bulk verbs ------------------------------------------- */
+
+int store_redo_verb_applies(enum store_redo_verb verb, int status)
+{
+	if (verb == STORE_REDO_RETRY)
+		return status == RS_DEAD;
+	return status == RS_DEAD || status == RS_PENDING ||
+	       status == RS_WAITING;
+}
+
+const char *store_redo_verb_rule(enum store_redo_verb verb)
+{
+	return verb == STORE_REDO_RETRY
+		       ? "only dead entries can be retried"
+		       : "only pending, waiting or dead entries can be "
+			 "discarded";
+}
+
+static int check_filter_redo(struct store *st, const struct store_filter *f)
+{
+	if (!f)
+		return seterr(st, SEMQ_ERR_INVALID, "%s",
+			      "redo filter is NULL");
+	return check_redo_status(st, f->status);
+}
+
+/* dead first: the entries an operator acts on, then the live ones. */
+#define REDO_ORDER_DEAD_FIRST                                                  \
+	" ORDER BY CASE status WHEN -1 THEN 0 WHEN 0 THEN 1 WHEN 1 THEN 2"     \
+	" WHEN 2 THEN 3 ELSE 4 END, id"
+
+int store_redo_select(struct store *st, const struct store_filter *f,
+		      store_redo_cb cb, void *ctx)
+{
+	struct db_stmt *s = NULL;
+	int r;
+
+	if (!st)
+		return SEMQ_ERR_INVALID;
+	if (!cb)
+		return seterr(st, SEMQ_ERR_INVALID, "%s",
+			      "redo_select: callback is missing");
+	r = check_filter_redo(st, f);
+	if (!r)
+		r = store__filter_stmt(
+			st, FT_REDO, f, NULL, store__redo_select_sql,
+			f->dead_first ? REDO_ORDER_DEAD_FIRST : " ORDER BY id",
+			1, &s);
+	if (!r)
+		r = each_redo(st, s, cb, ctx);
+	db_finalize(s);
+	return r;
+}
+
+int store_redo_count(struct store *st, const struct store_filter *f, int64_t *n)
+{
+	struct db_stmt *s = NULL;
+	int r, rc;
+
+	if (!st || !n)
+		return SEMQ_ERR_INVALID;
+	r = check_filter_redo(st, f);
+	if (!r)
+		r = store__filter_stmt(st, FT_REDO, f, NULL,
+				       "SELECT count(*) FROM tb_0033", "", 0,
+				       &s);
+	if (!r) {
+		rc = db_step(s);
+		if (rc == DB_ROW)
+			*n = db_col_int64(s, 0);
+		else
+			r = rc < 0 ? dberr(st, "counting tb_0033")
+				   : seterr(st, SEMQ_ERR_INTERNAL, "%s",
+					    "counting tb_0033: no row");
+	}
+	db_finalize(s);
+	return r;
+}
+
+int store_redo_groups(struct store *st, const struct store_filter *f,
+		      store_group_cb cb, void *ctx)
+{
+	struct db_stmt *s = NULL;
+	int r, rc;
+
+	if (!st)
+		return SEMQ_ERR_INVALID;
+	if (!cb)
+		return seterr(st, SEMQ_ERR_INVALID, "%s",
+			      "redo_groups: callback is missing");
+	r = check_filter_redo(st, f);
+	if (!r)
+		r = store__filter_stmt(
+			st, FT_REDO, f, NULL,
+			st->pg ? "SELECT last_error, count(*), min(created_at),"
+				 " max(created_at), string_agg(DISTINCT dest,"
+				 " ',') FROM tb_0033"
+			       : "SELECT last_error, count(*), min(created_at),"
+				 " max(created_at), group_concat(DISTINCT dest)"
+				 " FROM tb_0033",
+			" GROUP BY last_error ORDER BY count(*) DESC,"
+			" min(created_at)",
+			1, &s);
+	if (r)
+		goto out;
+	while ((rc = db_step(s)) == DB_ROW) {
+		struct redo_group g;
+		char *err =
+			db_col_null(s, 0) ? NULL : strdup(db_col_text(s, 0));
+		char *dests =
+			strdup(db_col_null(s, 4) ? "" : db_col_text(s, 4));
+		int stop;
+
+		if ((!err && !db_col_null(s, 0)) || !dests) {
+			free(err);
+			free(dests);
+			r = seterr(st, SEMQ_ERR_NOMEM, "%s", "redo_groups");
+			goto out;
+		}
+		g.error = err;
+		g.count = db_col_int64(s, 1);
+		g.oldest = db_col_int64(s, 2);
+		g.newest = db_col_int64(s, 3);
+		g.dests = dests;
+		stop = cb(ctx, &g);
+		free(err);
+		free(dests);
+		if (stop)
+			break;
+	}
+	if (rc < 0)
+		r = dberr(st, "grouping tb_0033");
+out:
+	db_finalize(s);
+	return r;
+}
+
+struct idlist {
+	int64_t *v;
+	size_t n, cap;
+	int failed;
+};
+
+static int collect_id(void *ctx, const struct msg *m,
+		      const struct redo_row *row)
+{
+	struct idlist *l = ctx;
+	int64_t *nv;
+
+	(void)m;
+	if (l->n == l->cap) {
+		l->cap = l->cap ? l->cap * 2 : 256;
+		nv = realloc(l->v, l->cap * sizeof *nv);
+		if (!nv) {
+			l->failed = 1;
+			return 1;
+		}
+		l->v = nv;
+	}
+	l->v[l->n++] = row->id;
+	return 0;
+}
+
+int store_redo_bulk(struct store *st, enum store_redo_verb verb,
+		    const struct store_filter *f, const char *reason,
+		    int64_t now, int dry_run, unsigned batch,
+		    store_redo_cb each, store_progress_fn progress, void *ctx,
+		    unsigned *n_out)
+{
+	const char *what = verb == STORE_REDO_RETRY ? "retry" : "discard";
+	struct store_filter g;
+	struct idlist l = {NULL, 0, 0, 0};
+	unsigned done = 0;
+	size_t i = 0, end;
+	int r, own;
+
+	if (n_out)
+		*n_out = 0;
+	if (!st)
+		return SEMQ_ERR_INVALID;
+	if (!f)
+		return seterr(st, SEMQ_ERR_INVALID, "%s",
+			      "redo_bulk: filter is NULL");
+	g = *f;
+	g.limit = g.offset = 0;
+	g.dead_first = 0;
+	if (g.status < -99)
+		g.status = RS_DEAD;
+	if (!store_redo_verb_applies(verb, g.status))
+		return seterr(st, SEMQ_ERR_INVALID, "redo %s: %s, not %s ones",
+			      what, store_redo_verb_rule(verb),
+			      semq_status_name("tb_0033", g.status));
+	if (verb == STORE_REDO_DISCARD && (!reason || !reason[0]))
+		return seterr(st, SEMQ_ERR_INVALID, "%s",
+			      "redo discard: a reason is required");
+	if (!batch)
+		batch = 500;
+	r = store_redo_select(st, &g, collect_id, &l);
+	if (!r && l.failed)
+		r = seterr(st, SEMQ_ERR_NOMEM, "%s", "redo bulk: ids");
+	while (!r && i < l.n) {
+		end = i + batch < l.n ? i + batch : l.n;
+		r = dry_run ? SEMQ_OK : tx_open(st, &own);
+		if (r)
+			break;
+		for (; !r && i < end; i++) {
+			struct msg m;
+			struct redo_row row;
+			char *strs[2] = {NULL, NULL};
+			char idb[MSGID_STRLEN];
+
+			r = redo_load(st, l.v[i], &m, &row, strs);
+			if (r == SEMQ_ERR_NOT_FOUND) { /* purged meanwhile */
+				r = SEMQ_OK;
+				goto next;
+			}
+			if (r)
+				goto next;
+			if (row.status != g.status) /* changed meanwhile */
+				goto next;
+			if (!dry_run)
+				r = verb == STORE_REDO_RETRY
+					    ? store_redo_retry(st, row.id, now)
+					    : store_redo_discard(st, row.id,
+								 reason, now);
+			if (r == SEMQ_DECLINED) {
+				r = SEMQ_OK;
+				goto next;
+			}
+			if (r)
+				goto next;
+			done++;
+			if (!dry_run)
+				log_msg(LOG_DEBUG, "redo", NULL, &m.id,
+					"redo entry %" PRId64 ": %s (bulk %s)",
+					row.id,
+					verb == STORE_REDO_RETRY ? "retried"
+								 : "discarded",
+					what);
+			(void)idb;
+			if (each && each(ctx, &m, &row))
+				r = SEMQ_ERR_INTERNAL;
+		next:
+			msg_clear(&m);
+			free(strs[0]);
+			free(strs[1]);
+		}
+		if (!dry_run)
+			r = tx_close(st, own, r);
+		if (!r && progress)
+			progress(ctx, (unsigned)i, (unsigned)l.n);
+	}
+	free(l.v);
+	if (n_out)
+		*n_out = done;
+	return r;
 }

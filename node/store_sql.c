@@ -173,6 +173,8 @@ const struct q_text store__q[Q__N] = {
 	[Q_REDO_ORIGIN] = {"SELECT origin FROM tb_0033 WHERE id = ?1"},
 	[Q_REDO_STATUS_OF] = {"SELECT status FROM tb_0033 WHERE origin = ?1"
 			      " AND dest = ?2 AND seq = ?3 AND life = ?4"},
+	[Q_REDO_ID_OF] = {"SELECT id FROM tb_0033 WHERE origin = ?1"
+			  " AND dest = ?2 AND seq = ?3 AND life = ?4"},
 	[Q_REDO_DUE] = {"SELECT " REDO_COLS_LEN " FROM tb_0033"
 			" WHERE status = 0 AND next_attempt_at <= ?1"
 			" ORDER BY next_attempt_at, id LIMIT ?2"},
@@ -189,9 +191,6 @@ const struct q_text store__q[Q__N] = {
 	[Q_REDO_RETRY] = {"UPDATE tb_0033 SET status = 0, level = 0,"
 			  " next_attempt_at = ?2, updated_at = ?2"
 			  " WHERE id = ?1 AND status = -1"},
-	[Q_REDO_RETRY_ALL] = {"UPDATE tb_0033 SET status = 0, level = 0,"
-			      " next_attempt_at = ?1, updated_at = ?1"
-			      " WHERE status = -1"},
 	/* A discarded entry will not run: its next_attempt_at is no later
 	 * than the discard, so that the purge's range finds it. */
 	[Q_REDO_DISCARD] = {"UPDATE tb_0033 SET status = -2,"
@@ -523,6 +522,16 @@ const struct q_text store__q[Q__N] = {
 				 " ORDER BY next_attempt_at, id LIMIT ?2"},
 	/* This node's rows in a relay's custody, per destination and relay,
 	 * with the earliest hand-over. */
+	/* This node's confirmed rows whose destination's entry was dead
+	 * (result 5, idx_0031_dead), per destination, with the first such
+	 * confirmation: (dest, "", n, since) as Q_OUT_WAITING. */
+	[Q_OUT_DEAD_AT] =
+		{"SELECT dest, '', count(*), min(acked_at)"
+		 " FROM tb_0031 WHERE result = 5 AND status = 100"
+		 " AND origin = ?1 GROUP BY dest ORDER BY dest",
+		 "SELECT dest, '', count(*), min(acked_at)"
+		 " FROM tb_0031 WHERE result = 5 AND status = 100"
+		 " AND origin = ?1 GROUP BY dest ORDER BY dest" BYTES},
 	[Q_OUT_WAITING] = {"SELECT dest, custodian, count(*), min(sent_at)"
 			   " FROM tb_0031 WHERE status IN (6, -2)"
 			   " AND custodian IS NOT NULL AND origin = ?1"
@@ -649,11 +658,6 @@ const struct q_text store__q[Q__N] = {
 			       " next_attempt_at = ?7"
 			       " WHERE origin = ?1 AND dest = ?2 AND seq = ?3"
 			       " AND life = ?4 AND status = -1"},
-	/* retry-all: this node's own dead entries are done (their rows go
-	 * out again, Q_OUT_OWN_RESEND_ALL first). ?1 node, ?2 now. */
-	[Q_REDO_OWN_RETRY_ALL] = {"UPDATE tb_0033 SET status = 2,"
-				  " updated_at = ?2, next_attempt_at = ?2"
-				  " WHERE status = -1 AND origin = ?1"},
 	/* redo retry of this node's own undeliverable message ?1..?4: it
 	 * goes out again at ?5. */
 	[Q_OUT_OWN_RESEND] = {"UPDATE tb_0031 SET status = 0, result = NULL,"
@@ -661,16 +665,6 @@ const struct q_text store__q[Q__N] = {
 			      " last_error = 'retried by the operator'"
 			      " WHERE origin = ?1 AND dest = ?2 AND seq = ?3"
 			      " AND life = ?4 AND status = 8 AND result = 8"},
-	[Q_OUT_OWN_RESEND_ALL] =
-		{"UPDATE tb_0031 SET status = 0,"
-		 " result = NULL, next_attempt_at = ?2,"
-		 " last_error = 'retried by the operator'"
-		 " WHERE status = 8 AND result = 8"
-		 " AND origin = ?1 AND EXISTS (SELECT 1"
-		 " FROM tb_0033 r WHERE r.origin = tb_0031.origin"
-		 " AND r.dest = tb_0031.dest"
-		 " AND r.life = tb_0031.life"
-		 " AND r.seq = tb_0031.seq AND r.status = -1)"},
 
 	/* ---- lives ---- */
 	/* Every (origin, life) this node knows, as a receiver ('in': the
@@ -900,3 +894,101 @@ const struct q_text store__q[Q__N] = {
 		 " FROM semq_custody k WHERE messages > 0"
 		 " ORDER BY origin" BYTES ", dest" BYTES},
 };
+
+/* ---- the listings' filters ------------------------------------------------ */
+
+const char *const store__redo_select_sql =
+	"SELECT " REDO_COLS_LEN " FROM tb_0033";
+const char *const store__out_select_sql =
+	"SELECT " OUT_COLS_LEN " FROM tb_0031";
+
+/* The text of a filter over table t: fixed fragments, one ?N per value. */
+int store__filter_stmt(struct store *st, enum filter_table t,
+		       const struct store_filter *f, const char *origin,
+		       const char *head, const char *tail, int paged,
+		       struct db_stmt **out)
+{
+	struct {
+		int text;
+		int64_t v;
+		const char *s;
+	} b[8];
+	char sql[4096];
+	size_t n = 0;
+	int np = 0, k, rc;
+	const char *and = " WHERE ";
+
+#define ADD(...)                                                               \
+	do {                                                                   \
+		int w_ = snprintf(sql + n, sizeof sql - n, __VA_ARGS__);       \
+		if (w_ < 0 || (size_t)w_ >= sizeof sql - n)                    \
+			return seterr(st, SEMQ_ERR_INTERNAL, "%s",             \
+				      "filter: statement too long");           \
+		n += (size_t)w_;                                               \
+	} while (0)
+#define COND(fmt)                                                              \
+	do {                                                                   \
+		ADD("%s" fmt, and, np);                                        \
+		and = " AND ";                                                 \
+	} while (0)
+
+	*out = NULL;
+	ADD("%s", head);
+	if (t != FT_IN && f->status >= -99) {
+		b[np].text = 0, b[np++].v = f->status;
+		COND("status = ?%d");
+	}
+	if (t == FT_IN && origin) {
+		b[np].text = 1, b[np++].s = origin;
+		COND("origin = ?%d");
+	}
+	if (f->dest) {
+		b[np].text = 1, b[np++].s = f->dest;
+		COND("dest = ?%d");
+	}
+	if (f->key) {
+		b[np].text = 1, b[np++].s = f->key;
+		COND("msg_key = ?%d");
+	}
+	if (f->since > 0) {
+		b[np].text = 0, b[np++].v = f->since;
+		if (t == FT_IN)
+			COND("received_at >= ?%d");
+		else
+			COND("created_at >= ?%d");
+	}
+	if (t == FT_REDO && f->where) {
+		b[np].text = 1, b[np++].s = f->where->text;
+		if (f->where->exact)
+			COND("last_error = ?%d");
+		else if (st->pg)
+			COND("strpos(lower(last_error),"
+			     " lower(CAST(?%d AS text))) > 0");
+		else
+			COND("instr(lower(last_error), lower(?%d)) > 0");
+	}
+	ADD("%s", tail);
+	if (paged && f->limit) {
+		b[np].text = 0, b[np++].v = f->limit;
+		ADD(" LIMIT ?%d", np);
+	}
+	if (paged && f->offset) {
+		if (!f->limit)
+			ADD("%s", st->pg ? " LIMIT ALL" : " LIMIT -1");
+		b[np].text = 0, b[np++].v = f->offset;
+		ADD(" OFFSET ?%d", np);
+	}
+#undef COND
+#undef ADD
+	rc = db_prepare_bulk(st->db, sql, out);
+	if (rc != SEMQ_OK) {
+		*out = NULL;
+		return dberr(st, "preparing a filtered listing");
+	}
+	for (k = 0; k < np; k++)
+		if (b[k].text)
+			db_bind_text(*out, k + 1, b[k].s);
+		else
+			db_bind_int64(*out, k + 1, b[k].v);
+	return SEMQ_OK;
+}

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <openssl/evp.h>
 
@@ -286,6 +287,17 @@ const char *semq_result_name(int result)
 	return result < 0 ? "-" : "unknown";
 }
 
+const char *semq_table_title(const char *table)
+{
+	if (!strcmp(table, "tb_0031"))
+		return "outbound";
+	if (!strcmp(table, "tb_0030"))
+		return "received";
+	if (!strcmp(table, "tb_0033"))
+		return "redo";
+	return table;
+}
+
 const char *semq_status_name(const char *table, int status)
 {
 	if (!strcmp(table, "tb_0031")) {
@@ -312,4 +324,116 @@ const char *semq_status_name(const char *table, int status)
 		}
 	}
 	return "unknown";
+}
+
+/* Digits of s[0..n) as a number in *v; 0 when they are not all digits or
+ * overflow 10^15. */
+static int digits(const char *s, size_t n, int64_t *v)
+{
+	size_t i;
+
+	*v = 0;
+	if (n == 0 || n > 15)
+		return 0;
+	for (i = 0; i < n; i++) {
+		if (s[i] < '0' || s[i] > '9')
+			return 0;
+		*v = *v * 10 + (s[i] - '0');
+	}
+	return 1;
+}
+
+/* "YYYY-MM-DDTHH:MM:SS[.fff]Z" (a space or t for T, z for Z) as unix ms. */
+static int rfc3339_utc(const char *s, int64_t *out)
+{
+	int64_t y, mo, d, h, mi, sec, frac = 0, scale = 1;
+	struct tm tm, back;
+	size_t n = strlen(s), i;
+	time_t t;
+
+	if (n < 20 || s[4] != '-' || s[7] != '-' ||
+	    (s[10] != 'T' && s[10] != 't' && s[10] != ' ') || s[13] != ':' ||
+	    s[16] != ':' || !digits(s, 4, &y) || !digits(s + 5, 2, &mo) ||
+	    !digits(s + 8, 2, &d) || !digits(s + 11, 2, &h) ||
+	    !digits(s + 14, 2, &mi) || !digits(s + 17, 2, &sec))
+		return -1;
+	i = 19;
+	if (s[i] == '.') {
+		for (i++; s[i] >= '0' && s[i] <= '9'; i++)
+			if (scale < 1000) {
+				frac = frac * 10 + (s[i] - '0');
+				scale *= 10;
+			}
+		if (i == 20)
+			return -1;
+	}
+	if ((s[i] != 'Z' && s[i] != 'z') || s[i + 1])
+		return -1;
+	if (y < 1970 || mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 ||
+	    mi > 59 || sec > 59)
+		return -1;
+	memset(&tm, 0, sizeof tm);
+	tm.tm_year = (int)y - 1900;
+	tm.tm_mon = (int)mo - 1;
+	tm.tm_mday = (int)d;
+	tm.tm_hour = (int)h;
+	tm.tm_min = (int)mi;
+	tm.tm_sec = (int)sec;
+	t = timegm(&tm);
+	/* 2026-02-30 normalises to March: not a date. */
+	if (t == (time_t)-1 || !gmtime_r(&t, &back) || back.tm_mday != (int)d ||
+	    back.tm_mon != (int)mo - 1)
+		return -1;
+	while (scale < 1000) {
+		frac *= 10;
+		scale *= 10;
+	}
+	*out = (int64_t)t * 1000 + frac;
+	return 0;
+}
+
+int semq_when_parse(const char *s, int64_t now, int unix_ms, int64_t *out)
+{
+	static const struct {
+		char unit;
+		int64_t ms;
+	} units[] = {{'s', 1000},
+		     {'m', 60 * 1000},
+		     {'h', 3600 * 1000},
+		     {'d', 24 * 3600 * 1000}};
+	size_t n, k;
+	int64_t v;
+
+	if (!s || !out)
+		return -1;
+	n = strlen(s);
+	if (n >= 2 && digits(s, n - 1, &v)) {
+		for (k = 0; k < sizeof units / sizeof units[0]; k++)
+			if (s[n - 1] == units[k].unit) {
+				if (v > now / units[k].ms)
+					return -1; /* before 1970 */
+				*out = now - v * units[k].ms;
+				return 0;
+			}
+	}
+	if (unix_ms && digits(s, n, &v)) {
+		*out = v;
+		return 0;
+	}
+	return rfc3339_utc(s, out);
+}
+
+int semq_where_parse(const char *s, struct semq_where *w)
+{
+	size_t n;
+
+	if (!s || !w || strncmp(s, "error", 5) != 0 ||
+	    (s[5] != '~' && s[5] != '='))
+		return -1;
+	n = strlen(s + 6);
+	if (n == 0 || n > SEMQ_WHERE_MAX)
+		return -1;
+	w->exact = s[5] == '=';
+	memcpy(w->text, s + 6, n + 1);
+	return 0;
 }

@@ -165,5 +165,38 @@ const char *semq_result_name(int result);
  * ("tb_0031", "tb_0030" — its ack_status —, "tb_0033"): "unsent",
  * "confirmed", "dead", ...; "unknown" for a value outside the table's. */
 const char *semq_status_name(const char *table, int status);
+/* What human output calls `table`: "outbound" (tb_0031), "received"
+ * (tb_0030), "redo" (tb_0033); the table name itself for another. Table
+ * names stay in --json fields and the docs. */
+const char *semq_table_title(const char *table);
+
+/*
+ * WHEN of the listings' --since and since= filters: a duration back from
+ * `now` ("90s", "15m", "2h", "3d": digits and one unit s, m, h or d) or an
+ * RFC 3339 UTC time ("2026-11-26T03:00:00Z", optionally with .fff
+ * fractions); with `unix_ms` also a number of unix milliseconds (HTTP).
+ * *out gets the time in unix ms. 0, or -1 when s is none of these (the
+ * caller names the option).
+ */
+int semq_when_parse(const char *s, int64_t now, int unix_ms, int64_t *out);
+#define SEMQ_WHEN_FORMS                                                        \
+	"a duration back from now (90s, 15m, 2h, 3d) or an RFC 3339 UTC "      \
+	"time (2026-11-26T03:00:00Z)"
+
+/*
+ * The --where expression of the bulk redo verbs (and where=): `error~TEXT`
+ * (last_error contains TEXT, ASCII letters compared case-insensitively) or
+ * `error=TEXT` (last_error is exactly TEXT); TEXT is 1..255 bytes.
+ */
+#define SEMQ_WHERE_MAX 255
+struct semq_where {
+	int exact;                     /* error=TEXT */
+	char text[SEMQ_WHERE_MAX + 1]; /* TEXT */
+};
+/* 0, or -1 when s is not an expression of that grammar. */
+int semq_where_parse(const char *s, struct semq_where *w);
+#define SEMQ_WHERE_FORMS                                                       \
+	"error~TEXT (last_error contains TEXT, any case) or error=TEXT "       \
+	"(last_error is TEXT)"
 
 #endif

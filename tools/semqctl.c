@@ -129,24 +129,32 @@ static const struct ctl_opt send_opts[] = {{"--to", "D"},
 					   {NULL, NULL}};
 
 static const struct ctl_opt outbound_list_opts[] = {
-	{"--status", "S"}, {"--dest", "D"}, {"--limit", "N"}, {NULL, NULL}};
+	{"--status", "S"},   {"--dest", "D"},  {"--key", "K"},
+	{"--since", "WHEN"}, {"--limit", "N"}, {NULL, NULL}};
 
 static const struct ctl_opt outbound_id_opts[] = {{"--dest", "D"},
 						  {NULL, NULL}};
 
 static const struct ctl_opt redo_list_opts[] = {
-	{"--status", "S"}, {"--limit", "N"}, {NULL, NULL}};
+	{"--status", "S"},   {"--dest", "D"},     {"--key", "K"},
+	{"--since", "WHEN"}, {"--where", "EXPR"}, {"--group-by", "error"},
+	{"--limit", "N"},    {"--offset", "N"},   {NULL, NULL}};
 
 static const struct ctl_opt redo_show_opts[] = {{NULL, NULL}};
 
-static const struct ctl_opt redo_retry_opts[] = {{"--all-dead", NULL},
-						 {NULL, NULL}};
+static const struct ctl_opt redo_retry_opts[] = {
+	{"--all-dead", NULL}, {"--where", "EXPR"}, {"--dest", "D"},
+	{"--key", "K"},       {"--since", "WHEN"}, {"--status", "S"},
+	{"--dry-run", NULL},  {NULL, NULL}};
 
-static const struct ctl_opt redo_discard_opts[] = {{"--reason", "TEXT"},
-						   {NULL, NULL}};
+static const struct ctl_opt redo_discard_opts[] = {
+	{"--reason", "TEXT"}, {"--where", "EXPR"}, {"--dest", "D"},
+	{"--key", "K"},       {"--since", "WHEN"}, {"--status", "S"},
+	{"--dry-run", NULL},  {NULL, NULL}};
 
 static const struct ctl_opt received_list_opts[] = {
-	{"--origin", "O"}, {"--limit", "N"}, {NULL, NULL}};
+	{"--origin", "O"},   {"--dest", "D"},  {"--key", "K"},
+	{"--since", "WHEN"}, {"--limit", "N"}, {NULL, NULL}};
 
 static const struct ctl_opt peers_opts[] = {{NULL, NULL}};
 
@@ -160,16 +168,27 @@ static const struct ctl_opt trace_opts[] = {
 static const struct ctl_opt lives_drop_opts[] = {{"--force", NULL},
 						 {NULL, NULL}};
 
+#define BULK_JSON_HELP                                                         \
+	"BULK --json prints {\"verb\", \"dry_run\", \"count\", \"entries\":\n" \
+	"[{\"id\", \"message\", \"key\", \"status_name\", "                    \
+	"\"last_error\"}...],\n"                                               \
+	"\"woke_daemon\"}: the entries as they were before.\n"
+
 static const struct ctl_cmd ctl_cmds[] = {
 	{"status", cmd_status, status_opts, "",
 	 "counts per table, status and stream; inbound watermarks",
 	 "Shows the node id and database, then one line per table, stream and\n"
 	 "status with its count and, for unconfirmed rows (tb_0031 unsent,\n"
 	 "sent, relay-acked; tb_0030 unacked), the age of the first of them,\n"
-	 "then every inbound stream with its confirmed_through watermark. The\n"
+	 "then every inbound stream with its confirmed_through watermark, and\n"
+	 "per destination this node's confirmed messages that were dead there\n"
+	 "when it confirmed them (its redo entry; a snapshot: 'semqctl trace'\n"
+	 "asks the destination now). The\n"
 	 "counts are kept by the database (semq_counts): status reads a few\n"
 	 "rows per stream, however long the queues. --json prints\n"
-	 "{\"node\", \"db\", \"schema_version\", \"queues\": [...] (with\n"
+	 "{\"node\", \"db\", \"schema_version\", \"dead_at_dest\": "
+	 "[{\"dest\",\n"
+	 "\"messages\", \"first_at\"}...], \"queues\": [...] (with\n"
 	 "\"oldest\" null where none is shown), \"streams_in\": [...]}.\n"},
 	{"send", cmd_send, send_opts,
 	 "--to D --type T [--key K] [--delay DURATION | --deliver-at UNIX_MS] "
@@ -193,7 +212,7 @@ static const struct ctl_cmd ctl_cmds[] = {
 	 "{\"origin\", \"dest\", \"seq\", \"woke_daemon\"}.\n"},
 	{"outbound list", cmd_outbound_list, outbound_list_opts,
 	 "[--status unsent|sent|relay-acked|held|confirmed|cancelled|N] "
-	 "[--dest D] [--limit N]",
+	 "[--dest D] [--key K] [--since WHEN] [--limit N]",
 	 "list the outbound queue tb_0031, newest first",
 	 "Lists rows of the outbound queue tb_0031, newest first: ID\n"
 	 "(origin/dest/seq), TYPE, KEY, STATUS, RESULT (the destination's\n"
@@ -203,13 +222,22 @@ static const struct ctl_cmd ctl_cmds[] = {
 	 "               relay-acked (6), held (8: for the operator, see\n"
 	 "               outbound renumber), confirmed (100), cancelled (-2)\n"
 	 "  --dest D     only messages to node D\n"
+	 "  --key K      only messages with key K (where is bill K?)\n"
+	 "  --since WHEN only rows created since WHEN: a duration back\n"
+	 "               (90s, 15m, 2h, 3d) or 2026-11-26T03:00:00Z\n"
 	 "  --limit N    at most N rows, 1..100000 (default 100)\n"
+	 "\n"
+	 "RESULT \"dead at D\": D answered that its redo entry for the\n"
+	 "message is dead; a snapshot from the confirmation (a later retry\n"
+	 "at D does not come back here): 'semqctl trace' asks D now.\n"
 	 "\n"
 	 "--json prints an array of objects with every column: id, origin,\n"
 	 "dest, seq, rowid, type, key, prev_seq, deliver_at, created_at,\n"
 	 "status, status_name, result, result_name, attempts,\n"
-	 "next_attempt_at, sent_at, acked_at, last_error, payload_len\n"
-	 "(times in unix ms; result, key and last_error null when none).\n"},
+	 "next_attempt_at, sent_at, acked_at, last_error, payload_len,\n"
+	 "custodian (the relay holding it in custody, status relay-acked)\n"
+	 "(times in unix ms; result, key, last_error and custodian null\n"
+	 "when none).\n"},
 	{"outbound show", cmd_outbound_show, outbound_id_opts,
 	 "ORIGIN/DEST/SEQ | SEQ --dest D",
 	 "one outbound message with every column and its payload",
@@ -263,7 +291,9 @@ static const struct ctl_cmd ctl_cmds[] = {
 	 "for another origin. --json prints {\"id\", \"new_seq\",\n"
 	 "\"renumbered\", \"woke_daemon\"}.\n"},
 	{"redo list", cmd_redo_list, redo_list_opts,
-	 "[--status pending|waiting|dead|done|discarded|N] [--limit N]",
+	 "[--status pending|waiting|dead|done|discarded|N] [--dest D] "
+	 "[--key K] [--since WHEN] [--where EXPR] [--group-by error] "
+	 "[--limit N] [--offset N]",
 	 "list the redo queue tb_0033, oldest first",
 	 "Lists entries of the redo queue tb_0033 (failed messages waiting\n"
 	 "for a retry, delayed messages, entries held behind an earlier one\n"
@@ -275,7 +305,20 @@ static const struct ctl_cmd ctl_cmds[] = {
 	 "\n"
 	 "  --status S   only entries in status S: pending (0), waiting (1),\n"
 	 "               dead (-1), done (2), discarded (-2)\n"
-	 "  --limit N    at most N entries, 1..100000 (default 100)\n"
+	 "  --dest D     only messages to node D\n"
+	 "  --key K      only messages with key K\n"
+	 "  --since WHEN only entries created since WHEN: a duration back\n"
+	 "               (90s, 15m, 2h, 3d) or 2026-11-26T03:00:00Z\n"
+	 "  --where EXPR error~TEXT (last_error contains TEXT, any case)\n"
+	 "               or error=TEXT (last_error is TEXT)\n"
+	 "  --group-by error  one line per distinct last_error of the\n"
+	 "               entries selected: COUNT, OLDEST, NEWEST (ages of\n"
+	 "               the first and last entry), DESTS and ERROR, the\n"
+	 "               largest group first; --json prints {\"groups\":\n"
+	 "               [{\"error\", \"count\", \"oldest\", \"newest\",\n"
+	 "               \"dests\": [...]}...]} (times in unix ms)\n"
+	 "  --limit N    at most N entries (groups), 1..100000 (default 100)\n"
+	 "  --offset N   skip the first N entries (groups)\n"
 	 "\n"
 	 "--json prints an array of objects with every column: id, message,\n"
 	 "origin, dest, seq, type, key, prev_seq, deliver_at, msg_created_at,\n"
@@ -295,7 +338,9 @@ static const struct ctl_cmd ctl_cmds[] = {
 	 "--json prints the object of 'redo list --json' plus \"payload\"\n"
 	 "(all of it, base64) and \"payload_text\" when it is UTF-8.\n"
 	 "An entry that is not there is exit 1.\n"},
-	{"redo retry", cmd_redo_retry, redo_retry_opts, "ID | --all-dead",
+	{"redo retry", cmd_redo_retry, redo_retry_opts,
+	 "ID | --all-dead | --where EXPR [--dest D] [--key K] [--since WHEN] "
+	 "[--dry-run]",
 	 "run dead redo entries again now",
 	 "Makes a dead entry pending again, due now, and wakes the semqd\n"
 	 "serving the database so it runs it at once. The backoff level\n"
@@ -305,6 +350,13 @@ static const struct ctl_cmd ctl_cmds[] = {
 	 "  ID           the dead entry to retry\n"
 	 "  --all-dead   every dead entry\n"
 	 "\n"
+	 "Bulk (BULK below): every dead entry that --where EXPR (error~TEXT:\n"
+	 "last_error contains TEXT, any case; error=TEXT: is TEXT) and the\n"
+	 "filters --dest D, --key K, --since WHEN (as 'redo list') select;\n"
+	 "--status may only say dead. --dry-run lists exactly those entries\n"
+	 "and changes nothing. The real run retries the entries it lists, in\n"
+	 "transactions of 500, with progress on stderr (retried 500/1950).\n"
+	 "\n" BULK_JSON_HELP
 	 "Exit 1 when the entry is not dead or not there. --json prints\n"
 	 "{\"id\", \"message\", \"retried\", \"status\", \"status_name\",\n"
 	 "\"woke_daemon\"} (also when it is refused, with \"retried\": "
@@ -312,7 +364,8 @@ static const struct ctl_cmd ctl_cmds[] = {
 	 "or for --all-dead {\"retried\": [{\"id\", \"message\"}...],\n"
 	 "\"count\", \"woke_daemon\"}.\n"},
 	{"redo discard", cmd_redo_discard, redo_discard_opts,
-	 "ID --reason TEXT",
+	 "ID --reason TEXT | --where EXPR --reason TEXT [--dest D] [--key K] "
+	 "[--since WHEN] [--status dead|pending|waiting] [--dry-run]",
 	 "give up on a redo entry, with a reason; releases its key",
 	 "Discards a pending, waiting or dead entry: it will never take\n"
 	 "effect, and the reason is kept with it. When it was the head of\n"
@@ -323,6 +376,12 @@ static const struct ctl_cmd ctl_cmds[] = {
 	 "  --reason TEXT  why, for whoever looks later (required, 1..1000\n"
 	 "                 bytes)\n"
 	 "\n"
+	 "Bulk: every entry that --where EXPR and the filters --dest,\n"
+	 "--key, --since select, in status --status (dead unless it says\n"
+	 "pending or waiting), discarded one by one as above (each releases\n"
+	 "the next waiting entry of its key), in transactions of 500 with\n"
+	 "progress on stderr; --dry-run lists them and changes nothing.\n"
+	 "\n" BULK_JSON_HELP
 	 "Exit 1 when the entry is done or discarded already, or not there.\n"
 	 "--json prints {\"id\", \"message\", \"discarded\", \"status\",\n"
 	 "\"discard_reason\", \"released\": [{\"id\", \"message\", "
@@ -330,7 +389,7 @@ static const struct ctl_cmd ctl_cmds[] = {
 	 "\"next_attempt_at\"}...], \"still_waiting\", \"woke_daemon\"}\n"
 	 "(when refused: \"discarded\": false with the entry's status).\n"},
 	{"received list", cmd_received_list, received_list_opts,
-	 "[--origin O] [--limit N]",
+	 "[--origin O] [--dest D] [--key K] [--since WHEN] [--limit N]",
 	 "list the received record tb_0030, newest first",
 	 "Lists the received record tb_0030, newest first: MESSAGE\n"
 	 "(origin/dest/seq), TYPE, KEY, RECEIVED (how long ago), VIA (the\n"
@@ -342,6 +401,10 @@ static const struct ctl_cmd ctl_cmds[] = {
 	 "receipt_retention, then they are purged and no longer listed.\n"
 	 "\n"
 	 "  --origin O   only messages from node O\n"
+	 "  --dest D     only messages to node D (a relay's or instance's)\n"
+	 "  --key K      only messages with key K\n"
+	 "  --since WHEN only rows received since WHEN: a duration back\n"
+	 "               (90s, 15m, 2h, 3d) or 2026-11-26T03:00:00Z\n"
 	 "  --limit N    at most N rows, 1..100000 (default 100)\n"
 	 "\n"
 	 "--json prints {\"received\": [...], \"streams_in\": [{\"origin\",\n"
@@ -456,6 +519,38 @@ static const char global_opts_help[] =
 	"'semqctl help\n"
 	"                     COMMAND' for one command\n"
 	"  -V, --version      print the version\n";
+
+/* Who ran semqctl, for the operator's lines. */
+static const char *who(void)
+{
+	const char *u = getenv("SUDO_USER");
+
+	if (!u || !*u)
+		u = getenv("USER");
+	return u && *u ? u : "?";
+}
+
+static void operator_said(const struct ctl *c, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+/*
+ * The record of an operator's change: one line on semqctl's stderr,
+ * "semqctl: operator USER (pid N) on DB: WHAT". semqctl changes the
+ * database directly, not through the daemon, so the daemon's log cannot
+ * have it; the terminal or the script that ran semqctl keeps it, and the
+ * entries keep their discard_reason and updated_at.
+ */
+static void operator_said(const struct ctl *c, const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "semqctl: operator %s (pid %ld) on %s: ", who(),
+		(long)getpid(), c->db);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
 
 static void print_main_help(FILE *f)
 {
@@ -881,6 +976,10 @@ struct status_data {
 		int64_t messages, bytes, at;
 	} * held;
 	size_t n_held, cap_held;
+	/* this node's confirmed messages dead at their destination (a: dest,
+	 * at: the first such answer) */
+	struct held_copy *dead;
+	size_t n_dead, cap_dead;
 	int failed; /* out of memory in a callback */
 };
 
@@ -932,6 +1031,32 @@ static int status_waiting_cb(void *ctx, const char *dest, const char *relay,
 	return 0;
 }
 
+/* store_outbound_dead_at's rows. */
+static int status_dead_cb(void *ctx, const char *dest, const char *relay,
+			  int64_t n, int64_t since)
+{
+	struct status_data *d = ctx;
+	struct held_copy *h;
+
+	(void)relay;
+	if (d->n_dead == d->cap_dead) {
+		size_t cap = d->cap_dead ? d->cap_dead * 2 : 8;
+		void *v = realloc(d->dead, cap * sizeof *d->dead);
+		if (!v) {
+			d->failed = 1;
+			return 1;
+		}
+		d->dead = v;
+		d->cap_dead = cap;
+	}
+	h = &d->dead[d->n_dead++];
+	memset(h, 0, sizeof *h);
+	snprintf(h->a, sizeof h->a, "%s", dest);
+	h->messages = n;
+	h->at = since;
+	return 0;
+}
+
 static void status_free(struct status_data *d)
 {
 	size_t i;
@@ -950,6 +1075,7 @@ static void status_free(struct status_data *d)
 		free(d->outs[i].note);
 	}
 	free(d->rows);
+	free(d->dead);
 	free(d->streams);
 	free(d->outs);
 	free(d->held);
@@ -1184,12 +1310,10 @@ static void status_print_text(const struct ctl *c, const struct status_data *d)
 		printf("no messages\n");
 	for (i = 0; i < d->n_rows; i++) {
 		const struct stat_copy *r = &d->rows[i];
-		wt = width(wt, r->table);
+		wt = width(wt, semq_table_title(r->table));
 		wo = width(wo, r->origin);
 		wd = width(wd, r->dest);
-		snprintf(sbuf, sizeof sbuf, "%d %s", r->status,
-			 semq_status_name(r->table, r->status));
-		ws = width(ws, sbuf);
+		ws = width(ws, semq_status_name(r->table, r->status));
 		snprintf(sbuf, sizeof sbuf, "%lld", (long long)r->count);
 		wc = width(wc, sbuf);
 	}
@@ -1199,14 +1323,24 @@ static void status_print_text(const struct ctl *c, const struct status_data *d)
 		       "OLDEST");
 	for (i = 0; i < d->n_rows; i++) {
 		const struct stat_copy *r = &d->rows[i];
-		snprintf(sbuf, sizeof sbuf, "%d %s", r->status,
-			 semq_status_name(r->table, r->status));
-		printf("%-*s  %-*s  %-*s  %-*s  %*lld  %s\n", wt, r->table, wo,
+		printf("%-*s  %-*s  %-*s  %-*s  %*lld  %s\n", wt,
+		       semq_table_title(r->table), wo,
 		       r->origin ? r->origin : "-", wd, r->dest ? r->dest : "-",
-		       ws, sbuf, wc, (long long)r->count,
+		       ws, semq_status_name(r->table, r->status), wc,
+		       (long long)r->count,
 		       fmt_oldest(r->oldest, now, tbuf, sizeof tbuf));
 	}
 	status_print_custody(c, d, now);
+	for (i = 0; i < d->n_dead; i++) {
+		if (!i)
+			printf("\nconfirmed, dead at the destination (its "
+			       "answer when it confirmed; 'semqctl trace' asks "
+			       "it now)\n%-20s  %10s  %s\n",
+			       "DEST", "MESSAGES", "FIRST");
+		printf("%-20s  %10lld  %s\n", d->dead[i].a,
+		       (long long)d->dead[i].messages,
+		       fmt_oldest(d->dead[i].at, now, tbuf, sizeof tbuf));
+	}
 	if (!d->n_streams)
 		return;
 	wo = 6;
@@ -1230,12 +1364,19 @@ static json_t *status_json(const struct ctl *c, const struct status_data *d)
 {
 	json_t *doc = NULL, *queues = json_array(), *streams = json_array();
 	json_t *outs = json_array(), *held = json_array();
-	json_t *waiting = json_array(), *e;
+	json_t *waiting = json_array(), *dead = json_array(), *e;
 	char lb[SEMQ_LIFE_STRLEN];
 	size_t i;
 
-	if (!queues || !streams || !outs || !held || !waiting)
+	if (!queues || !streams || !outs || !held || !waiting || !dead)
 		goto out;
+	for (i = 0; i < d->n_dead; i++) {
+		e = json_pack("{s:s, s:I, s:I}", "dest", d->dead[i].a,
+			      "messages", (json_int_t)d->dead[i].messages,
+			      "first_at", (json_int_t)d->dead[i].at);
+		if (!e || json_array_append_new(dead, e))
+			goto out;
+	}
 	for (i = 0; i < d->n_rows; i++) {
 		const struct stat_copy *r = &d->rows[i];
 		e = json_pack("{s:s, s:s?, s:s?, s:i, s:s, s:I, s:o}", "table",
@@ -1290,19 +1431,20 @@ static json_t *status_json(const struct ctl *c, const struct status_data *d)
 	}
 	/* "o" steals the arrays, even when packing fails. */
 	doc = json_pack(
-		"{s:s, s:s, s:s, s:i, s:o, s:o, s:o, s:{s:o, s:o, s:{s:I, s:I, "
-		"s:I, s:I}}}",
+		"{s:s, s:s, s:s, s:i, s:o, s:o, s:o, s:o, s:{s:o, s:o, s:{s:I, "
+		"s:I, s:I, s:I}}}",
 		"node", c->cfg->id, "life",
 		semq_life_str(store_life(c->st), lb, sizeof lb), "db", c->db,
 		"schema_version", store_schema_version(c->st), "queues", queues,
-		"streams_in", streams, "streams_out", outs, "custody", "held",
-		held, "waiting", waiting, "quota", "messages",
-		(json_int_t)c->cfg->quota_messages, "bytes",
+		"streams_in", streams, "streams_out", outs, "dead_at_dest",
+		dead, "custody", "held", held, "waiting", waiting, "quota",
+		"messages", (json_int_t)c->cfg->quota_messages, "bytes",
 		(json_int_t)c->cfg->quota_bytes, "messages_per_origin",
 		(json_int_t)c->cfg->quota_messages_per_origin,
 		"bytes_per_origin", (json_int_t)c->cfg->quota_bytes_per_origin);
-	queues = streams = outs = held = waiting = NULL;
+	queues = streams = outs = held = waiting = dead = NULL;
 out:
+	json_decref(dead);
 	json_decref(queues);
 	json_decref(streams);
 	json_decref(outs);
@@ -1332,7 +1474,8 @@ static int cmd_status(struct ctl *c)
 	    store_streams_in(c->st, status_stream_cb, &d) != SEMQ_OK ||
 	    store_streams_out(c->st, status_out_cb, &d) != SEMQ_OK ||
 	    store_counts_custody(c->st, status_custody_cb, &d) != SEMQ_OK ||
-	    store_counts_waiting(c->st, status_waiting_cb, &d) != SEMQ_OK) {
+	    store_counts_waiting(c->st, status_waiting_cb, &d) != SEMQ_OK ||
+	    store_outbound_dead_at(c->st, status_dead_cb, &d) != SEMQ_OK) {
 		fail("%s: reading the queues: %s", c->db, store_errmsg(c->st));
 		goto out;
 	}
@@ -1636,6 +1779,34 @@ static int parse_status(const char *table, const int *v, size_t n,
 	return SEMQ_ERR_INVALID;
 }
 
+/* The listing filters --dest, --key, --since, --where of the command (those
+ * it has) into f; the strings point into argv. 0 or a usage error. */
+static int parse_filter(struct ctl *c, struct store_filter *f,
+			struct semq_where *w)
+{
+	const char *dest = opt(c, "--dest"), *key = opt(c, "--key");
+	const char *since = opt(c, "--since"), *where = opt(c, "--where");
+
+	if (dest && !semq_id_valid(dest))
+		return usage_err(c,
+				 "--dest '%s' is not a node id (1-64 of "
+				 "A-Za-z0-9._-)",
+				 dest);
+	if (key && (!*key || strlen(key) > SEMQ_KEY_MAX))
+		return usage_err(c, "--key '%s' is not a key of 1..%d bytes",
+				 key, SEMQ_KEY_MAX);
+	if (since && semq_when_parse(since, now_ms(), 0, &f->since))
+		return usage_err(c, "--since '%s' is not %s", since,
+				 SEMQ_WHEN_FORMS);
+	if (where && semq_where_parse(where, w))
+		return usage_err(c, "--where '%s' is not %s", where,
+				 SEMQ_WHERE_FORMS);
+	f->dest = dest;
+	f->key = key;
+	f->where = where ? w : NULL;
+	return EXIT_OK;
+}
+
 /* Text a terminal shows as it is: UTF-8 with no control characters but
  * tab, newline and carriage return. */
 static int printable(const uint8_t *p, size_t n)
@@ -1775,48 +1946,6 @@ static const char *fmt_time(int64_t ms, char *buf, size_t sz)
 	else
 		snprintf(buf, sz, "%lld", (long long)ms);
 	return buf;
-}
-
-/* Every column of one tb_0031 row as a JSON object (new reference, NULL
- * when out of memory); the payload itself only by its length. */
-static json_t *out_json(const struct msg *m, const struct out_row *row)
-{
-	json_t *o = json_object();
-	char idb[MSGID_STRLEN];
-	int failed = !o;
-
-	jset(o, "id", json_string(msgid_str(&m->id, idb, sizeof idb)), &failed);
-	jset(o, "origin", json_string(m->id.origin), &failed);
-	jset(o, "dest", json_string(m->id.dest), &failed);
-	jset(o, "seq", json_integer((json_int_t)m->id.seq), &failed);
-	jset(o, "rowid", json_integer(row->rowid), &failed);
-	jset(o, "type", json_integer(m->type), &failed);
-	jset(o, "key", json_text(m->has_key ? m->key : NULL), &failed);
-	jset(o, "prev_seq", json_integer((json_int_t)m->prev_seq), &failed);
-	jset(o, "deliver_at", json_integer(m->deliver_at), &failed);
-	jset(o, "created_at", json_integer(m->created_at), &failed);
-	jset(o, "status", json_integer(row->status), &failed);
-	jset(o, "status_name",
-	     json_string(semq_status_name("tb_0031", row->status)), &failed);
-	jset(o, "result",
-	     row->result < 0 ? json_null() : json_integer(row->result),
-	     &failed);
-	jset(o, "result_name",
-	     row->result < 0 ? json_null()
-			     : json_string(result_name(row->result)),
-	     &failed);
-	jset(o, "attempts", json_integer(row->attempts), &failed);
-	jset(o, "next_attempt_at", json_integer(row->next_attempt_at), &failed);
-	jset(o, "sent_at", json_integer(row->sent_at), &failed);
-	jset(o, "acked_at", json_integer(row->acked_at), &failed);
-	jset(o, "last_error", json_text(row->last_error), &failed);
-	jset(o, "payload_len", json_integer((json_int_t)m->payload_len),
-	     &failed);
-	if (failed) {
-		json_decref(o);
-		return NULL;
-	}
-	return o;
 }
 
 /* The message an outbound command names. */
@@ -2006,11 +2135,13 @@ static const char *list_col(const struct list_item *it, int col, int64_t now,
 		snprintf(buf, sz, "%lu", (unsigned long)it->m.type);
 		break;
 	case LC_KEY: return cell(it->m.has_key ? it->m.key : NULL, 0, buf, sz);
-	case LC_STATUS:
-		snprintf(buf, sz, "%d %s", it->row.status,
-			 semq_status_name("tb_0031", it->row.status));
-		break;
-	case LC_RESULT: return result_name(it->row.result);
+	case LC_STATUS: return semq_status_name("tb_0031", it->row.status);
+	case LC_RESULT:
+		if (it->row.result == RES_DEAD) {
+			snprintf(buf, sz, "dead at %s", it->m.id.dest);
+			break;
+		}
+		return result_name(it->row.result);
 	case LC_ATTEMPTS: snprintf(buf, sz, "%d", it->row.attempts); break;
 	case LC_AGE: return fmt_age(it->m.created_at, now, buf, sz);
 	default: return cell(it->row.last_error, ERROR_COLS, buf, sz);
@@ -2038,6 +2169,8 @@ static void list_print_text(const struct list_data *d)
 static int cmd_outbound_list(struct ctl *c)
 {
 	struct list_data d = {0};
+	struct store_filter f = {0};
+	struct semq_where w;
 	const char *status = opt(c, "--status"), *limit = opt(c, "--limit");
 	json_t *arr = NULL, *e;
 	uint64_t v = LIST_LIMIT_DEFAULT;
@@ -2054,16 +2187,15 @@ static int cmd_outbound_list(struct ctl *c)
 				 "relay-acked, held, confirmed, cancelled or "
 				 "0, 4, 6, 8, 100, -2",
 				 status);
-	d.dest = opt(c, "--dest");
-	if (d.dest && !semq_id_valid(d.dest))
-		return usage_err(c,
-				 "--dest '%s' is not a node id (1-64 of "
-				 "A-Za-z0-9._-)",
-				 d.dest);
+	r = parse_filter(c, &f, &w);
+	if (r)
+		return r;
 	if (limit && (parse_uint(limit, LIST_LIMIT_MAX, &v) || v == 0))
 		return usage_err(c, "--limit '%s' is not a number 1..%d", limit,
 				 LIST_LIMIT_MAX);
 	d.limit = (size_t)v;
+	f.status = want;
+	f.limit = (unsigned)v;
 	r = ctl_load_config(c);
 	if (r)
 		return r;
@@ -2071,11 +2203,8 @@ static int cmd_outbound_list(struct ctl *c)
 	if (r)
 		return r;
 
-	/* The store filters by status only: with --dest every row of that
-	 * status is offered, newest first, until `limit` matched. */
 	r = EXIT_FAIL;
-	if (store_outbound_list(c->st, want, d.dest ? UINT_MAX : (unsigned)v,
-				list_cb, &d) != SEMQ_OK) {
+	if (store_outbound_select(c->st, &f, list_cb, &d) != SEMQ_OK) {
 		fail("%s: reading tb_0031: %s", c->db, store_errmsg(c->st));
 		goto out;
 	}
@@ -2188,6 +2317,11 @@ static void show_print_text(const struct msg *m, const struct out_row *row)
 	       semq_status_name("tb_0031", row->status));
 	if (row->result < 0)
 		printf("%-16s -\n", "result");
+	else if (row->result == RES_DEAD)
+		printf("%-16s %d dead at %s (its redo entry there was dead "
+		       "when it confirmed; a later retry there does not come "
+		       "back here: 'semqctl trace' asks %s now)\n",
+		       "result", row->result, m->id.dest, m->id.dest);
 	else
 		printf("%-16s %d %s\n", "result", row->result,
 		       result_name(row->result));
@@ -2747,10 +2881,7 @@ static const char *redo_cell(const void *ctx, size_t i, int col, int64_t now,
 		snprintf(buf, sz, "%lu", (unsigned long)it->m.type);
 		break;
 	case RC_KEY: return cell(it->m.has_key ? it->m.key : NULL, 0, buf, sz);
-	case RC_STATUS:
-		snprintf(buf, sz, "%d %s", it->row.status,
-			 semq_status_name("tb_0033", it->row.status));
-		break;
+	case RC_STATUS: return semq_status_name("tb_0033", it->row.status);
 	case RC_TRIES: snprintf(buf, sz, "%d", it->row.tries); break;
 	case RC_LEVEL: snprintf(buf, sz, "%d", it->row.level); break;
 	case RC_NEXT: return redo_next(&it->row, now, buf, sz);
@@ -2763,12 +2894,85 @@ static const char *redo_cell(const void *ctx, size_t i, int col, int64_t now,
 	return buf;
 }
 
+/* redo list --group-by error */
+struct group_data {
+	json_t *arr; /* --json: the groups */
+	int64_t now;
+	size_t n;
+	int failed;
+};
+
+static int group_cb(void *ctx, const struct redo_group *g)
+{
+	struct group_data *d = ctx;
+	char a[32], b[32];
+	json_t *o, *dests;
+	const char *p, *q;
+	int failed = 0;
+
+	d->n++;
+	if (!d->arr) {
+		if (d->n == 1)
+			printf("%-7s %-7s %-7s %-16s %s\n", "COUNT", "OLDEST",
+			       "NEWEST", "DESTS", "ERROR");
+		printf("%-7lld %-7s %-7s %-16s %s\n", (long long)g->count,
+		       fmt_age(g->oldest, d->now, a, sizeof a),
+		       fmt_age(g->newest, d->now, b, sizeof b), g->dests,
+		       g->error ? g->error : "-");
+		return 0;
+	}
+	dests = json_array();
+	for (p = g->dests; dests && *p; p = *q ? q + 1 : q) {
+		q = p + strcspn(p, ",");
+		if (json_array_append_new(dests,
+					  json_stringn(p, (size_t)(q - p))))
+			failed = 1;
+	}
+	o = json_object();
+	failed |= !o || !dests;
+	jset(o, "error", json_text(g->error), &failed);
+	jset(o, "count", json_integer(g->count), &failed);
+	jset(o, "oldest", json_integer(g->oldest), &failed);
+	jset(o, "newest", json_integer(g->newest), &failed);
+	jset(o, "dests", dests, &failed);
+	if (failed || json_array_append_new(d->arr, o)) {
+		d->failed = 1;
+		return 1;
+	}
+	return 0;
+}
+
+static int redo_groups(struct ctl *c, const struct store_filter *f)
+{
+	struct group_data d = {NULL, now_ms(), 0, 0};
+
+	if (c->json && !(d.arr = json_array()))
+		return fail("out of memory");
+	if (store_redo_groups(c->st, f, group_cb, &d) != SEMQ_OK) {
+		json_decref(d.arr);
+		return fail("%s: reading tb_0033: %s", c->db,
+			    store_errmsg(c->st));
+	}
+	if (d.failed) {
+		json_decref(d.arr);
+		return fail("out of memory");
+	}
+	if (c->json)
+		return print_json(json_pack("{s:o}", "groups", d.arr));
+	if (!d.n)
+		printf("no redo entries\n");
+	return EXIT_OK;
+}
+
 static int cmd_redo_list(struct ctl *c)
 {
 	struct redo_data d = {0};
 	const char *status = opt(c, "--status"), *limit = opt(c, "--limit");
+	const char *offset = opt(c, "--offset"), *group = opt(c, "--group-by");
+	struct store_filter f = {0};
+	struct semq_where w;
 	json_t *arr = NULL, *e;
-	uint64_t v = LIST_LIMIT_DEFAULT;
+	uint64_t v = LIST_LIMIT_DEFAULT, off = 0;
 	int r, want = -100;
 	size_t i;
 
@@ -2785,16 +2989,29 @@ static int cmd_redo_list(struct ctl *c)
 	if (limit && (parse_uint(limit, LIST_LIMIT_MAX, &v) || v == 0))
 		return usage_err(c, "--limit '%s' is not a number 1..%d", limit,
 				 LIST_LIMIT_MAX);
+	if (offset && parse_uint(offset, UINT_MAX, &off))
+		return usage_err(c, "--offset '%s' is not a number 0..%u",
+				 offset, UINT_MAX);
+	if (group && strcmp(group, "error"))
+		return usage_err(c, "--group-by '%s': only 'error' is known",
+				 group);
+	r = parse_filter(c, &f, &w);
+	if (r)
+		return r;
+	f.status = want;
+	f.limit = (unsigned)v;
+	f.offset = (unsigned)off;
 	r = ctl_load_config(c);
 	if (r)
 		return r;
 	r = ctl_open_store(c);
 	if (r)
 		return r;
+	if (group)
+		return redo_groups(c, &f);
 
 	r = EXIT_FAIL;
-	if (store_redo_list(c->st, want, (unsigned)v, redo_collect_cb, &d) !=
-	    SEMQ_OK) {
+	if (store_redo_select(c->st, &f, redo_collect_cb, &d) != SEMQ_OK) {
 		fail("%s: reading tb_0033: %s", c->db, store_errmsg(c->st));
 		goto out;
 	}
@@ -2998,14 +3215,13 @@ static int redo_retry_one(struct ctl *c, int64_t id)
 	if (r)
 		goto out;
 	msgid_str(&m.id, idb, sizeof idb);
-	if (row.status != RS_DEAD) {
+	if (!store_redo_verb_applies(STORE_REDO_RETRY, row.status)) {
 		store_rollback(c->st);
 		if (c->json)
 			(void)retry_json(id, idb, 0, row.status, 0);
-		r = fail("redo %lld is %s, not dead; only dead entries can be "
-			 "retried",
-			 (long long)id,
-			 semq_status_name("tb_0033", row.status));
+		r = fail("redo %lld is %s, not dead; %s", (long long)id,
+			 semq_status_name("tb_0033", row.status),
+			 store_redo_verb_rule(STORE_REDO_RETRY));
 		goto out;
 	}
 	if (store_redo_retry(c->st, id, now_ms()) != SEMQ_OK ||
@@ -3017,6 +3233,7 @@ static int redo_retry_one(struct ctl *c, int64_t id)
 	/* A PostgreSQL database has no wake socket: its instances find new
 	 * rows within poll_interval. */
 	woke = !c->cfg->db_url && semq_notify(c->cfg->db) == SEMQ_OK;
+	operator_said(c, "retried redo entry %lld (%s)", (long long)id, idb);
 	if (c->json) {
 		r = retry_json(id, idb, 1, RS_PENDING, woke);
 		goto out;
@@ -3060,10 +3277,13 @@ static int redo_retry_all(struct ctl *c)
 		     n, d.n);
 		goto out;
 	}
-	if (n)
-		/* A PostgreSQL database has no wake socket: its instances find new
-	 * rows within poll_interval. */
+	if (n) {
+		/* A PostgreSQL database has no wake socket: its instances
+		 * find new rows within poll_interval. */
 		woke = !c->cfg->db_url && semq_notify(c->cfg->db) == SEMQ_OK;
+		operator_said(c, "retried %u dead redo entr%s (--all-dead)", n,
+			      n == 1 ? "y" : "ies");
+	}
 	if (c->json) {
 		arr = json_array();
 		for (i = 0; arr && i < d.n; i++) {
@@ -3101,10 +3321,155 @@ out:
 	return r;
 }
 
+/* ---- redo retry|discard --where ...: the bulk verbs ---- */
+
+struct bulk_out {
+	const char *verb; /* "retried", "discarded" */
+	json_t *arr;      /* the entries, as they were */
+	int failed;
+};
+
+static int bulk_each(void *ctx, const struct msg *m, const struct redo_row *row)
+{
+	struct bulk_out *b = ctx;
+	char idb[MSGID_STRLEN];
+	int failed = 0;
+	json_t *o = json_object();
+
+	failed = !o;
+	jset(o, "id", json_integer(row->id), &failed);
+	jset(o, "message", json_string(msgid_str(&m->id, idb, sizeof idb)),
+	     &failed);
+	jset(o, "key", m->has_key ? json_text(m->key) : json_null(), &failed);
+	jset(o, "status_name",
+	     json_string(semq_status_name("tb_0033", row->status)), &failed);
+	jset(o, "last_error", json_text(row->last_error), &failed);
+	if (failed || json_array_append_new(b->arr, o)) {
+		b->failed = 1;
+		return 1;
+	}
+	return 0;
+}
+
+static void bulk_progress(void *ctx, unsigned done, unsigned total)
+{
+	const struct bulk_out *b = ctx;
+
+	fprintf(stderr, "%s %u/%u\n", b->verb, done, total);
+}
+
+static int redo_bulk(struct ctl *c, enum store_redo_verb verb,
+		     const char *reason)
+{
+	const char *status = opt(c, "--status");
+	int dry = opt(c, "--dry-run") != NULL, r, want = -100, woke = 0;
+	struct bulk_out b = {verb == STORE_REDO_RETRY ? "retried" : "discarded",
+			     NULL, 0};
+	struct store_filter f = {0};
+	struct semq_where w;
+	unsigned n = 0;
+	size_t i;
+
+	if (c->n_pos)
+		return usage_err(c,
+				 "an ID ('%s') and --where are both given; "
+				 "give one",
+				 c->pos[0]);
+	if (!opt(c, "--where"))
+		return usage_err(c, "--where EXPR is required with --dest, "
+				    "--key, --since, --status or --dry-run");
+	r = parse_filter(c, &f, &w);
+	if (r)
+		return r;
+	if (status &&
+	    parse_status("tb_0033", redo_statuses,
+			 sizeof redo_statuses / sizeof redo_statuses[0], status,
+			 &want))
+		return usage_err(c, "--status '%s' is not a status of tb_0033",
+				 status);
+	if (status && !store_redo_verb_applies(verb, want))
+		return usage_err(c, "--status '%s': %s", status,
+				 store_redo_verb_rule(verb));
+	f.status = want;
+	r = ctl_load_config(c);
+	if (r)
+		return r;
+	r = ctl_open_store(c);
+	if (r)
+		return r;
+	b.arr = json_array();
+	if (!b.arr)
+		return fail("out of memory");
+	if (store_redo_bulk(c->st, verb, &f, reason, now_ms(), dry, 500,
+			    bulk_each, dry ? NULL : bulk_progress, &b,
+			    &n) != SEMQ_OK) {
+		r = fail("redo %s --where %s: %s (%u done before)",
+			 verb == STORE_REDO_RETRY ? "retry" : "discard",
+			 opt(c, "--where"), store_errmsg(c->st), n);
+		goto out;
+	}
+	if (b.failed) {
+		r = fail("out of memory");
+		goto out;
+	}
+	if (!dry && n) {
+		woke = !c->cfg->db_url && semq_notify(c->cfg->db) == SEMQ_OK;
+		/* The operator's record: the daemon's log is not semqctl's. */
+		operator_said(
+			c, "%s %u redo entr%s (--where %s%s%s%s%s%s%s)%s%s",
+			b.verb, n, n == 1 ? "y" : "ies", opt(c, "--where"),
+			f.dest ? " --dest " : "", f.dest ? f.dest : "",
+			f.key ? " --key " : "", f.key ? f.key : "",
+			opt(c, "--since") ? " --since " : "",
+			opt(c, "--since") ? opt(c, "--since") : "",
+			reason ? ": " : "", reason ? reason : "");
+	}
+	if (c->json) {
+		r = print_json(json_pack(
+			"{s:s, s:b, s:I, s:O, s:b}", "verb",
+			verb == STORE_REDO_RETRY ? "retry" : "discard",
+			"dry_run", dry, "count", (json_int_t)n, "entries",
+			b.arr, "woke_daemon", woke));
+		goto out;
+	}
+	for (i = 0; i < json_array_size(b.arr); i++) {
+		json_t *o = json_array_get(b.arr, i);
+		const char *k = json_string_value(json_object_get(o, "key"));
+		const char *e =
+			json_string_value(json_object_get(o, "last_error"));
+		char buf[CELL_MAX];
+
+		printf("%s%s (redo %lld, key %s): %s\n", dry ? "would be " : "",
+		       b.verb,
+		       (long long)json_integer_value(json_object_get(o, "id")),
+		       k ? k : "-", cell(e, ERROR_COLS * 2, buf, sizeof buf));
+	}
+	printf("%s%u redo entr%s %s%s\n", dry ? "dry run: " : "", n,
+	       n == 1 ? "y" : "ies", dry ? "would be " : "", b.verb);
+	r = EXIT_OK;
+out:
+	json_decref(b.arr);
+	return r;
+}
+
+/* Does the command have one of the bulk options? */
+static int bulk_asked(const struct ctl *c)
+{
+	return opt(c, "--where") || opt(c, "--dest") || opt(c, "--key") ||
+	       opt(c, "--since") || opt(c, "--status") || opt(c, "--dry-run");
+}
+
 static int cmd_redo_retry(struct ctl *c)
 {
 	int all = opt(c, "--all-dead") != NULL, r;
 	int64_t id = 0;
+
+	if (bulk_asked(c)) {
+		if (all)
+			return usage_err(c, "--all-dead and --where are both "
+					    "given; give one");
+		return redo_bulk(c, STORE_REDO_RETRY, NULL);
+	}
 
 	if (all && c->n_pos)
 		return usage_err(c,
@@ -3282,9 +3647,11 @@ static int cmd_redo_discard(struct ctl *c)
 
 	memset(&m, 0, sizeof m);
 	memset(&o, 0, sizeof o);
-	r = parse_redo_id(c, &id);
-	if (r)
-		return r;
+	if (!bulk_asked(c)) {
+		r = parse_redo_id(c, &id);
+		if (r)
+			return r;
+	}
 	if (!reason)
 		return usage_err(c, "--reason TEXT is required: say why it is "
 				    "discarded");
@@ -3294,6 +3661,8 @@ static int cmd_redo_discard(struct ctl *c)
 	if (strlen(reason) > REASON_MAX)
 		return usage_err(c, "--reason is %zu bytes long, at most %d",
 				 strlen(reason), REASON_MAX);
+	if (bulk_asked(c))
+		return redo_bulk(c, STORE_REDO_DISCARD, reason);
 	r = ctl_load_config(c);
 	if (r)
 		return r;
@@ -3310,16 +3679,15 @@ static int cmd_redo_discard(struct ctl *c)
 	if (r)
 		goto out;
 	msgid_str(&m.id, idb, sizeof idb);
-	if (row.status == RS_DONE || row.status == RS_DISCARDED) {
+	if (!store_redo_verb_applies(STORE_REDO_DISCARD, row.status)) {
 		store_rollback(c->st);
 		if (c->json)
 			(void)discard_refused_json(id, idb, row.status,
 						   row.discard_reason);
 		if (row.status == RS_DONE)
-			r = fail("redo %lld (%s) is done: it took effect; only "
-				 "pending, waiting or dead entries can be "
-				 "discarded",
-				 (long long)id, idb);
+			r = fail("redo %lld (%s) is done: it took effect; %s",
+				 (long long)id, idb,
+				 store_redo_verb_rule(STORE_REDO_DISCARD));
 		else
 			r = fail("redo %lld (%s) is already discarded (reason: "
 				 "%s)",
@@ -3350,6 +3718,8 @@ static int cmd_redo_discard(struct ctl *c)
 	/* A PostgreSQL database has no wake socket: its instances find new
 	 * rows within poll_interval. */
 	woke = !c->cfg->db_url && semq_notify(c->cfg->db) == SEMQ_OK;
+	operator_said(c, "discarded redo entry %lld (%s): %s", (long long)id,
+		      idb, reason);
 	if (c->json) {
 		r = print_json(discard_json(id, idb, reason, &o, woke));
 		goto out;
@@ -3557,6 +3927,8 @@ static int cmd_received_list(struct ctl *c)
 	struct recv_data d = {0};
 	struct status_data s = {0};
 	const char *origin = opt(c, "--origin"), *limit = opt(c, "--limit");
+	struct store_filter f = {0};
+	struct semq_where w;
 	uint64_t v = LIST_LIMIT_DEFAULT;
 	int r, footer = 0;
 	size_t i;
@@ -3571,6 +3943,11 @@ static int cmd_received_list(struct ctl *c)
 	if (limit && (parse_uint(limit, LIST_LIMIT_MAX, &v) || v == 0))
 		return usage_err(c, "--limit '%s' is not a number 1..%d", limit,
 				 LIST_LIMIT_MAX);
+	r = parse_filter(c, &f, &w);
+	if (r)
+		return r;
+	f.status = -100;
+	f.limit = (unsigned)v;
 	r = ctl_load_config(c);
 	if (r)
 		return r;
@@ -3579,8 +3956,8 @@ static int cmd_received_list(struct ctl *c)
 		return r;
 
 	r = EXIT_FAIL;
-	if (store_received_list(c->st, origin, (unsigned)v, recv_collect_cb,
-				&d) != SEMQ_OK ||
+	if (store_received_select(c->st, origin, &f, recv_collect_cb, &d) !=
+		    SEMQ_OK ||
 	    store_streams_in(c->st, status_stream_cb, &s) != SEMQ_OK) {
 		fail("%s: reading tb_0030: %s", c->db, store_errmsg(c->st));
 		goto out;

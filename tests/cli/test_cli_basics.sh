@@ -102,7 +102,7 @@ fi
 run "$SEMQCTL" redo retry --help
 cp "$dir/out" "$dir/cmd_help"
 if [ "$rc" -eq 0 ] && [ -z "$err" ] &&
-	[ "$(head -1 "$dir/out")" = "Usage: semqctl [-c node.ini] [--json] redo retry ID | --all-dead" ] &&
+	[ "$(head -1 "$dir/out")" = "Usage: semqctl [-c node.ini] [--json] redo retry ID | --all-dead | --where EXPR [--dest D] [--key K] [--since WHEN] [--dry-run]" ] &&
 	grep -q -- '--all-dead   every dead entry' "$dir/out" &&
 	grep -q -- '--create' "$dir/out" && grep -q -- 'SEMQ_CONFIG' "$dir/out"; then
 	ok "redo retry --help prints its usage, options and the global options"

@@ -56,6 +56,16 @@ run() {
 	err=$(cat "$dir/err")
 }
 
+# The operator's line semqctl prints for a change it made ("semqctl:
+# operator USER (pid N) on DB: WHAT"): op_said WHAT says whether stderr
+# has it; err_rest is stderr without it.
+op_said() {
+	grep -Eq "^semqctl: operator [^ ]+ \(pid [0-9]+\) on .*: $(printf '%s' "$1" | sed 's/[][().*^$]/\\&/g')\$" "$dir/err"
+}
+err_rest() {
+	grep -Ev '^semqctl: operator [^ ]+ \(pid [0-9]+\) on ' "$dir/err" || true
+}
+
 # expect_usage NAME NEEDLE ARGS...: exit 2, nothing on stdout, exactly two
 # lines on stderr: the first names the argument (contains NEEDLE), the
 # second points at --help.
@@ -170,15 +180,15 @@ r = q[0]
 assert r["table"] == "tb_0031" and r["origin"] == "R1" and r["dest"] == "S1", r
 assert r["status"] == 0 and r["status_name"] == "unsent" and r["count"] == 1, r
 assert isinstance(r["oldest"], int) and r["oldest"] > 1600000000000, r'; then
-		ok "'$form' shows the inserted row: tb_0031 R1 S1 0 unsent 1"
+		ok "'$form' shows the inserted row: outbound R1 S1 unsent 1"
 	else
-		bad "'$form' shows the inserted row: tb_0031 R1 S1 0 unsent 1"
+		bad "'$form' shows the inserted row: outbound R1 S1 unsent 1"
 	fi
 done
 run -c "$INI" status
 if [ "$rc" -eq 0 ] &&
 	grep -Eq '^TABLE +ORIGIN +DEST +STATUS +COUNT +OLDEST$' "$dir/out" &&
-	grep -Eq '^tb_0031 +R1 +S1 +0 unsent +1 +[0-9]+s$' "$dir/out" &&
+	grep -Eq '^outbound +R1 +S1 +unsent +1 +[0-9]+s$' "$dir/out" &&
 	! grep -q 'no messages' "$dir/out"; then
 	ok "status prints an aligned table with the row and its age"
 else
@@ -446,16 +456,16 @@ ids=$(awk 'NR > 1 { print $1 }' "$dir/out" | tr '\n' ' ')
 if [ "$rc" -eq 0 ] && [ -z "$err" ] &&
 	grep -Eq '^ID +TYPE +KEY +STATUS +RESULT +ATTEMPTS +AGE +LAST_ERROR$' "$dir/out" &&
 	[ "$ids" = "R1/S1/6 R1/S2/1 R1/S1/5 R1/S1/4 R1/S1/3 R1/S1/2 R1/S1/1 " ] &&
-	grep -Eq '^R1/S1/3 +7 +- +100 confirmed +processed +1 +[0-9]+s +-$' "$dir/out" &&
-	grep -Eq '^R1/S1/4 +4294967295 +- +6 relay-acked +- +1 +[0-9]+s +-$' "$dir/out" &&
-	grep -Eq '^R1/S1/1 +2800 +K1 +0 unsent +- +0 +[0-9]+s +-$' "$dir/out"; then
+	grep -Eq '^R1/S1/3 +7 +- +confirmed +processed +1 +[0-9]+s +-$' "$dir/out" &&
+	grep -Eq '^R1/S1/4 +4294967295 +- +relay-acked +- +1 +[0-9]+s +-$' "$dir/out" &&
+	grep -Eq '^R1/S1/1 +2800 +K1 +unsent +- +0 +[0-9]+s +-$' "$dir/out"; then
 	ok "outbound list: aligned table of every row, newest first"
 else
 	bad "outbound list: aligned table of every row, newest first"
 fi
 short=$(grep '^R1/S1/2 ' "$dir/out" | sed -E 's/.* [0-9]+s +//')
 if [ "$short" = "${longerr:0:40}…" ] &&
-	grep -Eq '^R1/S1/2 +2800 +K1 +4 sent +- +2 +[0-9]+s ' "$dir/out"; then
+	grep -Eq '^R1/S1/2 +2800 +K1 +sent +- +2 +[0-9]+s ' "$dir/out"; then
 	ok "outbound list shortens LAST_ERROR to 40 characters and …"
 else
 	rc=-
@@ -469,7 +479,7 @@ assert [x["id"] for x in d] == ["R1/S1/6", "R1/S2/1", "R1/S1/5", "R1/S1/4",
 cols = {"id", "origin", "dest", "seq", "rowid", "type", "key", "prev_seq",
     "deliver_at", "created_at", "status", "status_name", "result",
     "result_name", "attempts", "next_attempt_at", "sent_at", "acked_at",
-    "last_error", "payload_len"}
+    "last_error", "payload_len", "custodian"}
 assert all(set(x) == cols for x in d), [set(x) ^ cols for x in d]
 r = {x["id"]: x for x in d}
 x = r["R1/S1/2"]
@@ -806,8 +816,8 @@ fi
 run -c "$INI" outbound list --status cancelled
 if [ "$rc" -eq 0 ] &&
 	[ "$(awk 'NR > 1 { print $1 }' "$dir/out" | tr '\n' ' ')" = "R1/S1/4 R1/S1/2 R1/S1/1 " ] &&
-	grep -Eq '^R1/S1/4 +.* -2 cancelled +cancelled ' "$dir/out" &&
-	grep -Eq '^R1/S1/1 +.* -2 cancelled +- ' "$dir/out"; then
+	grep -Eq '^R1/S1/4 +.* cancelled +cancelled ' "$dir/out" &&
+	grep -Eq '^R1/S1/1 +.* cancelled +- ' "$dir/out"; then
 	ok "outbound list --status cancelled: answered (result cancelled) and not"
 else
 	bad "outbound list --status cancelled: answered (result cancelled) and not"
@@ -996,14 +1006,14 @@ ids=$(awk 'NR > 1 { print $1 }' "$dir/out" | tr '\n' ' ')
 if [ "$rc" -eq 0 ] && [ -z "$err" ] &&
 	grep -Eqx 'ID +MESSAGE +TYPE +KEY +STATUS +TRIES +LEVEL +NEXT +LAST_ERROR' "$dir/out" &&
 	[ "$ids" = "1 2 3 4 5 6 7 8 9 10 11 12 13 " ] &&
-	grep -Eqx "1 +R1/S1/7 +2800 +K1 +-1 dead +3 +3 +- +${rerr:0:40}…" "$dir/out" &&
-	grep -Eqx '2 +R1/S1/8 +2800 +K1 +1 waiting +0 +0 +- +waiting behind dead #1 \(R1/S1/7\): retry or discard it first' "$dir/out" &&
-	grep -Eqx '12 +R1/S1/21 +2800 +K5 +1 waiting +0 +0 +- +waiting behind #11 \(R1/S1/20\), next tried [0-9T:-]+Z' "$dir/out" &&
-	grep -Eqx '4 +R2/S1/1 +7 +- +0 pending +1 +1 +in [0-9]+s +timeout' "$dir/out" &&
-	grep -Eqx '5 +R2/S1/2 +7 +- +0 pending +0 +0 +due +-' "$dir/out" &&
-	grep -Eqx '6 +R2/S1/3 +7 +K2 +2 done +1 +0 +- +-' "$dir/out" &&
-	grep -Eqx '7 +R2/S1/4 +7 +K3 +-2 discarded +3 +3 +- +bad' "$dir/out" &&
-	grep -Eqx '11 +R1/S1/20 +2800 +K5 +0 pending +2 +2 +in (9|10)m +busy' "$dir/out"; then
+	grep -Eqx "1 +R1/S1/7 +2800 +K1 +dead +3 +3 +- +${rerr:0:40}…" "$dir/out" &&
+	grep -Eqx '2 +R1/S1/8 +2800 +K1 +waiting +0 +0 +- +waiting behind dead #1 \(R1/S1/7\): retry or discard it first' "$dir/out" &&
+	grep -Eqx '12 +R1/S1/21 +2800 +K5 +waiting +0 +0 +- +waiting behind #11 \(R1/S1/20\), next tried [0-9T:-]+Z' "$dir/out" &&
+	grep -Eqx '4 +R2/S1/1 +7 +- +pending +1 +1 +in [0-9]+s +timeout' "$dir/out" &&
+	grep -Eqx '5 +R2/S1/2 +7 +- +pending +0 +0 +due +-' "$dir/out" &&
+	grep -Eqx '6 +R2/S1/3 +7 +K2 +done +1 +0 +- +-' "$dir/out" &&
+	grep -Eqx '7 +R2/S1/4 +7 +K3 +discarded +3 +3 +- +bad' "$dir/out" &&
+	grep -Eqx '11 +R1/S1/20 +2800 +K5 +pending +2 +2 +in (9|10)m +busy' "$dir/out"; then
 	ok "redo list: aligned table of every entry, NEXT and a shortened LAST_ERROR"
 else
 	bad "redo list: aligned table of every entry, NEXT and a shortened LAST_ERROR"
@@ -1073,8 +1083,60 @@ expect_usage_of "$R" "redo list --limit x" "--limit 'x' is not a number" \
 	-c "$S1" redo list --limit x
 expect_usage_of "$R" "redo list takes no argument" "unexpected argument '3'" \
 	-c "$S1" redo list 3
-expect_usage_of "$R" "redo list unknown option" "unknown option '--dest'" \
-	-c "$S1" redo list --dest S1
+expect_usage_of "$R" "redo list unknown option" "unknown option '--origin'" \
+	-c "$S1" redo list --origin S1
+
+# -- filters, groups, bulk dry run (docs/OPERATIONS.md, "Dead letters") --
+run -c "$S1" --json redo list --status dead --group-by error
+if [ "$rc" -eq 0 ] && [ -z "$err" ] && pyjson '
+g = {x["error"][:10]: (x["count"], x["dests"]) for x in d["groups"]}
+assert d["groups"][0]["error"] == "down" and g["down"] == (2, ["S1"]), d
+assert sorted(x["count"] for x in d["groups"]) == [1, 1, 2], d'; then
+	ok "redo list --group-by error: one group per last_error, largest first"
+else
+	bad "redo list --group-by error: one group per last_error, largest first"
+fi
+run -c "$S1" redo list --status dead --group-by error
+if [ "$rc" -eq 0 ] && grep -Eq '^COUNT +OLDEST +NEWEST +DESTS +ERROR$' "$dir/out" &&
+	grep -Eq '^2 +[0-9]+s +[0-9]+s +S1 +down$' "$dir/out"; then
+	ok "redo list --group-by error (text): COUNT OLDEST NEWEST DESTS ERROR"
+else
+	bad "redo list --group-by error (text): COUNT OLDEST NEWEST DESTS ERROR"
+fi
+run -c "$S1" --json redo list --key K1 --where error~QUANTITY
+if [ "$rc" -eq 0 ] && pyjson 'assert [x["id"] for x in d] == [1], d'; then
+	ok "redo list --key --where: the key's entries whose error matches, any case"
+else
+	bad "redo list --key --where: the key's entries whose error matches, any case"
+fi
+run -c "$S1" --json redo retry --where error~DOWN --dest S1 --since 1d --dry-run
+if [ "$rc" -eq 0 ] && [ -z "$err" ] && pyjson '
+assert d["dry_run"] is True and d["count"] == 2, d
+assert [x["id"] for x in d["entries"]] == [8, 10], d' &&
+	[ "$(s1sql "SELECT count(*) FROM tb_0033 WHERE status = -1")" = 4 ]; then
+	ok "redo retry --where --dry-run: lists the entries, changes nothing"
+else
+	bad "redo retry --where --dry-run: lists the entries, changes nothing"
+fi
+expect_usage_of "$R" "redo list --since yesterday" "--since 'yesterday' is not" \
+	-c "$S1" redo list --since yesterday
+expect_usage_of "$R" "redo list --where key~x" "--where 'key~x' is not error~TEXT" \
+	-c "$S1" redo list --where key~x
+expect_usage_of "$R" "redo list --group-by dest" "--group-by 'dest': only 'error'" \
+	-c "$S1" redo list --group-by dest
+expect_usage_of "redo retry" "redo retry --where --status pending" \
+	"--status 'pending': only dead entries can be retried" \
+	-c "$S1" redo retry --where error~x --status pending
+expect_usage_of "redo retry" "redo retry ID --where" "an ID ('3') and --where" \
+	-c "$S1" redo retry 3 --where error~x
+expect_usage_of "redo retry" "redo retry --dest without --where" \
+	"--where EXPR is required" -c "$S1" redo retry --dest S1 --dry-run
+expect_usage_of "redo discard" "redo discard --where without --reason" \
+	"--reason TEXT is required" -c "$S1" redo discard --where error~x
+expect_usage_of "outbound list" "outbound list --since 5x" "--since '5x' is not" \
+	-c "$S1" outbound list --since 5x
+expect_usage_of "received list" "received list --key ''" "--key '' is not a key" \
+	-c "$S1" received list --key ''
 
 # -- redo show --
 run -c "$S1" redo show 1
@@ -1236,7 +1298,8 @@ run -c "$S1" redo retry 8
 wait "$waker" || true
 after=$(nowms)
 if [ "$rc" -eq 0 ] && [ "$out" = "R3/S1/1 (redo 8) will be retried now" ] &&
-	[ -z "$err" ] && [ "$(cat "$dir/woken")" = w ] &&
+	[ -z "$(err_rest)" ] && op_said "retried redo entry 8 (R3/S1/1)" &&
+	[ "$(cat "$dir/woken")" = w ] &&
 	[ "$(s1sql "SELECT status, tries, level, last_error,
 		next_attempt_at BETWEEN $before AND $after,
 		updated_at BETWEEN $before AND $after FROM tb_0033 WHERE id = 8")" = "0|3|0|down|1|1" ]; then
@@ -1279,7 +1342,8 @@ after=$(nowms)
 if [ "$rc" -eq 0 ] && [ "$out" = "discarded R1/S1/7 (redo 1): bill 7 reissued as 12
 released R1/S1/8 (redo 2), the next entry of key K1: pending, due now
 1 more entry of key K1 still waits in key order" ] &&
-	[ "$err" = "semqctl: no semqd is running on $dir/s1.db to wake; released entries run when it starts" ] &&
+	[ "$(err_rest)" = "semqctl: no semqd is running on $dir/s1.db to wake; released entries run when it starts" ] &&
+	op_said "discarded redo entry 1 (R1/S1/7): bill 7 reissued as 12" &&
 	[ "$(s1sql "SELECT status, discard_reason, updated_at BETWEEN $before AND $after
 		FROM tb_0033 WHERE id = 1")" = "-2|bill 7 reissued as 12|1" ] &&
 	[ "$(s1sql "SELECT status, next_attempt_at BETWEEN $before AND $after
@@ -1292,7 +1356,9 @@ fi
 start_waker
 run -c "$S1" redo discard 2 --reason superseded --json
 wait "$waker" || true
-if [ "$rc" -eq 0 ] && [ -z "$err" ] && [ "$(cat "$dir/woken")" = w ] && pyjson "
+if [ "$rc" -eq 0 ] && [ -z "$(err_rest)" ] &&
+	op_said "discarded redo entry 2 (R1/S1/8): superseded" &&
+	[ "$(cat "$dir/woken")" = w ] && pyjson "
 assert d == {'id': 2, 'message': 'R1/S1/8', 'discarded': True, 'status': -2,
     'discard_reason': 'superseded', 'released': [{'id': 3,
     'message': 'R1/S1/9', 'status': 0, 'next_attempt_at': $later}],
@@ -1303,14 +1369,14 @@ else
 	bad "redo discard --json of a pending head: releases the next at its deliver_at, wakes the daemon"
 fi
 run -c "$S1" redo list --status pending
-if [ "$rc" -eq 0 ] && grep -Eqx '3 +R1/S1/9 +2800 +K1 +0 pending +0 +0 +in (59m|1h) +-' "$dir/out"; then
+if [ "$rc" -eq 0 ] && grep -Eqx '3 +R1/S1/9 +2800 +K1 +pending +0 +0 +in (59m|1h) +-' "$dir/out"; then
 	ok "redo list: the released entry is pending until its deliver_at"
 else
 	bad "redo list: the released entry is pending until its deliver_at"
 fi
 run -c "$S1" redo discard 3 --reason "last of K1"
 if [ "$rc" -eq 0 ] && [ "$out" = "discarded R1/S1/9 (redo 3): last of K1
-no entry of key K1 was waiting behind it" ] && [ -z "$err" ] &&
+no entry of key K1 was waiting behind it" ] && [ -z "$(err_rest)" ] &&
 	[ "$(s1sql "SELECT status FROM tb_0033 WHERE id = 3")" = -2 ]; then
 	ok "redo discard of the last entry of a key: nothing to release"
 else
@@ -1380,7 +1446,8 @@ after=$(nowms)
 if [ "$rc" -eq 0 ] && [ "$out" = "R3/S1/2 (redo 9) will be retried now
 R3/S1/3 (redo 10) will be retried now
 2 dead entries will be retried now" ] &&
-	[ "$err" = "semqctl: no semqd is running on $dir/s1.db to wake; they are retried when it starts" ] &&
+	[ "$(err_rest)" = "semqctl: no semqd is running on $dir/s1.db to wake; they are retried when it starts" ] &&
+	op_said "retried 2 dead redo entries (--all-dead)" &&
 	[ "$(s1sql "SELECT group_concat(status || ':' || level || ':' ||
 		(next_attempt_at BETWEEN $before AND $after)) FROM
 		(SELECT * FROM tb_0033 WHERE id IN (9, 10) ORDER BY id)")" = "0:0:1,0:0:1" ] &&

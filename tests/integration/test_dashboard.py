@@ -323,7 +323,10 @@ def dashboard_in_chromium(t):
         assert not foreign, f"requests off the admin origin: {foreign}"
         paths = {u[len(origin):] for u in urls}
         for p in ("/", "/ui/app.js", "/ui/style.css", "/health", "/peers",
-                  "/streams", "/redo?status=all", "/redo?status=dead",
+                  "/streams",
+                  "/redo?status=all&order=dead_first&limit=50&offset=0",
+                  "/redo?status=dead&order=dead_first&limit=50&offset=0",
+                  "/redo?status=dead&group_by=error",
                   f"/redo/{bad_id}/retry", f"/redo/{bad_id}/discard"):
             assert p in paths, (p, sorted(paths))
         assert not any("x-injected" in u for u in urls), urls

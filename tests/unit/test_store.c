@@ -1517,6 +1517,194 @@ static void test_redo_discard_releases(void **state)
 	recv_expect(st, &m, &a, NOW + 5, SEMQ_DUPLICATE, RES_PROCESSED);
 }
 
+/* The ids store_redo_select / store_redo_bulk hand over, in order. */
+struct idseen {
+	int64_t id[16];
+	int n;
+};
+
+static int idseen_cb(void *ctx, const struct msg *m, const struct redo_row *row)
+{
+	struct idseen *c = ctx;
+
+	(void)m;
+	if (c->n < 16)
+		c->id[c->n++] = row->id;
+	return 0;
+}
+
+struct groups_seen {
+	char text[512];
+};
+
+static int groups_cb(void *ctx, const struct redo_group *g)
+{
+	struct groups_seen *c = ctx;
+	size_t n = strlen(c->text);
+
+	snprintf(c->text + n, sizeof c->text - n, "%s%lld:%s:%s", n ? "|" : "",
+		 (long long)g->count, g->error ? g->error : "-", g->dests);
+	return 0;
+}
+
+static int recv_count_cb(void *ctx, const struct recv_row *r)
+{
+	(void)r;
+	(*(int *)ctx)++;
+	return 0;
+}
+
+/* The operator's filters (key, dest, since, last_error; order, paging),
+ * groups by error and the bulk verbs, on both databases: a dry run lists
+ * what the real run changes; a bulk retry of a dead head releases nothing,
+ * a bulk discard of it releases the next entry of its key. */
+static void test_redo_filters_and_bulk(void **state)
+{
+	struct fx *fx = *state;
+	struct store *st = open_ok(fx, "S1", NULL);
+	struct applier a = {0};
+	struct store_filter f = {.status = -100};
+	struct semq_where w;
+	struct groups_seen g = {""};
+	struct idseen c = {{0}, 0};
+	struct msg m;
+	int64_t id[7], n = 0;
+	unsigned done = 0;
+	int i, got = 0;
+
+	verdicts(&a, 5, SEMQ_PLUGIN_PERMANENT, SEMQ_PLUGIN_PERMANENT,
+		 SEMQ_PLUGIN_PERMANENT, SEMQ_PLUGIN_OK, SEMQ_PLUGIN_PERMANENT);
+	a.why = "Timeout at db";
+	mkmsg(&m, "R1", "S1", 1, "A", 0);
+	recv_expect(st, &m, &a, NOW, SEMQ_OK, RES_DEAD);
+	mkmsg(&m, "R1", "S1", 2, "A", 1); /* waits behind 1 */
+	recv_expect(st, &m, &a, NOW, SEMQ_OK, RES_REDO);
+	a.why = "bad document";
+	mkmsg(&m, "R1", "S1", 3, "B", 0);
+	recv_expect(st, &m, &a, NOW, SEMQ_OK, RES_DEAD);
+	a.why = "timeout at DB";
+	mkmsg(&m, "R1", "S1", 4, "C", 0);
+	recv_expect(st, &m, &a, NOW + 10, SEMQ_OK, RES_DEAD);
+	mkmsg(&m, "R1", "S1", 5, "D", 0);
+	recv_expect(st, &m, &a, NOW + 10, SEMQ_OK, RES_PROCESSED);
+	a.why = "bad document";
+	mkmsg(&m, "R1", "S1", 6, "E", 0);
+	recv_expect(st, &m, &a, NOW + 10, SEMQ_OK, RES_DEAD);
+	for (i = 1; i <= 6; i++)
+		id[i] = i == 5 ? 0 : redo_id_of(st, (uint64_t)i);
+
+	/* error~TIMEOUT: any case; dead only. */
+	assert_int_equal(semq_where_parse("error~TIMEOUT", &w), 0);
+	f.where = &w;
+	f.status = RS_DEAD;
+	assert_int_equal(store_redo_select(st, &f, idseen_cb, &c), SEMQ_OK);
+	assert_int_equal(c.n, 2);
+	assert_int_equal(c.id[0], id[1]);
+	assert_int_equal(c.id[1], id[4]);
+	/* error=: exactly */
+	assert_int_equal(semq_where_parse("error=timeout at DB", &w), 0);
+	assert_int_equal(store_redo_count(st, &f, &n), SEMQ_OK);
+	assert_int_equal(n, 1);
+	/* key, dest, since */
+	memset(&f, 0, sizeof f);
+	f.status = -100;
+	f.key = "A";
+	assert_int_equal(store_redo_count(st, &f, &n), SEMQ_OK);
+	assert_int_equal(n, 2);
+	f.key = NULL;
+	f.dest = "S9";
+	assert_int_equal(store_redo_count(st, &f, &n), SEMQ_OK);
+	assert_int_equal(n, 0);
+	f.dest = "S1";
+	f.since = NOW + 10;
+	assert_int_equal(store_redo_count(st, &f, &n), SEMQ_OK);
+	assert_int_equal(n, 2);
+	/* dead first, then waiting; paging counts in that order */
+	memset(&f, 0, sizeof f);
+	f.status = -100;
+	f.dead_first = 1;
+	c.n = 0;
+	assert_int_equal(store_redo_select(st, &f, idseen_cb, &c), SEMQ_OK);
+	assert_int_equal(c.n, 5);
+	assert_int_equal(c.id[4], id[2]);
+	f.limit = 2;
+	f.offset = 3;
+	c.n = 0;
+	assert_int_equal(store_redo_select(st, &f, idseen_cb, &c), SEMQ_OK);
+	assert_int_equal(c.n, 2);
+	assert_int_equal(c.id[0], id[6]);
+	assert_int_equal(c.id[1], id[2]);
+	/* groups: the largest first; the waiting entry has no error */
+	f.limit = f.offset = 0;
+	f.status = RS_DEAD;
+	assert_int_equal(store_redo_groups(st, &f, groups_cb, &g), SEMQ_OK);
+	assert_string_equal(g.text, "2:bad document:S1|1:Timeout at db:S1|"
+				    "1:timeout at DB:S1");
+	/* received rows by key */
+	memset(&f, 0, sizeof f);
+	f.key = "C";
+	assert_int_equal(
+		store_received_select(st, NULL, &f, recv_count_cb, &got),
+		SEMQ_OK);
+	assert_int_equal(got, 1);
+
+	/* Bulk retry: dead only; the dry run changes nothing. */
+	memset(&f, 0, sizeof f);
+	f.status = RS_PENDING;
+	assert_int_equal(semq_where_parse("error~timeout", &w), 0);
+	f.where = &w;
+	assert_int_equal(store_redo_bulk(st, STORE_REDO_RETRY, &f, NULL, NOW, 0,
+					 0, NULL, NULL, NULL, &done),
+			 SEMQ_ERR_INVALID);
+	f.status = -100;
+	c.n = 0;
+	assert_int_equal(store_redo_bulk(st, STORE_REDO_RETRY, &f, NULL,
+					 NOW + 20, 1, 1, idseen_cb, NULL, &c,
+					 &done),
+			 SEMQ_OK);
+	assert_int_equal(done, 2);
+	assert_int_equal(c.n, 2);
+	redo_expect(st, id[1], RS_DEAD, 1, 0, -1, "Timeout at db");
+	c.n = 0;
+	assert_int_equal(store_redo_bulk(st, STORE_REDO_RETRY, &f, NULL,
+					 NOW + 20, 0, 1, idseen_cb, NULL, &c,
+					 &done),
+			 SEMQ_OK);
+	assert_int_equal(done, 2);
+	assert_int_equal(c.id[0], id[1]);
+	assert_int_equal(c.id[1], id[4]);
+	redo_expect(st, id[1], RS_PENDING, 1, 0, NOW + 20, "Timeout at db");
+	redo_expect(st, id[4], RS_PENDING, 1, 0, NOW + 20, "timeout at DB");
+	/* a retried head releases nothing until it succeeds */
+	redo_expect(st, id[2], RS_WAITING, 0, 0, -1, NULL);
+
+	/* Bulk discard: a reason; dead by default; the head of A (pending
+	 * now) by --status pending, which releases 2. */
+	assert_int_equal(semq_where_parse("error=bad document", &w), 0);
+	assert_int_equal(store_redo_bulk(st, STORE_REDO_DISCARD, &f, NULL,
+					 NOW + 30, 0, 0, NULL, NULL, NULL,
+					 &done),
+			 SEMQ_ERR_INVALID);
+	assert_int_equal(store_redo_bulk(st, STORE_REDO_DISCARD, &f, "bad",
+					 NOW + 30, 0, 0, NULL, NULL, NULL,
+					 &done),
+			 SEMQ_OK);
+	assert_int_equal(done, 2);
+	redo_expect(st, id[3], RS_DISCARDED, 1, 0, -1, "bad document");
+	redo_expect(st, id[6], RS_DISCARDED, 1, 0, -1, "bad document");
+	assert_int_equal(semq_where_parse("error~TIMEOUT", &w), 0);
+	f.status = RS_PENDING;
+	f.key = "A";
+	assert_int_equal(store_redo_bulk(st, STORE_REDO_DISCARD, &f, "old",
+					 NOW + 40, 0, 0, NULL, NULL, NULL,
+					 &done),
+			 SEMQ_OK);
+	assert_int_equal(done, 1);
+	redo_expect(st, id[1], RS_DISCARDED, 1, 0, -1, "Timeout at db");
+	redo_expect(st, id[2], RS_PENDING, 0, 0, NOW + 40, NULL);
+	redo_expect(st, id[4], RS_PENDING, 1, 0, NOW + 20, "timeout at DB");
+}
+
 /* Done and discarded entries go after the retention, counted from when
  * they finished; dead, pending and waiting ones stay; a copy of a purged
  * message is still a duplicate (tb_0030 decides that, not tb_0033). */
@@ -6074,6 +6262,11 @@ static void test_counts_follow_changes(void **state)
  * A database of schema 4 with rows in it gets its counts at the migration
  * to schema 5: one pass over the tables, in the migration's transaction.
  */
+/* What schema 6 added (0006_filters.sql). */
+#define DROP_0006                                                              \
+	" DROP INDEX idx_0031_msg_key; DROP INDEX idx_0033_msg_key;"           \
+	" DROP INDEX idx_0031_dead"
+
 static void test_counts_from_migration(void **state)
 {
 	struct fx *fx = *state;
@@ -6098,7 +6291,7 @@ static void test_counts_from_migration(void **state)
 			 " DROP FUNCTION tb_0030_count() CASCADE;"
 			 " DROP FUNCTION tb_0033_count() CASCADE;"
 			 " DROP FUNCTION semq_count_truncate() CASCADE;"
-			 " DROP INDEX idx_0031_held");
+			 " DROP INDEX idx_0031_held;" DROP_0006);
 	else
 		exec(st, "DROP TRIGGER tb_0031_count_add;"
 			 " DROP TRIGGER tb_0031_count_fill;"
@@ -6110,7 +6303,7 @@ static void test_counts_from_migration(void **state)
 			 " DROP TRIGGER tb_0033_count_add;"
 			 " DROP TRIGGER tb_0033_count_move;"
 			 " DROP TRIGGER tb_0033_count_drop;"
-			 " DROP INDEX idx_0031_held");
+			 " DROP INDEX idx_0031_held;" DROP_0006);
 	reopen(fx, "P1", NULL);
 	st = fx->st;
 	assert_int_equal(store_migrated_from(st), 4);
@@ -6480,6 +6673,7 @@ int main(int argc, char **argv)
 		T(test_scheduled_behind_failed_head),
 		T(test_key_waiting_and_release_order),
 		T(test_redo_discard_releases),
+		T(test_redo_filters_and_bulk),
 		T(test_redo_purge_by_retention),
 		T(test_redo_levels_and_dead),
 		T(test_max_tries_one_is_dead_at_once),
