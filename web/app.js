@@ -39,6 +39,7 @@
 	let clockOffset = 0; /* node's clock minus ours, ms */
 	let tokenDeclined = false; /* Cancel on the token prompt of a read */
 	let stuckDests = new Map(); /* dest -> its backlog_old reason */
+	let nodeId = null; /* this node's id, from /health */
 	let redoOffset = 0; /* the first entry of the redo page shown */
 	let redoTotal = 0;
 
@@ -259,6 +260,7 @@
 		const status = typeof d.status === 'string' ? d.status : '?';
 		const reasons = Array.isArray(d.reasons) ? d.reasons : [];
 		$('node-id').textContent = d.node || '?';
+		nodeId = d.node || null;
 		h.textContent = status;
 		h.className = 'badge badge-' +
 			(status === 'ready' ? 'ok' : r.status === 503 ? 'bad' :
@@ -384,7 +386,8 @@
 	}
 
 	/* An outbound stream's unconfirmed documents: how many wait at which
-	 * relay (its custody, since when) and how many here; "stuck" when
+	 * relay (its custody, since when) and how many here (a relay's own
+	 * custody of another origin's stream: "held here"); "stuck" when
 	 * /health names the stream's backlog as too old. */
 	function where(td, dir, s, waiting) {
 		td.textContent = '';
@@ -411,7 +414,9 @@
 				    duration(w.age_ms) : ''));
 		}
 		if (s.depth > atRelays)
-			parts.push((s.depth - atRelays) + ' here');
+			parts.push((s.depth - atRelays) + (nodeId === null ||
+				s.origin === nodeId ? ' here' :
+				' held here for ' + s.origin));
 		td.appendChild(document.createTextNode(parts.join(' · ')));
 	}
 
