@@ -282,6 +282,49 @@ static int group_cb(void *ctx, const struct redo_group *g)
 	return 0;
 }
 
+/* The page of a listing: status= (a status name of `table` among
+ * statuses[n], `names` listing them for the error; "all" or none: -100),
+ * limit= (1..REDO_LIMIT_MAX, else REDO_LIMIT_DEFAULT) and offset=
+ * (0..INT32_MAX). SEMQ_OK, with *answered = 1 when a 400 was queued. */
+static int parse_page(const struct admin_req *rq, struct evkeyvalq *q,
+		      const char *table, const int *statuses, size_t n,
+		      const char *names, struct outbox *ob, int *answered,
+		      int *status, int64_t *limit, int64_t *offset)
+{
+	const char *sv = evhttp_find_header(q, "status");
+	const char *lv = evhttp_find_header(q, "limit");
+	const char *ov = evhttp_find_header(q, "offset");
+	size_t i;
+
+	*status = -100;
+	*limit = REDO_LIMIT_DEFAULT;
+	*offset = 0;
+	*answered = 1;
+	if (sv && strcmp(sv, "all")) {
+		for (i = 0; i < n; i++)
+			if (!strcmp(sv, semq_status_name(table, statuses[i])))
+				break;
+		if (i == n)
+			return reply_error(ob, rq->req_id, HS_BAD_REQUEST,
+					   "query: status '%s' is not one of "
+					   "%s, all",
+					   sv, names);
+		*status = statuses[i];
+	}
+	if (lv &&
+	    (!parse_positive(lv, strlen(lv), limit) || *limit > REDO_LIMIT_MAX))
+		return reply_error(ob, rq->req_id, HS_BAD_REQUEST,
+				   "query: limit '%s' is not a number 1..%d",
+				   lv, REDO_LIMIT_MAX);
+	if (ov && strcmp(ov, "0") &&
+	    (!parse_positive(ov, strlen(ov), offset) || *offset > INT32_MAX))
+		return reply_error(ob, rq->req_id, HS_BAD_REQUEST,
+				   "query: offset '%s' is not a number 0..%d",
+				   ov, INT32_MAX);
+	*answered = 0;
+	return SEMQ_OK;
+}
+
 static int redo_list(struct store *st, const struct admin_req *rq, int64_t now,
 		     struct outbox *ob)
 {
@@ -292,47 +335,19 @@ static int redo_list(struct store *st, const struct admin_req *rq, int64_t now,
 	struct store_filter f = {0};
 	struct semq_where w;
 	struct evkeyvalq q;
-	const char *sv, *lv, *ov, *gv, *orv;
+	const char *gv, *orv;
 	int status = -100, answered = 0, r;
 	int64_t limit = REDO_LIMIT_DEFAULT, offset = 0, total = 0;
 	json_t *doc = NULL;
-	size_t i;
 
 	r = parse_query(rq, allowed, &q, ob, &answered);
 	if (r != SEMQ_OK || answered)
 		goto out;
-	sv = evhttp_find_header(&q, "status");
-	lv = evhttp_find_header(&q, "limit");
-	if (sv && strcmp(sv, "all")) {
-		for (i = 0; i < N_REDO; i++)
-			if (!strcmp(sv, semq_status_name("tb_0033",
-							 redo_statuses[i])))
-				break;
-		if (i == N_REDO) {
-			r = reply_error(ob, rq->req_id, HS_BAD_REQUEST,
-					"query: status '%s' is not one of "
-					"pending, waiting, dead, done, "
-					"discarded, all",
-					sv);
-			goto out;
-		}
-		status = redo_statuses[i];
-	}
-	if (lv && (!parse_positive(lv, strlen(lv), &limit) ||
-		   limit > REDO_LIMIT_MAX)) {
-		r = reply_error(ob, rq->req_id, HS_BAD_REQUEST,
-				"query: limit '%s' is not a number 1..%d", lv,
-				REDO_LIMIT_MAX);
+	r = parse_page(rq, &q, "tb_0033", redo_statuses, N_REDO,
+		       "pending, waiting, dead, done, discarded", ob, &answered,
+		       &status, &limit, &offset);
+	if (r != SEMQ_OK || answered)
 		goto out;
-	}
-	ov = evhttp_find_header(&q, "offset");
-	if (ov && strcmp(ov, "0") &&
-	    (!parse_positive(ov, strlen(ov), &offset) || offset > INT32_MAX)) {
-		r = reply_error(ob, rq->req_id, HS_BAD_REQUEST,
-				"query: offset '%s' is not a number 0..%d", ov,
-				INT32_MAX);
-		goto out;
-	}
 	orv = evhttp_find_header(&q, "order");
 	if (orv && strcmp(orv, "id") && strcmp(orv, "dead_first")) {
 		r = reply_error(ob, rq->req_id, HS_BAD_REQUEST,
@@ -707,47 +722,18 @@ static int outbound_list(struct store *st, const struct admin_req *rq,
 	struct store_filter f = {0};
 	struct semq_where w;
 	struct evkeyvalq q;
-	const char *sv, *lv, *ov;
 	int status = -100, answered = 0, r;
 	int64_t limit = REDO_LIMIT_DEFAULT, offset = 0, total = 0;
 	json_t *doc = NULL;
-	size_t i;
 
 	r = parse_query(rq, allowed, &q, ob, &answered);
 	if (r != SEMQ_OK || answered)
 		goto out;
-	sv = evhttp_find_header(&q, "status");
-	lv = evhttp_find_header(&q, "limit");
-	ov = evhttp_find_header(&q, "offset");
-	if (sv && strcmp(sv, "all")) {
-		for (i = 0; i < N_OUT; i++)
-			if (!strcmp(sv, semq_status_name("tb_0031",
-							 out_statuses[i])))
-				break;
-		if (i == N_OUT) {
-			r = reply_error(ob, rq->req_id, HS_BAD_REQUEST,
-					"query: status '%s' is not one of "
-					"unsent, sent, relay-acked, held, "
-					"confirmed, cancelled, all",
-					sv);
-			goto out;
-		}
-		status = out_statuses[i];
-	}
-	if (lv && (!parse_positive(lv, strlen(lv), &limit) ||
-		   limit > REDO_LIMIT_MAX)) {
-		r = reply_error(ob, rq->req_id, HS_BAD_REQUEST,
-				"query: limit '%s' is not a number 1..%d", lv,
-				REDO_LIMIT_MAX);
+	r = parse_page(rq, &q, "tb_0031", out_statuses, N_OUT,
+		       "unsent, sent, relay-acked, held, confirmed, cancelled",
+		       ob, &answered, &status, &limit, &offset);
+	if (r != SEMQ_OK || answered)
 		goto out;
-	}
-	if (ov && strcmp(ov, "0") &&
-	    (!parse_positive(ov, strlen(ov), &offset) || offset > INT32_MAX)) {
-		r = reply_error(ob, rq->req_id, HS_BAD_REQUEST,
-				"query: offset '%s' is not a number 0..%d", ov,
-				INT32_MAX);
-		goto out;
-	}
 	r = parse_filter(rq, &q, now, &f, &w, ob, &answered);
 	if (r != SEMQ_OK || answered)
 		goto out;
