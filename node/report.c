@@ -282,6 +282,23 @@ static int group_cb(void *ctx, const struct redo_group *g)
 	return 0;
 }
 
+/* The answer of a listing's page: {"status", "limit", "offset", "total",
+ * "count", NAME: arr (borrowed)}. */
+static int reply_page(const struct admin_req *rq, struct outbox *ob,
+		      const char *table, int status, int64_t limit,
+		      int64_t offset, int64_t total, const char *name,
+		      json_t *arr)
+{
+	json_t *doc = json_pack(
+		"{s:s, s:I, s:I, s:I, s:I, s:O}", "status",
+		status == -100 ? "all" : semq_status_name(table, status),
+		"limit", (json_int_t)limit, "offset", (json_int_t)offset,
+		"total", (json_int_t)total, "count",
+		(json_int_t)json_array_size(arr), name, arr);
+
+	return doc ? reply_json(ob, rq->req_id, HS_OK, doc) : SEMQ_ERR_NOMEM;
+}
+
 /* The page of a listing: status= (a status name of `table` among
  * statuses[n], `names` listing them for the error; "all" or none: -100),
  * limit= (1..REDO_LIMIT_MAX, else REDO_LIMIT_DEFAULT) and offset=
@@ -398,17 +415,9 @@ static int redo_list(struct store *st, const struct admin_req *rq, int64_t now,
 				"reading tb_0033: %s", store_errmsg(st));
 		goto out;
 	}
-	if (x.failed) {
-		r = SEMQ_ERR_NOMEM;
-		goto out;
-	}
-	doc = json_pack("{s:s, s:I, s:I, s:I, s:I, s:O}", "status",
-			status == -100 ? "all"
-				       : semq_status_name("tb_0033", status),
-			"limit", (json_int_t)limit, "offset",
-			(json_int_t)offset, "total", (json_int_t)total, "count",
-			(json_int_t)json_array_size(x.arr), "entries", x.arr);
-	r = doc ? reply_json(ob, rq->req_id, HS_OK, doc) : SEMQ_ERR_NOMEM;
+	r = x.failed ? SEMQ_ERR_NOMEM
+		     : reply_page(rq, ob, "tb_0033", status, limit, offset,
+				  total, "entries", x.arr);
 out:
 	json_decref(x.arr);
 	evhttp_clear_headers(&q);
@@ -724,7 +733,6 @@ static int outbound_list(struct store *st, const struct admin_req *rq,
 	struct evkeyvalq q;
 	int status = -100, answered = 0, r;
 	int64_t limit = REDO_LIMIT_DEFAULT, offset = 0, total = 0;
-	json_t *doc = NULL;
 
 	r = parse_query(rq, allowed, &q, ob, &answered);
 	if (r != SEMQ_OK || answered)
@@ -753,17 +761,9 @@ static int outbound_list(struct store *st, const struct admin_req *rq,
 				"reading tb_0031: %s", store_errmsg(st));
 		goto out;
 	}
-	if (x.failed) {
-		r = SEMQ_ERR_NOMEM;
-		goto out;
-	}
-	doc = json_pack("{s:s, s:I, s:I, s:I, s:I, s:O}", "status",
-			status == -100 ? "all"
-				       : semq_status_name("tb_0031", status),
-			"limit", (json_int_t)limit, "offset",
-			(json_int_t)offset, "total", (json_int_t)total, "count",
-			(json_int_t)json_array_size(x.arr), "rows", x.arr);
-	r = doc ? reply_json(ob, rq->req_id, HS_OK, doc) : SEMQ_ERR_NOMEM;
+	r = x.failed ? SEMQ_ERR_NOMEM
+		     : reply_page(rq, ob, "tb_0031", status, limit, offset,
+				  total, "rows", x.arr);
 out:
 	json_decref(x.arr);
 	evhttp_clear_headers(&q);
