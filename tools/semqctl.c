@@ -4162,6 +4162,49 @@ enum {
 	PC_N
 };
 
+/*
+ * Asks the running daemon for GET `path` (the command `what` needs [node]
+ * admin) and parses its 200 answer: EXIT_OK with *doc (caller frees) whose
+ * `field` has the JSON type `want` (JSON_ARRAY, JSON_OBJECT); else a
+ * message naming the failure and its exit status.
+ */
+static int admin_get_json(struct ctl *c, const char *what, const char *path,
+			  const char *field, json_type want, json_t **doc_out)
+{
+	json_t *doc = NULL, *v;
+	json_error_t e;
+	char *body = NULL;
+	int status = 0, r;
+
+	*doc_out = NULL;
+	if (!c->cfg->admin.set)
+		return fail("%s: [node] admin is not set; semqctl %s asks the "
+			    "running daemon over it",
+			    c->config_path, what);
+	r = admin_get(c, path, &status, &body);
+	if (r)
+		return r;
+	r = EXIT_FAIL;
+	doc = json_loads(body, 0, &e);
+	v = json_object_get(doc, field);
+	if (status != 200) {
+		const char *why =
+			json_string_value(json_object_get(doc, "error"));
+		fail("semqd answered GET %s with %d: %s", path, status,
+		     why ? why : "(no reason given)");
+	} else if (!v || json_typeof(v) != want) {
+		fail("semqd's answer to GET %s is not the expected JSON%s%s",
+		     path, doc ? "" : ": ", doc ? "" : e.text);
+	} else {
+		*doc_out = doc;
+		doc = NULL;
+		r = EXIT_OK;
+	}
+	json_decref(doc);
+	free(body);
+	return r;
+}
+
 static const char *peer_str(const json_t *p, const char *key)
 {
 	return json_string_value(json_object_get(p, key));
@@ -4215,38 +4258,17 @@ static const char *peer_cell(const void *ctx, size_t i, int col, int64_t now,
 static int cmd_peers(struct ctl *c)
 {
 	json_t *doc = NULL, *arr;
-	json_error_t e;
-	char *body = NULL;
-	int status = 0, r;
+	int r;
 
 	if (c->n_pos)
 		return usage_err(c, "unexpected argument '%s'", c->pos[0]);
 	r = ctl_load_config(c);
 	if (r)
 		return r;
-	if (!c->cfg->admin.set)
-		return fail("%s: [node] admin is not set; semqctl peers asks "
-			    "the running daemon over it",
-			    c->config_path);
-	r = admin_get(c, "/peers", &status, &body);
+	r = admin_get_json(c, "peers", "/peers", "peers", JSON_ARRAY, &doc);
 	if (r)
-		return r;
-	r = EXIT_FAIL;
-	doc = json_loads(body, 0, &e);
-	if (status != 200) {
-		const char *why =
-			json_string_value(json_object_get(doc, "error"));
-		fail("semqd answered GET /peers with %d: %s", status,
-		     why ? why : "(no reason given)");
 		goto out;
-	}
 	arr = json_object_get(doc, "peers");
-	if (!json_is_array(arr)) {
-		fail("semqd's answer to GET /peers is not the expected "
-		     "JSON%s%s",
-		     doc ? "" : ": ", doc ? "" : e.text);
-		goto out;
-	}
 	if (c->json) {
 		r = print_json(doc);
 		doc = NULL;
@@ -4261,7 +4283,6 @@ static int cmd_peers(struct ctl *c)
 	r = EXIT_OK;
 out:
 	json_decref(doc);
-	free(body);
 	return r;
 }
 
@@ -4301,10 +4322,9 @@ out:
 
 static int cmd_trace(struct ctl *c)
 {
-	char path[1024], err[256], *body = NULL;
+	char path[1024], err[256];
 	json_t *doc = NULL;
-	json_error_t e;
-	int status = 0, r;
+	int r;
 
 	if (c->n_pos)
 		return usage_err(c, "unexpected argument '%s'", c->pos[0]);
@@ -4315,28 +4335,9 @@ static int cmd_trace(struct ctl *c)
 	r = ctl_load_config(c);
 	if (r)
 		return r;
-	if (!c->cfg->admin.set)
-		return fail("%s: [node] admin is not set; semqctl trace asks "
-			    "the running daemon over it",
-			    c->config_path);
-	r = admin_get(c, path, &status, &body);
+	r = admin_get_json(c, "trace", path, "hops", JSON_ARRAY, &doc);
 	if (r)
-		return r;
-	r = EXIT_FAIL;
-	doc = json_loads(body, 0, &e);
-	if (status != 200) {
-		const char *why =
-			json_string_value(json_object_get(doc, "error"));
-		fail("semqd answered GET /trace with %d: %s", status,
-		     why ? why : "(no reason given)");
 		goto out;
-	}
-	if (!json_is_array(json_object_get(doc, "hops"))) {
-		fail("semqd's answer to GET /trace is not the expected "
-		     "JSON%s%s",
-		     doc ? "" : ": ", doc ? "" : e.text);
-		goto out;
-	}
 	if (c->json) {
 		r = print_json(doc);
 		doc = NULL;
@@ -4346,6 +4347,5 @@ static int cmd_trace(struct ctl *c)
 	r = EXIT_OK;
 out:
 	json_decref(doc);
-	free(body);
 	return r;
 }
