@@ -53,6 +53,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import wire  # noqa: E402
+from wire import client_context, recv_frame  # noqa: E402
 from relaytest import (BULK_TIMEOUT, PAYLOAD, READY_TIMEOUT,  # noqa: E402
                        SHORT_TIMEOUT, copies, duplicate_journal_rows,
                        enqueue_bulk, link_gone, link_ready, make_relay,
@@ -392,26 +393,6 @@ def in_doubt_row_is_queried_through_relay(t):
 
 
 # ---- 6. trust ---------------------------------------------------------------
-
-def client_context(certs, node_id):
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-    ctx.check_hostname = False  # node certificates name ids, not hosts
-    ctx.verify_mode = ssl.CERT_REQUIRED
-    ctx.load_verify_locations(certs.ca)
-    ctx.minimum_version = ssl.TLSVersion.TLSv1_3
-    ctx.load_cert_chain(certs.crt(node_id), certs.key(node_id))
-    return ctx
-
-
-def recv_frame(sock):
-    """The next frame that is not a Ping (Pings are answered)."""
-    while True:
-        kind, body = wire.decode_frame(wire.read_frame(sock))
-        if kind != "ping":
-            return kind, body
-        sock.sendall(wire.frame({"pong": {"nonce": body["nonce"],
-                                          "sent_at": body["sent_at"]}}))
-
 
 def forge_through_relay(p, certs, as_id, origin, dest, seq):
     """Connects to P as as_id (its own valid certificate), exchanges Hellos

@@ -22,37 +22,17 @@ Run by ctest as integration_trace, or by hand (NAME selects tests):
 import os
 import re
 import socket
-import ssl
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import wire  # noqa: E402
+from wire import client_context, recv_frame  # noqa: E402
 from relaytest import (READY_TIMEOUT, SHORT_TIMEOUT, link_ready,  # noqa: E402
                        make_relay, with_admin)
 from semqtest import Pending, run, test, wait_until  # noqa: E402
 
 IO_TIMEOUT = 10.0  # a Python peer waits for an answer
-
-
-def client_context(certs, node_id):
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-    ctx.check_hostname = False  # node certificates name ids, not hosts
-    ctx.verify_mode = ssl.CERT_REQUIRED
-    ctx.load_verify_locations(certs.ca)
-    ctx.minimum_version = ssl.TLSVersion.TLSv1_3
-    ctx.load_cert_chain(certs.crt(node_id), certs.key(node_id))
-    return ctx
-
-
-def recv_frame(sock):
-    """The next frame that is not a Ping (Pings are answered)."""
-    while True:
-        kind, body = wire.decode_frame(wire.read_frame(sock))
-        if kind != "ping":
-            return kind, body
-        sock.sendall(wire.frame({"pong": {"nonce": body["nonce"],
-                                          "sent_at": body["sent_at"]}}))
 
 
 def send(r, key):

@@ -410,3 +410,27 @@ def read_frame(sock, max_frame=64 << 20):
     if n > max_frame:
         raise WireError(f"frame length {n} over {max_frame}")
     return recv_exactly(sock, n)
+
+
+# ---- a peer's side of a connection, for tests that speak as a node ---------
+
+def client_context(certs, node_id):
+    """A TLS 1.3 client context presenting node_id's certificate (a
+    semqtest.Certs) and verifying the peer against the test CA."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False  # node certificates name ids, not hosts
+    ctx.verify_mode = ssl.CERT_REQUIRED
+    ctx.load_verify_locations(certs.ca)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_3
+    ctx.load_cert_chain(certs.crt(node_id), certs.key(node_id))
+    return ctx
+
+
+def recv_frame(sock):
+    """The next frame that is not a Ping (Pings are answered)."""
+    while True:
+        kind, body = decode_frame(read_frame(sock))
+        if kind != "ping":
+            return kind, body
+        sock.sendall(frame({"pong": {"nonce": body["nonce"],
+                                     "sent_at": body["sent_at"]}}))
