@@ -3,9 +3,10 @@
  * libsemq: enqueue a message inside the caller's own transaction on the node
  * database, and wake the daemon. See include/semq/semq.h.
  *
- * semq_enqueue() is one prepared INSERT into tb_0031; the schema's trigger
- * assigns origin, seq, prev_seq and created_at, so this library and a bare
- * INSERT from any other language do exactly the same thing.
+ * semq_enqueue() is one prepared INSERT into tb_0031, so this library and a
+ * bare INSERT from any other language do exactly the same thing: the row is
+ * written once, and the node numbers it (origin, seq, prev_seq) in its next
+ * batch after the commit (migration 0007).
  */
 #include <semq/semq.h>
 
@@ -77,7 +78,7 @@ static int fail(char *err, size_t errsz, int code, const char *fmt, ...)
 	return code;
 }
 
-int semq_enqueue(sqlite3 *db, const struct semq_msg *m, int64_t *seq_out,
+int semq_enqueue(sqlite3 *db, const struct semq_msg *m, int64_t *id_out,
 		 char *err, size_t errsz)
 {
 	static const char sql[] =
@@ -139,23 +140,8 @@ int semq_enqueue(sqlite3 *db, const struct semq_msg *m, int64_t *seq_out,
 	sqlite3_finalize(st);
 	st = NULL;
 
-	if (seq_out) {
-		rc = sqlite3_prepare_v2(db,
-					"SELECT seq FROM tb_0031 WHERE id = ?1",
-					-1, &st, NULL);
-		if (rc != SQLITE_OK) {
-			r = fail(err, errsz, SEMQ_ERR_DB, "%s",
-				 sqlite3_errmsg(db));
-			goto out;
-		}
-		sqlite3_bind_int64(st, 1, sqlite3_last_insert_rowid(db));
-		if (sqlite3_step(st) != SQLITE_ROW) {
-			r = fail(err, errsz, SEMQ_ERR_DB, "reading seq: %s",
-				 sqlite3_errmsg(db));
-			goto out;
-		}
-		*seq_out = sqlite3_column_int64(st, 0);
-	}
+	if (id_out)
+		*id_out = sqlite3_last_insert_rowid(db);
 	r = SEMQ_OK;
 out:
 	sqlite3_finalize(st);

@@ -27,7 +27,8 @@
 #define INDOUBT_LIMIT 4096            /* queries per pass */
 #define PURGE_EVERY_MS 60000
 #define PURGE_LIMIT 10000
-#define REDO_LIMIT 256 /* redo entries run per batch */
+#define REDO_LIMIT 256    /* redo entries run per batch */
+#define NUMBER_PER_TICK 4 /* batch_max times: new rows numbered a tick */
 #define WHEEL_SLOTS 600
 #define WHEEL_TICK_MS 100 /* one turn of the wheel = 60 s */
 #define HORIZON_MS 60000  /* what the wheel holds ahead of now */
@@ -3669,6 +3670,22 @@ int proto_job(struct proto *p, const struct job *j, int64_t now,
 	}
 }
 
+/* The application's new rows get their seq (migration 0007), in the batch
+ * after their commit whether or not their destination is connected: at most
+ * NUMBER_PER_TICK batches' worth a tick, the rest in the next, which comes
+ * at once. */
+static int number_new(struct proto *p, int64_t now)
+{
+	unsigned n = 0;
+	int more = 0;
+	int r = store_number_new(p->st, now, p->c->batch_max * NUMBER_PER_TICK,
+				 0, &n, &more);
+
+	if (r == SEMQ_OK && more)
+		p->more_to_send = 1;
+	return r;
+}
+
 int proto_tick(struct proto *p, int64_t now, struct outbox *ob)
 {
 	unsigned advanced = 0;
@@ -3678,6 +3695,8 @@ int proto_tick(struct proto *p, int64_t now, struct outbox *ob)
 		r = retry_held(p, now, ob);
 	if (p->apply_only)
 		return r;
+	if (r == SEMQ_OK)
+		r = number_new(p, now);
 	if (r == SEMQ_OK)
 		r = send_pending(p, now, ob);
 	if (r == SEMQ_OK && p->routes && p->routes->n_hops)

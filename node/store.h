@@ -122,8 +122,10 @@ int store_in_batch(const struct store *st);
 /* ---- origin side: tb_0031 ------------------------------------------------ */
 
 /*
- * Inserts a message of this node (m->id.origin and m->id.seq are ignored and
- * assigned by the schema; m is borrowed). *seq_out gets the seq.
+ * Inserts a message of this node (m->id.origin and m->id.seq are ignored;
+ * m is borrowed) as the application does, and numbers it at once
+ * (store_number_new, with every row inserted before it). *seq_out gets the
+ * seq.
  */
 int store_enqueue(struct store *st, const struct msg *m, uint64_t *seq_out,
 		  char *err, size_t errsz);
@@ -138,6 +140,21 @@ int store_enqueue(struct store *st, const struct msg *m, uint64_t *seq_out,
  * is stored as a cancelled (-2) row.
  */
 int store_enqueue_copy(struct store *st, const struct msg *m, int64_t now);
+
+/*
+ * Numbers the application's new rows (migration 0007: inserted with origin,
+ * life and seq NULL), oldest id first, at most limit of them: origin this
+ * node, life this database's, seq the stream's next, prev_seq the last seq
+ * of the same key in the stream (0: none), created_at now if NULL. On
+ * SQLite one writer at a time makes id order the order of the commits. On
+ * PostgreSQL one instance numbers at a time (a transaction-level advisory
+ * lock; the others number nothing); a row committed later than a higher id
+ * is numbered when it is seen, so seq follows the commits as this node saw
+ * them; wait: wait for that lock instead. *numbered: how many; *more: rows
+ * may be left (limit reached).
+ */
+int store_number_new(struct store *st, int64_t now, unsigned limit, int wait,
+		     unsigned *numbered, int *more);
 
 /* The status (SS_*) and digest (0 = unknown) of the tb_0031 row `id`, read
  * without its payload. SEMQ_ERR_NOT_FOUND when there is none. */

@@ -176,6 +176,12 @@ enum q {
 	/* tb_0031 */
 	Q_OUT_INSERT,
 	Q_OUT_SEQ,
+	Q_OUT_NEW,
+	Q_OUT_NUMBER_LOCK,
+	Q_OUT_NUMBER_WAIT,
+	Q_OUT_KEY_LAST,
+	Q_OUT_NUMBER,
+	Q_OUT_SET_LAST,
 	Q_OUT_COPY,
 	Q_OUT_NEXT_STREAM,
 	Q_OUT_NEXT_STREAM_DEST,
@@ -256,6 +262,7 @@ enum q {
 	/* counts without scans (store_stat.c, semq_counts of schema 5) */
 	Q_CNT_FOLD, /* PostgreSQL only */
 	Q_CNT_LIST,
+	Q_CNT_NEW,
 	Q_CNT_WAITING,
 	Q_CNT_CUSTODY,
 	Q__N

@@ -7,13 +7,17 @@
  */
 #include "store_int.h"
 
+#include <time.h>
+
 /* ---- origin side: tb_0031 ------------------------------------------------- */
+
+#define NUMBER_CHUNK 256 /* rows read before they are numbered */
 
 int store_enqueue(struct store *st, const struct msg *m, uint64_t *seq_out,
 		  char *err, size_t errsz)
 {
 	struct db_stmt *s = NULL;
-	int r = SEMQ_ERR_INTERNAL, rc, own = 0;
+	int r = SEMQ_ERR_INTERNAL, rc, own = 0, more = 0;
 	int64_t rowid = 0;
 
 	if (!st)
@@ -79,6 +83,18 @@ int store_enqueue(struct store *st, const struct msg *m, uint64_t *seq_out,
 			   "enqueue: the insert returned no row id");
 		goto out;
 	}
+	/* Number it now, with every row inserted before it (oldest first). */
+	do {
+		unsigned n = 0;
+		struct timespec ts;
+
+		clock_gettime(CLOCK_REALTIME, &ts);
+		r = store_number_new(
+			st, (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000,
+			NUMBER_CHUNK * 16, 1, &n, &more);
+	} while (!r && more);
+	if (r)
+		goto out;
 	s = q_get(st, Q_OUT_SEQ);
 	if (!s) {
 		r = SEMQ_ERR_DB;
@@ -105,6 +121,209 @@ out:
 	if (r < 0)
 		copy_err(st, err, errsz);
 	return r;
+}
+
+/* ---- numbering: the lean outbox (migration 0007) ------------------------- */
+
+#define NUMBER_DESTS 16 /* streams one pass keeps counters of */
+
+struct new_row {
+	int64_t id;
+	char dest[SEMQ_ID_MAX + 1];
+	char key[SEMQ_KEY_MAX + 1];
+	int has_key;
+};
+
+struct counter {
+	char dest[SEMQ_ID_MAX + 1];
+	int64_t last;
+};
+
+/* The counter of stream (this node, dest) in c[0..*n), read on first use;
+ * NULL when the pass already counts NUMBER_DESTS other streams. */
+static struct counter *counter_of(struct store *st, struct counter *c,
+				  size_t *n, const char *dest, int *r)
+{
+	struct db_stmt *s;
+	size_t i;
+	int rc;
+
+	for (i = 0; i < *n; i++)
+		if (!strcmp(c[i].dest, dest))
+			return &c[i];
+	if (*n == NUMBER_DESTS)
+		return NULL;
+	s = q_get(st, Q_OUT_LAST_SEQ);
+	if (!s) {
+		*r = SEMQ_ERR_DB;
+		return NULL;
+	}
+	db_bind_text(s, 1, st->node_id);
+	db_bind_text(s, 2, dest);
+	rc = db_step(s);
+	snprintf(c[*n].dest, sizeof c[*n].dest, "%s", dest);
+	c[*n].last = rc == DB_ROW ? db_col_int64(s, 0) : 0;
+	q_put(st, Q_OUT_LAST_SEQ, s);
+	if (rc < 0) {
+		*r = dberr(st, "numbering: reading a stream's counter");
+		return NULL;
+	}
+	return &c[(*n)++];
+}
+
+/* prev_seq of a new row of key k in stream (this node, dest). */
+static int key_last(struct store *st, const char *dest, const char *k,
+		    int64_t *prev)
+{
+	struct db_stmt *s = q_get(st, Q_OUT_KEY_LAST);
+	int rc;
+
+	if (!s)
+		return SEMQ_ERR_DB;
+	db_bind_text(s, 1, st->node_id);
+	db_bind_text(s, 2, dest);
+	db_bind_text(s, 3, k);
+	rc = db_step(s);
+	*prev = rc == DB_ROW && !db_col_null(s, 0) ? db_col_int64(s, 0) : 0;
+	q_put(st, Q_OUT_KEY_LAST, s);
+	return rc < 0 ? dberr(st, "numbering: reading a key's last seq")
+		      : SEMQ_OK;
+}
+
+/* Reads up to NUMBER_CHUNK rows to number, oldest first, into v. */
+static int read_new(struct store *st, struct new_row *v, size_t want, size_t *n)
+{
+	struct db_stmt *s = q_get(st, Q_OUT_NEW);
+	int rc;
+
+	*n = 0;
+	if (!s)
+		return SEMQ_ERR_DB;
+	db_bind_int64(s, 1, (int64_t)want);
+	while ((rc = db_step(s)) == DB_ROW && *n < want) {
+		struct new_row *w = &v[(*n)++];
+
+		w->id = db_col_int64(s, 0);
+		col_text(w->dest, sizeof w->dest, s, 1);
+		w->has_key = !db_col_null(s, 2);
+		if (w->has_key)
+			col_text(w->key, sizeof w->key, s, 2);
+	}
+	q_put(st, Q_OUT_NEW, s);
+	return rc < 0 ? dberr(st, "numbering: reading new rows") : SEMQ_OK;
+}
+
+/* Writes the counters a pass moved. */
+static int save_counters(struct store *st, const struct counter *c, size_t n)
+{
+	size_t i;
+	int rc;
+
+	for (i = 0; i < n; i++) {
+		struct db_stmt *s = q_get(st, Q_OUT_SET_LAST);
+
+		if (!s)
+			return SEMQ_ERR_DB;
+		db_bind_text(s, 1, st->node_id);
+		db_bind_text(s, 2, c[i].dest);
+		db_bind_int64(s, 3, c[i].last);
+		rc = db_step(s);
+		q_put(st, Q_OUT_SET_LAST, s);
+		if (rc < 0)
+			return dberr(st,
+				     "numbering: writing a stream's counter");
+	}
+	return SEMQ_OK;
+}
+
+int store_number_new(struct store *st, int64_t now, unsigned limit, int wait,
+		     unsigned *numbered, int *more)
+{
+	struct new_row *v = NULL;
+	struct counter c[NUMBER_DESTS];
+	struct db_stmt *s;
+	size_t n = 0, nc = 0, i;
+	int r, rc, own = 0, locked = 0, stop = 0;
+
+	*numbered = 0;
+	*more = 0;
+	if (!st)
+		return SEMQ_ERR_INVALID;
+	r = tx_open(st, &own);
+	if (r)
+		return r;
+	s = q_get(st, wait ? Q_OUT_NUMBER_WAIT : Q_OUT_NUMBER_LOCK);
+	if (!s) {
+		r = SEMQ_ERR_DB;
+		goto out;
+	}
+	rc = db_step(s);
+	locked = rc == DB_ROW && db_col_int64(s, 0) == 1;
+	q_put(st, wait ? Q_OUT_NUMBER_WAIT : Q_OUT_NUMBER_LOCK, s);
+	if (rc < 0) {
+		r = dberr(st, "numbering: taking its lock");
+		goto out;
+	}
+	if (!locked) /* another instance numbers */
+		goto out;
+	v = malloc(NUMBER_CHUNK * sizeof *v);
+	if (!v) {
+		r = seterr(st, SEMQ_ERR_NOMEM, "%s",
+			   "numbering: out of memory");
+		goto out;
+	}
+	while (!stop && *numbered < limit) {
+		size_t want = limit - *numbered;
+
+		r = read_new(st, v, want < NUMBER_CHUNK ? want : NUMBER_CHUNK,
+			     &n);
+		if (r || !n)
+			break;
+		for (i = 0; i < n && !r; i++) {
+			struct counter *k =
+				counter_of(st, c, &nc, v[i].dest, &r);
+			int64_t prev = 0;
+
+			if (!k) {
+				stop = !r; /* too many streams: next pass */
+				break;
+			}
+			if (v[i].has_key)
+				r = key_last(st, v[i].dest, v[i].key, &prev);
+			if (r)
+				break;
+			s = q_get(st, Q_OUT_NUMBER);
+			if (!s) {
+				r = SEMQ_ERR_DB;
+				break;
+			}
+			db_bind_int64(s, 1, v[i].id);
+			db_bind_text(s, 2, st->node_id);
+			db_bind_int64(s, 3, (int64_t)st->life);
+			db_bind_int64(s, 4, k->last + 1);
+			db_bind_int64(s, 5, prev);
+			db_bind_int64(s, 6, now);
+			rc = db_step(s);
+			q_put(st, Q_OUT_NUMBER, s);
+			if (rc < 0) {
+				r = dberr(st, "numbering a new row");
+				break;
+			}
+			if (db_changes(st->db) == 1) {
+				k->last++;
+				(*numbered)++;
+			}
+		}
+		if (n < NUMBER_CHUNK)
+			break;
+	}
+	if (!r)
+		r = save_counters(st, c, nc);
+	if (!r && (stop || *numbered >= limit))
+		*more = 1;
+out:
+	free(v);
+	return tx_close(st, own, r);
 }
 
 int store_enqueue_copy(struct store *st, const struct msg *m, int64_t now)

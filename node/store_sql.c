@@ -213,12 +213,58 @@ const struct q_text store__q[Q__N] = {
 			  " LIMIT ?2)"},
 
 	/* ---- tb_0031 ---- */
-	/* The trigger fills seq after the insert (SQLite: an AFTER trigger,
-	 * which RETURNING does not see): read it back by id. */
+	/* The application's insert: the row is numbered by store_number_new
+	 * (store_enqueue does it at once, then reads the seq by id). */
 	[Q_OUT_INSERT] = {"INSERT INTO tb_0031(dest, type, msg_key, payload,"
 			  " deliver_at, created_at)"
 			  " VALUES (?1, ?2, ?3, ?4, ?5, ?6) RETURNING id"},
 	[Q_OUT_SEQ] = {"SELECT seq FROM tb_0031 WHERE id = ?1"},
+	/* The rows still to number (migration 0007), oldest first. */
+	[Q_OUT_NEW] = {"SELECT id, dest, NULLIF(msg_key, '') FROM tb_0031"
+		       " INDEXED BY idx_0031_new WHERE seq IS NULL"
+		       " ORDER BY id LIMIT ?1",
+		       "SELECT id, dest, NULLIF(msg_key, '') FROM tb_0031"
+		       " WHERE seq IS NULL ORDER BY id LIMIT ?1"},
+	/* Of several instances on one PostgreSQL database, one numbers at a
+	 * time; the others leave it to that one ('SEMQ' + 1). */
+	[Q_OUT_NUMBER_LOCK] =
+		{"SELECT 1",
+		 "SELECT pg_try_advisory_xact_lock(1397050706)::int"},
+	[Q_OUT_NUMBER_WAIT] =
+		{"SELECT 1", "SELECT 1 FROM pg_advisory_xact_lock(1397050706)"},
+	/* prev_seq of a new row: the last numbered row of its key (?1 origin,
+	 * ?2 dest, ?3 key), as the fill trigger of 0001-0006 looked it up. */
+	[Q_OUT_KEY_LAST] = {"SELECT max(seq) FROM tb_0031 WHERE origin = ?1"
+			    " AND dest = ?2 AND msg_key = ?3"
+			    " AND seq IS NOT NULL"},
+	/* Numbers row ?1: ?2 origin, ?3 life, ?4 seq, ?5 prev_seq, ?6 now
+	 * (created_at if the application wrote NULL there). The columns the
+	 * node owns are reset, as the fill trigger did, and a text payload
+	 * becomes bytes (PostgreSQL: tb_0031_check did both before the
+	 * insert; an UPDATE OF payload would run tb_0031_custody). */
+	[Q_OUT_NUMBER] =
+		{"UPDATE tb_0031 SET origin = ?2, life = ?3, seq = ?4,"
+		 " prev_seq = ?5, msg_key = NULLIF(msg_key, ''),"
+		 " deliver_at = COALESCE(deliver_at, 0),"
+		 " created_at = COALESCE(created_at, ?6), status = 0,"
+		 " attempts = 0, next_attempt_at = 0, sent_at = NULL,"
+		 " acked_at = NULL, result = NULL, digest = NULL,"
+		 " prev_digest = NULL, custodian = NULL, hops = 0,"
+		 " payload = CAST(payload AS BLOB)"
+		 " WHERE id = ?1 AND seq IS NULL",
+		 "UPDATE tb_0031 SET origin = ?2, life = ?3, seq = ?4,"
+		 " prev_seq = ?5, created_at = COALESCE(created_at, ?6)"
+		 " WHERE id = ?1 AND seq IS NULL"},
+	/* The counter of stream (?1, ?2) after a numbering: ?3, never lower. */
+	[Q_OUT_SET_LAST] =
+		{"INSERT INTO semq_stream_out(origin, dest, last_seq)"
+		 " VALUES (?1, ?2, ?3) ON CONFLICT (origin, dest)"
+		 " DO UPDATE SET last_seq = max(last_seq,"
+		 " excluded.last_seq)",
+		 "INSERT INTO semq_stream_out AS s (origin, dest,"
+		 " last_seq) VALUES (?1, ?2, ?3)"
+		 " ON CONFLICT (origin, dest) DO UPDATE SET"
+		 " last_seq = GREATEST(s.last_seq, excluded.last_seq)"},
 	[Q_OUT_COPY] = {"INSERT INTO tb_0031(origin, dest, seq, life, type,"
 			" msg_key, prev_seq, deliver_at, payload, created_at,"
 			" status, next_attempt_at, digest, prev_digest, hops)"
@@ -238,12 +284,14 @@ const struct q_text store__q[Q__N] = {
 		 " AND origin > ?2 ORDER BY origin LIMIT 1) UNION ALL"
 		 " SELECT dest, origin FROM (SELECT dest, origin FROM tb_0031"
 		 " INDEXED BY idx_0031_unsent WHERE status = 0 AND dest > ?1"
+		 " AND origin IS NOT NULL"
 		 " ORDER BY dest, origin LIMIT 1) ORDER BY 1, 2 LIMIT 1",
 		 "SELECT dest, origin FROM (SELECT * FROM (SELECT dest, origin"
 		 " FROM tb_0031 WHERE status = 0 AND dest = ?1"
 		 " AND origin" BYTES " > ?2 ORDER BY origin" BYTES
 		 " LIMIT 1) a UNION ALL SELECT * FROM (SELECT dest, origin"
 		 " FROM tb_0031 WHERE status = 0 AND dest" BYTES " > ?1"
+		 " AND origin IS NOT NULL"
 		 " ORDER BY dest" BYTES ", origin" BYTES " LIMIT 1) b) u"
 		 " ORDER BY dest" BYTES ", origin" BYTES " LIMIT 1"},
 	[Q_OUT_NEXT_STREAM_DEST] = {"SELECT dest, origin FROM tb_0031"
@@ -779,6 +827,14 @@ const struct q_text store__q[Q__N] = {
 	 * (idx_0031_held, first handed over); tb_0030 unacknowledged (the
 	 * first above the watermark of each life, over idx_0030_1); NULL for
 	 * the others. */
+	/* The application's rows still to number (migration 0007), which
+	 * the counts take in when they are numbered: as store_stats shows
+	 * them, origin ''. */
+	[Q_CNT_NEW] = {"SELECT dest, count(*), min(created_at) FROM tb_0031"
+		       " INDEXED BY idx_0031_new WHERE seq IS NULL"
+		       " GROUP BY dest ORDER BY dest",
+		       "SELECT dest, count(*), min(created_at) FROM tb_0031"
+		       " WHERE seq IS NULL GROUP BY dest ORDER BY dest" BYTES},
 	[Q_CNT_LIST] =
 		{"SELECT tbl, origin, dest, status, sum(n), min(CASE"
 		 " WHEN tbl = 'tb_0031' AND status = 0 THEN (SELECT created_at"

@@ -123,6 +123,26 @@ int store_counts(struct store *st, store_stat_cb cb, void *ctx)
 	if (rc < 0)
 		r = dberr(st, "reading semq_counts");
 	q_put(st, Q_CNT_LIST, s);
+	if (r != SEMQ_OK || rc == DB_ROW) /* failed, or the callback stopped */
+		return r;
+	s = q_get(st, Q_CNT_NEW);
+	if (!s)
+		return SEMQ_ERR_DB;
+	while ((rc = db_step(s)) == DB_ROW) {
+		char dest[SEMQ_ID_MAX + 1];
+		struct stat_row sr = {.table = "tb_0031", .origin = ""};
+
+		col_text(dest, sizeof dest, s, 0);
+		sr.dest = dest;
+		sr.status = SS_UNSEND;
+		sr.count = db_col_int64(s, 1);
+		sr.oldest = db_col_null(s, 2) ? 0 : db_col_int64(s, 2);
+		if (cb(ctx, &sr))
+			break;
+	}
+	if (rc < 0)
+		r = dberr(st, "counting the rows to number");
+	q_put(st, Q_CNT_NEW, s);
 	return r;
 }
 

@@ -13,14 +13,17 @@
  *     ... INSERT INTO my_bills ...
  *     struct semq_msg m = { .dest = "S1", .type = 2800, .key = "BILL-7",
  *                           .payload = doc, .payload_len = len };
- *     int64_t seq;
- *     if (semq_enqueue(db, &m, &seq, err, sizeof err) != SEMQ_OK) rollback...
+ *     int64_t id;
+ *     if (semq_enqueue(db, &m, &id, err, sizeof err) != SEMQ_OK) rollback...
  *     sqlite3_exec(db, "COMMIT", 0, 0, 0);
  *     semq_notify_db(db);
  *
- * The schema's triggers fill origin, seq, prev_seq, created_at and status, so
- * a bare `INSERT INTO tb_0031(dest, type, msg_key, payload) VALUES (...)` from
- * any language does the same as semq_enqueue().
+ * The row is written once, with status 0 and created_at = now; the daemon
+ * numbers it in its next batch after the commit (origin, seq, prev_seq: NULL
+ * until then; seq in commit order per destination, prev_seq the previous seq
+ * of the same key), whether or not the destination is reachable. A bare
+ * `INSERT INTO tb_0031(dest, type, msg_key, payload) VALUES (...)` from any
+ * language does the same as semq_enqueue().
  */
 #ifndef SEMQ_SEMQ_H
 #define SEMQ_SEMQ_H
@@ -53,13 +56,14 @@ struct semq_msg {
 /*
  * Inserts `m` into tb_0031 on `db` (a connection to the node's database file,
  * borrowed). Runs inside the caller's open transaction if there is one, else
- * in its own. On SEMQ_OK the stream sequence number assigned to the message is
- * stored in *seq_out (if not NULL). On error, `err` (if not NULL) receives one
+ * in its own. On SEMQ_OK the row's tb_0031.id is stored in *id_out (if not
+ * NULL): the message's seq is NULL until the daemon numbers it (see above),
+ * `SELECT seq, status FROM tb_0031 WHERE id = ?` then shows it. On error, `err` (if not NULL) receives one
  * line naming the culprit: SEMQ_ERR_INVALID for a bad field,
  * SEMQ_ERR_TOO_BIG for a payload over the node's max_payload, SEMQ_ERR_DB
  * when SQLite fails (for example the file is not a SEMQ node database).
  */
-int semq_enqueue(sqlite3 *db, const struct semq_msg *m, int64_t *seq_out,
+int semq_enqueue(sqlite3 *db, const struct semq_msg *m, int64_t *id_out,
 		 char *err, size_t errsz);
 
 /*

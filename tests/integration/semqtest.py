@@ -622,8 +622,10 @@ class Node:
                 count=1):
         """The application contract (SPEC §4): INSERT INTO tb_0031 in one
         transaction; `count` rows at once. Returns their (origin, dest, seq)
-        in order. The daemon must have initialised the database (started
-        once) so that the triggers know the node id."""
+        in order once the running daemon has numbered them (its next batch:
+        migration 0007); with the daemon stopped, (None, dest, None) each.
+        The daemon must have initialised the database (started once) so
+        that the schema knows the node id."""
         c = self.connect_db(readonly=False)
         ids = []
         try:
@@ -634,10 +636,28 @@ class Node:
                         "deliver_at) VALUES (?, ?, ?, ?, ?)",
                         (dest, type, key, payload, deliver_at))
                     ids.append(cur.lastrowid)
-            q = "SELECT origin, dest, seq FROM tb_0031 WHERE id = ?"
-            return [tuple(c.execute(q, (i,)).fetchone()) for i in ids]
         finally:
             c.close()
+        return self.numbered(ids)
+
+    def numbered(self, ids, timeout=30.0):
+        """(origin, dest, seq) of tb_0031 rows `ids`, waiting for the
+        running daemon to number them; (None, dest, None) while it is
+        stopped."""
+        q = ("SELECT id, origin, dest, seq FROM tb_0031 WHERE id IN (%s)"
+             % ",".join("?" * len(ids)))
+        rows = {}
+
+        def done():
+            rows.clear()
+            rows.update((r[0], r[1:]) for r in self.sql(q, tuple(ids)))
+            return all(r[2] is not None for r in rows.values())
+        if ids and self.alive():
+            wait_until(done, timeout,
+                       f"{self.id}: semqd numbering its new rows")
+        else:
+            done()
+        return [tuple(rows[i]) for i in ids]
 
     def journal_rows(self):
         """The journal table (SPEC §13) as dicts ordered by id; [] before

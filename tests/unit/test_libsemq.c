@@ -10,7 +10,9 @@
  *
  * Each test gets a node database (node R1, max_payload 1024) created through
  * store_open() in its own mkdtemp directory under $TMPDIR, and an
- * application's plain sqlite3 connection to it.
+ * application's plain sqlite3 connection to it. The node numbers committed
+ * rows in its next batch (migration 0007); number() does it where a test
+ * reads a seq.
  */
 #define _GNU_SOURCE /* nftw */
 
@@ -127,6 +129,17 @@ static int teardown(void **state)
 
 /* ---- semq_enqueue in the caller's transaction ------------------------------ */
 
+/* What the node's next batch does: number the committed new rows. */
+static void number(struct fx *f)
+{
+	unsigned n = 0;
+	int more = 1;
+
+	while (more)
+		assert_int_equal(store_number_new(f->st, 1, 1000, 1, &n, &more),
+				 SEMQ_OK);
+}
+
 static void test_enqueue_commits_with_business_row(void **state)
 {
 	struct fx *f = *state;
@@ -138,18 +151,22 @@ static void test_enqueue_commits_with_business_row(void **state)
 			     .payload_len = sizeof doc - 1};
 	char err[SEMQ_ERRLEN] = "";
 	sqlite3_stmt *st = NULL;
-	int64_t seq = -1;
+	int64_t id = -1;
 
 	exec_ok(f->db, "BEGIN");
 	exec_ok(f->db, "INSERT INTO my_bills VALUES ('B-7', 1250)");
-	assert_int_equal(semq_enqueue(f->db, &m, &seq, err, sizeof err),
+	assert_int_equal(semq_enqueue(f->db, &m, &id, err, sizeof err),
 			 SEMQ_OK);
-	assert_int_equal(seq, 1);
+	assert_int_equal(id, 1);
 	exec_ok(f->db, "COMMIT");
 
 	assert_int_equal(q_int(f->db, "SELECT count(*) FROM my_bills"), 1);
 	assert_int_equal(q_int(f->db, "SELECT count(*) FROM tb_0031"), 1);
-	/* the row is the message: the trigger filled the rest */
+	assert_int_equal(q_int(f->db, "SELECT count(*) FROM tb_0031"
+				      " WHERE id = 1 AND seq IS NULL"),
+			 1);
+	/* the row is the message: the node numbers it and fills the rest */
+	number(f);
 	assert_int_equal(sqlite3_prepare_v2(f->db,
 					    "SELECT origin, dest, seq, type,"
 					    " msg_key, prev_seq, deliver_at,"
@@ -169,9 +186,10 @@ static void test_enqueue_commits_with_business_row(void **state)
 	assert_memory_equal(sqlite3_column_blob(st, 8), doc, sizeof doc - 1);
 	sqlite3_finalize(st);
 
-	/* a second one of the same bill, outside any transaction, no seq_out */
+	/* a second one of the same bill, outside any transaction, no id_out */
 	m.deliver_at = 1700000000000LL;
 	assert_int_equal(semq_enqueue(f->db, &m, NULL, NULL, 0), SEMQ_OK);
+	number(f);
 	assert_int_equal(q_int(f->db, "SELECT prev_seq FROM tb_0031"
 				      " WHERE seq = 2"),
 			 1);
@@ -189,28 +207,29 @@ static void test_enqueue_rolls_back_with_business_row(void **state)
 			     .payload = "x",
 			     .payload_len = 1};
 	char err[SEMQ_ERRLEN] = "";
-	int64_t seq = -1;
+	int64_t id = -1;
 
-	assert_int_equal(semq_enqueue(f->db, &m, &seq, err, sizeof err),
+	assert_int_equal(semq_enqueue(f->db, &m, &id, err, sizeof err),
 			 SEMQ_OK);
-	assert_int_equal(seq, 1);
+	assert_int_equal(id, 1);
+	number(f);
 
 	exec_ok(f->db, "BEGIN");
 	exec_ok(f->db, "INSERT INTO my_bills VALUES ('B-8', 99)");
-	assert_int_equal(semq_enqueue(f->db, &m, &seq, err, sizeof err),
+	assert_int_equal(semq_enqueue(f->db, &m, &id, err, sizeof err),
 			 SEMQ_OK);
-	assert_int_equal(seq, 2);
+	assert_int_equal(id, 2);
 	exec_ok(f->db, "ROLLBACK");
 
 	assert_int_equal(q_int(f->db, "SELECT count(*) FROM my_bills"), 0);
 	assert_int_equal(q_int(f->db, "SELECT count(*) FROM tb_0031"), 1);
 	assert_int_equal(q_int(f->db, "SELECT max(seq) FROM tb_0031"), 1);
 
-	/* seq 2 was never visible to anyone: the next message takes it, and
+	/* the lost row was never numbered: the next message takes seq 2, and
 	 * its key chain points at the committed message, not the lost one */
-	assert_int_equal(semq_enqueue(f->db, &m, &seq, err, sizeof err),
+	assert_int_equal(semq_enqueue(f->db, &m, &id, err, sizeof err),
 			 SEMQ_OK);
-	assert_int_equal(seq, 2);
+	number(f);
 	assert_int_equal(q_int(f->db, "SELECT prev_seq FROM tb_0031"
 				      " WHERE seq = 2"),
 			 1);
@@ -222,20 +241,20 @@ static void test_enqueue_refusal_keeps_caller_tx(void **state)
 	static char big[MAX_PAYLOAD + 1];
 	struct semq_msg m = {.dest = "S1", .type = 1, .payload = big};
 	char err[SEMQ_ERRLEN] = "";
-	int64_t seq = -1;
+	int64_t id = -1;
 
 	/* a message refused by the schema aborts only itself: the caller's
 	 * transaction, with its business row, is still open and whole */
 	exec_ok(f->db, "BEGIN");
 	exec_ok(f->db, "INSERT INTO my_bills VALUES ('B-9', 5)");
 	m.payload_len = sizeof big;
-	assert_int_equal(semq_enqueue(f->db, &m, &seq, err, sizeof err),
+	assert_int_equal(semq_enqueue(f->db, &m, &id, err, sizeof err),
 			 SEMQ_ERR_TOO_BIG);
 	assert_int_equal(sqlite3_get_autocommit(f->db), 0);
 	m.payload_len = 10;
-	assert_int_equal(semq_enqueue(f->db, &m, &seq, err, sizeof err),
+	assert_int_equal(semq_enqueue(f->db, &m, &id, err, sizeof err),
 			 SEMQ_OK);
-	assert_int_equal(seq, 1);
+	assert_int_equal(id, 1);
 	exec_ok(f->db, "COMMIT");
 	assert_int_equal(q_int(f->db, "SELECT count(*) FROM my_bills"), 1);
 	assert_int_equal(q_int(f->db, "SELECT count(*) FROM tb_0031"), 1);
@@ -245,13 +264,13 @@ static void test_enqueue_empty_key_and_payload(void **state)
 {
 	struct fx *f = *state;
 	struct semq_msg m = {.dest = "S1", .type = 7, .key = ""};
-	int64_t seq = -1;
+	int64_t id = -1;
 
 	/* "" key = no key; NULL payload with length 0 = empty payload */
-	assert_int_equal(semq_enqueue(f->db, &m, &seq, NULL, 0), SEMQ_OK);
+	assert_int_equal(semq_enqueue(f->db, &m, &id, NULL, 0), SEMQ_OK);
 	m.key = NULL;
-	assert_int_equal(semq_enqueue(f->db, &m, &seq, NULL, 0), SEMQ_OK);
-	assert_int_equal(seq, 2);
+	assert_int_equal(semq_enqueue(f->db, &m, &id, NULL, 0), SEMQ_OK);
+	assert_int_equal(id, 2);
 	assert_int_equal(q_int(f->db, "SELECT count(*) FROM tb_0031"
 				      " WHERE msg_key IS NULL AND prev_seq = 0"
 				      " AND typeof(payload) = 'blob'"
@@ -264,15 +283,15 @@ static void expect_enqueue_fails(struct fx *f, const struct semq_msg *m,
 				 int code, const char *needle)
 {
 	char err[SEMQ_ERRLEN] = "";
-	int64_t seq = -7;
+	int64_t id = -7;
 	int r;
 
-	r = semq_enqueue(f->db, m, &seq, err, sizeof err);
+	r = semq_enqueue(f->db, m, &id, err, sizeof err);
 	if (r != code)
 		fail_msg("semq_enqueue: %d (%s), want %d", r, err, code);
 	if (!strstr(err, needle))
 		fail_msg("err '%s' does not name '%s'", err, needle);
-	assert_int_equal(seq, -7); /* untouched */
+	assert_int_equal(id, -7); /* untouched */
 	/* and the same without an err buffer */
 	assert_int_equal(semq_enqueue(f->db, m, NULL, NULL, 0), code);
 }
@@ -285,7 +304,7 @@ static void test_enqueue_validation(void **state)
 	struct semq_msg ok = {
 		.dest = "S1", .type = 1, .payload = "p", .payload_len = 1};
 	struct semq_msg m;
-	int64_t seq = 0;
+	int64_t id = 0;
 
 	memset(long_id, 'd', SEMQ_ID_MAX + 1);
 	long_id[SEMQ_ID_MAX + 1] = '\0';
@@ -344,8 +363,8 @@ static void test_enqueue_validation(void **state)
 	m.payload = big;
 	m.payload_len = MAX_PAYLOAD;
 	m.type = UINT32_MAX;
-	assert_int_equal(semq_enqueue(f->db, &m, &seq, NULL, 0), SEMQ_OK);
-	assert_int_equal(seq, 1);
+	assert_int_equal(semq_enqueue(f->db, &m, &id, NULL, 0), SEMQ_OK);
+	assert_int_equal(id, 1);
 	assert_int_equal(q_int(f->db, "SELECT type FROM tb_0031"), UINT32_MAX);
 }
 

@@ -1371,6 +1371,8 @@ static void test_sender_skips_key_not_utf8(void **state)
 	const struct route_hop hop = {"S1", 7, 0, "", 1, 0, 0, 0};
 	const Semq__Frame *f;
 	sqlite3 *db;
+	unsigned numbered = 0;
+	int more = 0;
 
 	sender(fx, 1000);
 	db = store_plugin_tx(fx->st)->db;
@@ -1387,12 +1389,21 @@ static void test_sender_skips_key_not_utf8(void **state)
 			     "INSERT INTO tb_0031(dest, type, msg_key, payload)"
 			     " VALUES ('S1', 1, 'K2', x'00');"
 			     "INSERT INTO tb_0031(dest, type, payload)"
-			     " VALUES ('S1', 1, x'00');"
-			     "UPDATE tb_0031 SET prev_seq = 1 WHERE seq = 5;"
-			     "INSERT INTO tb_0031(dest, type, payload)"
 			     " VALUES ('S1', 1, x'00')",
 			     NULL, NULL, NULL),
 		SQLITE_OK);
+	/* numbered as the node's next batch would (migration 0007), then
+	 * seq 5 made to wait for the unsendable 3 */
+	assert_int_equal(store_number_new(fx->st, T0, 100, 0, &numbered, &more),
+			 SEMQ_OK);
+	assert_int_equal(numbered, 3);
+	assert_int_equal(sqlite3_exec(db,
+				      "UPDATE tb_0031 SET prev_seq = 1"
+				      " WHERE seq = 5;"
+				      "INSERT INTO tb_0031(dest, type, payload)"
+				      " VALUES ('S1', 1, x'00')",
+				      NULL, NULL, NULL),
+			 SQLITE_OK);
 	push_routes(fx, &hop, 1);
 	assert_int_equal(batch(fx, T0 + 10), 1);
 	assert_int_equal(count_frames(fx, 7, SEMQ__FRAME__BODY_DATA), 1);

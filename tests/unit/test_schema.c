@@ -8,12 +8,14 @@
  * node and (SQLite) a file that is not a database are refused with a message
  * naming the database.
  *
- * The tb_0031 fill trigger (SPEC §3, §4): a bare
- * `INSERT INTO tb_0031(dest, type, msg_key, payload)` from any application gets
- * origin = this node, the next seq of its stream (gapless, never reused, also
- * under concurrent writers in threads and in processes), prev_seq = the
- * previous seq of its key, created_at = now and status 0; bad input is refused
- * with a message that names the column.
+ * The application's insert (SPEC §3, §4; the lean outbox of migration 0007):
+ * a bare `INSERT INTO tb_0031(dest, type, msg_key, payload)` from any
+ * application is checked by tb_0031_check and, once committed, numbered by
+ * the node (store_number_new, which these tests call where the node's next
+ * batch would): origin = this node, the next seq of its stream (gapless,
+ * never reused, also under concurrent writers in threads and in processes),
+ * prev_seq = the previous seq of its key, created_at = the insert's time and
+ * status 0; bad input is refused with a message that names the column.
  *
  * The back end: SQLite by default — every test works on real files in its own
  * mkdtemp directory under $TMPDIR, opened once through store_open() (node R1)
@@ -77,6 +79,7 @@ static void pg_schema_new(char *name, size_t namesz, char *url, size_t urlsz)
 struct app {
 	sqlite3 *lite;
 	PGconn *pg;
+	struct store **st; /* the node, which numbers new rows (number_all) */
 };
 
 /* One statement's outcome (app_run). */
@@ -336,6 +339,20 @@ struct row {
 /* The payload's storage class as the back end names it. */
 #define PAYLOAD_TYPE be_sql("blob", "bytea")
 
+/* The node numbers the application's new rows (migration 0007): what it
+ * does in its next batch, done now (a->st: the fixture's node). */
+static void number_all(struct app *a)
+{
+	unsigned n = 0;
+	int more = 1;
+
+	assert_true(a->st && *a->st);
+	while (more)
+		assert_int_equal(
+			store_number_new(*a->st, 1, 100000, 1, &n, &more),
+			SEMQ_OK);
+}
+
 static void get_row_pg(PGconn *db, int64_t id, struct row *r)
 {
 	static const char sql[] =
@@ -387,6 +404,7 @@ static void get_row(struct app *a, int64_t id, struct row *r)
 	sqlite3_stmt *st = NULL;
 	const unsigned char *s;
 
+	number_all(a);
 	if (a->pg) {
 		get_row_pg(a->pg, id, r);
 		return;
@@ -450,6 +468,7 @@ static struct fx *fx_new(size_t max_payload)
 	}
 	open_store(f->path, NODE, max_payload, &f->st);
 	f->db = app_open(f->path);
+	f->db->st = &f->st;
 	return f;
 }
 
@@ -564,13 +583,13 @@ static void test_migrate_empty_file(void **state)
 	assert_int_equal(
 		q_int(db, be_sql("SELECT count(*) FROM sqlite_master"
 				 " WHERE type = 'trigger'"
-				 " AND name = 'tb_0031_fill'",
+				 " AND name = 'tb_0031_check'",
 				 "SELECT count(*) FROM pg_trigger t"
 				 " JOIN pg_class c ON c.oid = t.tgrelid"
 				 " JOIN pg_namespace n"
 				 " ON n.oid = c.relnamespace"
 				 " WHERE n.nspname = current_schema()"
-				 " AND t.tgname = 'tb_0031_fill'")),
+				 " AND t.tgname = 'tb_0031_check'")),
 		1);
 	assert_int_equal(q_int(db, be_sql("SELECT count(*) FROM sqlite_master"
 					  " WHERE type = 'index'"
@@ -799,6 +818,7 @@ static void test_other_node_refused(void **state)
 		fail_msg("message does not name database and both ids: %s",
 			 err);
 	/* the recorded id is unchanged: inserts still get origin R1 */
+	open_store(f->path, NODE, 0, &f->st);
 	assert_int_equal(app_insert(f->db, "S1", NULL, &id), 0);
 	get_row(f->db, id, &r);
 	assert_string_equal(r.origin, "R1");
@@ -1051,6 +1071,7 @@ static void test_seq_not_reused_after_purge(void **state)
 
 	for (i = 0; i < 3; i++)
 		assert_int_equal(app_insert(f->db, "S1", NULL, &id), 0);
+	number_all(f->db); /* the node numbers them before it purges them */
 	exec_ok(f->db, "DELETE FROM tb_0031");
 	assert_int_equal(q_int(f->db, "SELECT count(*) FROM tb_0031"), 0);
 	assert_int_equal(app_insert(f->db, "S1", NULL, &id), 0);
@@ -1065,10 +1086,15 @@ static void test_rollback_leaves_no_gap(void **state)
 	struct row r;
 
 	assert_int_equal(app_insert(f->db, "S1", "K1", &id), 0);
+	get_row(f->db, id, &r);
+	assert_int_equal(r.seq, 1);
 	exec_ok(f->db, "BEGIN");
 	assert_int_equal(app_insert(f->db, "S1", "K1", &id), 0);
-	get_row(f->db, id, &r);
-	assert_int_equal(r.seq, 2); /* seen inside the transaction */
+	/* inside the transaction the row waits, unnumbered: the node numbers
+	 * committed rows only */
+	assert_int_equal(q_int(f->db, "SELECT count(*) FROM tb_0031"
+				      " WHERE seq IS NULL AND origin IS NULL"),
+			 1);
 	exec_ok(f->db, "ROLLBACK");
 	assert_int_equal(q_int(f->db, "SELECT count(*) FROM tb_0031"), 1);
 	assert_int_equal(q_int(f->db, "SELECT last_seq FROM semq_stream_out"
@@ -1156,6 +1182,7 @@ static void check_gapless(struct app *db)
 {
 	const int64_t n = 2 * PER_WRITER;
 
+	number_all(db);
 	assert_int_equal(q_int(db, "SELECT count(*) FROM tb_0031"), n);
 	assert_int_equal(q_int(db, "SELECT count(DISTINCT seq) FROM tb_0031"),
 			 n);
@@ -1290,6 +1317,8 @@ static void run_processes(struct fx *f, int batch)
 				 status);
 	}
 	f->db = app_open(f->path);
+	open_store(f->path, NODE, 0, &f->st);
+	f->db->st = &f->st;
 	check_gapless(f->db);
 }
 
