@@ -2029,9 +2029,10 @@ static int parse_target(struct ctl *c, struct target *t)
 
 /* Loads the configuration, completes a bare SEQ with this node's id, and
  * opens the database. */
-static int target_open(struct ctl *c, struct target *t)
+static int target_open(struct ctl *c, struct target *t, int number)
 {
-	int r = ctl_load_config(c);
+	int r = ctl_load_config(c), more = 1;
+	unsigned n = 0;
 
 	if (r)
 		return r;
@@ -2041,6 +2042,15 @@ static int target_open(struct ctl *c, struct target *t)
 	r = ctl_open_store(c);
 	if (r)
 		return r;
+	/* A command that changes a message numbers the application's new rows
+	 * first, as the daemon's next batch would (it may be stopped): their
+	 * seqs are the ones the daemon would give them (migration 0007). */
+	while (number && more)
+		if (store_number_new(c->st, now_ms(), 4096, 1, &n, &more) !=
+		    SEMQ_OK) {
+			fail("%s: %s", c->db, store_errmsg(c->st));
+			return EXIT_FAIL;
+		}
 	/* The life: this database's for this node's own rows; for a relay's
 	 * copy, the one of its stream that began here last. */
 	if (store_current_life(c->st, t->id.origin, t->id.dest, &t->id.life) !=
@@ -2379,7 +2389,7 @@ static int cmd_outbound_show(struct ctl *c)
 	r = parse_target(c, &t);
 	if (r)
 		goto out;
-	r = target_open(c, &t);
+	r = target_open(c, &t, 0);
 	if (r)
 		goto out;
 	e = store_outbound_get(c->st, &t.id, &m, &row);
@@ -2425,7 +2435,7 @@ static int cmd_outbound_cancel(struct ctl *c)
 	r = parse_target(c, &t);
 	if (r)
 		goto out;
-	r = target_open(c, &t);
+	r = target_open(c, &t, 1);
 	if (r)
 		goto out;
 	/* Read it first: a copy held for another origin is not ours to
@@ -2495,7 +2505,7 @@ static int cmd_outbound_renumber(struct ctl *c)
 	r = parse_target(c, &t);
 	if (r)
 		return r;
-	r = target_open(c, &t);
+	r = target_open(c, &t, 1);
 	if (r)
 		return r;
 	if (strcmp(t.id.origin, c->cfg->id) != 0)
