@@ -56,6 +56,28 @@ semq_install_promtool() {
 	return $r
 }
 
+# Mosquitto, for `tools/semq-bench --compare mosquitto` only (the broker
+# and libmosquitto-dev for tools/mqtt-load): a benchmark's packages, not a
+# build's or a test's, so tools/test.sh does not call this. Installing the
+# package enables and starts a mosquitto.service on port 1883 (policy-rc.d
+# permitting); the benchmark starts brokers of its own on other ports.
+semq_install_mosquitto() {
+	local missing=() p
+	for p in mosquitto libmosquitto-dev; do
+		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" ||
+			missing+=("$p")
+	done
+	[ ${#missing[@]} -eq 0 ] && return 0
+	echo "==> installing Debian packages: ${missing[*]}"
+	if [ "$(id -u)" -ne 0 ]; then
+		echo "error: need root to install ${missing[*]}; run: sudo apt-get install -y ${missing[*]}" >&2
+		return 1
+	fi
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -qq
+	apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
 if [ "${BASH_SOURCE[0]}" = "$0" ]; then
 	semq_install_deps
 	semq_install_promtool

@@ -13,6 +13,10 @@ reports and checks is asserted).
   3. --use refuses what it cannot measure with exit 2 and a message naming
      the culprit: one config, --backlog, a node that is not running, a
      destination without the journal plugin.
+  4. --compare takes only mosquitto, and only with peak runs of payloads
+     of 8 bytes or more; --rounds 1..100 (exit 2). The comparison itself
+     needs Mosquitto, which the test machines do not install: it is run
+     by hand (docs/PERFORMANCE.md).
 
 Run by ctest as integration_bench, or by hand (NAME selects tests):
   SEMQ_BUILD_DIR=build python3 tests/integration/test_bench.py [NAME]
@@ -164,6 +168,18 @@ def bench_use_refuses_what_it_cannot_measure(t):
             "semqd")
     refused(t, ["--use", f"{shop.ini},{t.path('nope.ini')}"],
             f"--use {t.path('nope.ini')}: No such file")
+
+
+@test(timeout=60)
+def bench_compare_refuses_what_it_cannot_compare(t):
+    # Refused before Mosquitto is looked for: the same with or without it.
+    refused(t, ["--compare", "rabbitmq"], "--compare rabbitmq: the one "
+            "broker to compare with is 'mosquitto'")
+    refused(t, ["--compare", "mosquitto", "--backlog"], "cannot be "
+            "combined with --backlog, --rate or --ceiling-only")
+    refused(t, ["--compare", "mosquitto", "--size", "7"], "--size 7: "
+            "--compare mosquitto needs 8 bytes or more")
+    refused(t, ["--rounds", "0"], "--rounds 0: use 1..100")
 
 
 if __name__ == "__main__":
