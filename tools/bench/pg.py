@@ -29,7 +29,7 @@ DESIGN
     milliseconds of CPU each on the machine being measured, so the journal
     is read (and, with R on PostgreSQL, tb_0031 written) over one psycopg2
     connection per node, kept for the network's life. psycopg2 is Debian's
-    python3-psycopg2 (tools/deps.sh bench-pg); the SQLite benchmark does not
+    python3-psycopg2 (tools/deps.sh); the SQLite benchmark does not
     import this module.
   - The pgbench ceiling is one INSERT of 100 rows per transaction, every
     row's payload a bind parameter (-M prepared, -D p=...), so 100 payloads
@@ -66,7 +66,7 @@ def need_psycopg2():
     """None when psycopg2 imports, else the reason (for a usage error)."""
     if psycopg2 is not None:
         return None
-    return ("needs psycopg2 (tools/deps.sh bench-pg installs Debian's "
+    return ("needs psycopg2 (tools/deps.sh installs Debian's "
             "python3-psycopg2; if another python3 comes first in PATH, run "
             "the benchmark with /usr/bin/python3)")
 
@@ -93,6 +93,7 @@ class Cluster:
     def start(self):
         self.c.start()
         self.url = self.c.url
+        self.su = self.superuser(self.c.pg)
         return self
 
     def createdb(self, name):
@@ -102,7 +103,8 @@ class Cluster:
 
     def superuser(self, pg):
         """pg as the superuser postgres (pgcluster.sh maps the system user
-        who started the cluster to it), for CHECKPOINT."""
+        who started the cluster to it), for CHECKPOINT and the WAL
+        position."""
         return Pg(pg.url.replace("://semq@", "://postgres@", 1))
 
     def version(self):
@@ -125,8 +127,9 @@ class Cluster:
             return None
 
     def cpu_s(self):
-        """utime + stime, seconds, of the postmaster and its children now,
-        and how many processes that was."""
+        """utime + stime, seconds, of the postmaster and its children now
+        (the children it reaped, pgbench's backends, in its cutime and
+        cstime), and how many processes that was."""
         pm = self.postmaster_pid()
         if pm is None:
             return 0.0, 0
@@ -143,6 +146,8 @@ class Cluster:
             f = s[s.rindex(")") + 2:].split()
             if int(pid) == pm or int(f[1]) == pm:
                 total += (int(f[11]) + int(f[12])) / tck
+                if int(pid) == pm:
+                    total += (int(f[13]) + int(f[14])) / tck
                 n += 1
         return total, n
 
@@ -154,18 +159,36 @@ class Cluster:
                 os.rmdir(self.base)
 
 
+    def wal_and_xids(self):
+        """(WAL position in bytes, next transaction id): their differences
+        are the WAL bytes written and the transaction ids assigned in
+        between, exactly (the statistics views lag by up to seconds): one
+        per writing transaction and one per writing subtransaction
+        (SAVEPOINT). Reading them assigns none."""
+        lsn, xmax = self.su.query(
+            "SELECT pg_current_wal_lsn() - '0/0'::pg_lsn, "
+            "pg_snapshot_xmax(pg_current_snapshot())")[0]
+        return int(lsn), int(xmax)
+
+
 class ServerUsage:
-    """The cluster's CPU between construction and result(messages)."""
+    """The cluster's CPU, WAL bytes and write transactions between
+    construction and result(count), per `count` rows or messages."""
 
     def __init__(self, cluster):
         self.cluster = cluster
+        self.wal0, self.xid0 = cluster.wal_and_xids()
         self.cpu0, _ = cluster.cpu_s()
 
-    def result(self, messages):
+    def result(self, count):
         cpu1, n = self.cluster.cpu_s()
+        wal1, xid1 = self.cluster.wal_and_xids()
         d = max(0.0, cpu1 - self.cpu0)
         return {"cpu_s": round(d, 3),
-                "cpu_s_per_10k": round(d * 10000 / messages, 3),
+                "cpu_s_per_10k": round(d * 10000 / count, 3),
+                "wal_bytes_per_msg": round((wal1 - self.wal0) / count, 1),
+                "xids_per_10k": round((xid1 - self.xid0) * 10000 / count,
+                                      1),
                 "processes": n}
 
 
@@ -216,6 +239,7 @@ def ceiling(cluster, work_dir, size, seconds, progress):
         cmd = ["pgbench", "-n", "-M", "prepared", "-c",
                str(CEILING_CLIENTS), "-j", "2", "-T", str(int(seconds)),
                "-D", f"p={payload}", "-f", script, pg.url]
+        server = ServerUsage(cluster)
         t0 = time.monotonic()
         r = subprocess.run(cmd, capture_output=True, text=True,
                            timeout=seconds + 120,
@@ -230,6 +254,7 @@ def ceiling(cluster, work_dir, size, seconds, progress):
             raise RuntimeError(f"pgbench: {txns} transactions but {rows} "
                                f"rows in t (expected {txns * CEILING_ROWS})")
         out[key] = {"rows": rows, "seconds": round(dt, 3),
+                    "server": server.result(max(1, rows)),
                     "rows_per_s": round(tps * CEILING_ROWS, 1),
                     "commits_per_s": round(tps, 1),
                     "clients": CEILING_CLIENTS,
@@ -338,7 +363,7 @@ class PgNetwork:
     and nodes (every process, each instance)."""
 
     def __init__(self, topo, tag, base_dir, certs, node_options, cluster,
-                 instances=1, pg_all=False):
+                 origin_ids=("R",), instances=1, pg_all=False):
         self.topo = topo
         self.cluster = cluster
         opts = dict({"synchronous": "full"}, **node_options)
@@ -357,49 +382,53 @@ class PgNetwork:
         s_pg = db("s")
         self.p = None
         if topo == "rs":
-            self.r = origin_or_relay("R")
-            hub = self.r
+            self.origins = [origin_or_relay(rid) for rid in origin_ids]
+            hubs = self.origins
         else:
-            self.r = origin_or_relay("R", listen=False)
+            self.origins = [origin_or_relay(rid, listen=False)
+                            for rid in origin_ids]
             self.p = origin_or_relay("P", relay=True, store_and_forward=True)
-            self.r.add_route("default", "P")
-            semqtest.connect(self.r, self.p, dialer_trusts=True)
-            hub = self.p
+            for r in self.origins:
+                r.add_route("default", "P")
+                semqtest.connect(r, self.p, dialer_trusts=True)
+            hubs = [self.p]
+        self.r = self.origins[0]
+        self.hubs = hubs
         self.instances = []
         for i in range(instances):
             s = BenchPgNode("S", "abcdefgh"[i], base_dir, certs, s_pg,
                             listen=False, admin=True, node_options=opts,
-                            routes={"default": hub.id}
+                            routes={"default": "P"}
                             if topo == "rps" else None)
-            semqtest.connect(s, hub, dialer_trusts=topo == "rps")
+            for hub in hubs:
+                semqtest.connect(s, hub, dialer_trusts=topo == "rps")
             self.instances.append(s)
         self.s = self.instances[0]
 
     @property
     def nodes(self):
-        return [n for n in [self.r, self.p] + self.instances
+        return [n for n in self.origins + [self.p] + self.instances
                 if n is not None]
 
     def start(self, with_s=True):
-        for n in [self.r, self.p] + (self.instances if with_s else []):
+        for n in [self.p] + self.origins:
             if n is not None:
                 n.start(timeout=30)
         if with_s:
+            for s in self.instances:
+                s.start(timeout=30)
             self.wait_linked()
 
-    def start_s(self):
-        for s in self.instances:
-            s.start(timeout=30)
-
     def wait_linked(self):
-        """Every instance has a ready link to the hub (R or P) before the
-        first message, so the streams spread over all of them."""
-        hub = self.p or self.r
-        for s in self.instances:
-            semqtest.wait_until(
-                lambda: _ready_links(hub, s.instance) > 0, 30,
-                f"{hub.id}: a ready link from S instance {s.instance}",
-                on_timeout=self.log_tails)
+        """Every instance has a ready link to every hub (each origin in
+        rs, P in rps) before the first message, so that the streams are
+        spread over all of them from the start."""
+        for hub in self.hubs:
+            for s in self.instances:
+                semqtest.wait_until(
+                    lambda: _ready_links(hub, s.instance) > 0, 30,
+                    f"{hub.id}: a ready link from S instance {s.instance}",
+                    on_timeout=self.log_tails)
 
     def stop(self):
         rcs = {}
