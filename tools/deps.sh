@@ -2,7 +2,6 @@
 # SPDX-License-Identifier: MIT
 # Installs the Debian 12 packages SEMQ needs to build and test, when missing.
 # Sourced by tools/test.sh and tools/quickstart.sh; safe to run again.
-# `tools/deps.sh bench-pg` also installs what semq-bench --db postgresql needs.
 set -euo pipefail
 
 SEMQ_PACKAGES=(
@@ -58,24 +57,7 @@ semq_install_promtool() {
 	return $r
 }
 
-# python3-psycopg2 for tools/semq-bench --db postgresql only (the benchmark
-# reads the journal and, as the application, writes tb_0031 in PostgreSQL
-# over one kept connection); the build and the tests do not need it.
-semq_install_bench_pg() {
-	python3 -c 'import psycopg2' 2>/dev/null && return 0
-	if [ "$(id -u)" -ne 0 ]; then
-		echo "error: need root; run: sudo apt-get install -y python3-psycopg2" >&2
-		return 1
-	fi
-	echo "==> installing python3-psycopg2 (semq-bench --db postgresql)"
-	export DEBIAN_FRONTEND=noninteractive
-	apt-get install -y -qq --no-install-recommends python3-psycopg2 >/dev/null ||
-		{ apt-get update -qq &&
-			apt-get install -y -qq --no-install-recommends python3-psycopg2 >/dev/null; }
-}
-
 if [ "${BASH_SOURCE[0]}" = "$0" ]; then
 	semq_install_deps
 	semq_install_promtool
-	[ "${1:-}" = bench-pg ] && semq_install_bench_pg
 fi
