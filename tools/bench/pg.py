@@ -170,6 +170,14 @@ class Cluster:
             "pg_snapshot_xmax(pg_current_snapshot())")[0]
         return int(lsn), int(xmax)
 
+    def tuples(self):
+        """[inserted, updated, deleted, commits] over all databases, from
+        pg_stat_database: a session reports them at most once a second
+        while busy, so the last second of a run may be missing."""
+        return [int(v or 0) for v in self.su.query(
+            "SELECT sum(tup_inserted), sum(tup_updated), sum(tup_deleted), "
+            "sum(xact_commit) FROM pg_stat_database")[0]]
+
 
 class ServerUsage:
     """The cluster's CPU, WAL bytes and write transactions between
@@ -178,17 +186,22 @@ class ServerUsage:
     def __init__(self, cluster):
         self.cluster = cluster
         self.wal0, self.xid0 = cluster.wal_and_xids()
+        self.tup0 = cluster.tuples()
         self.cpu0, _ = cluster.cpu_s()
 
     def result(self, count):
         cpu1, n = self.cluster.cpu_s()
         wal1, xid1 = self.cluster.wal_and_xids()
+        tup = [b - a for a, b in zip(self.tup0, self.cluster.tuples())]
         d = max(0.0, cpu1 - self.cpu0)
         return {"cpu_s": round(d, 3),
                 "cpu_s_per_10k": round(d * 10000 / count, 3),
                 "wal_bytes_per_msg": round((wal1 - self.wal0) / count, 1),
                 "xids_per_10k": round((xid1 - self.xid0) * 10000 / count,
                                       1),
+                "approx_per_msg": {
+                    k: round(v / count, 2) for k, v in zip(
+                        ("inserted", "updated", "deleted", "commits"), tup)},
                 "processes": n}
 
 
