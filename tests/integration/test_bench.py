@@ -46,9 +46,24 @@ def build_dir():
         os.environ.get("SEMQ_BUILD_DIR", "build"), "semqd"))
 
 
+def pg_python():
+    """An interpreter for semq-bench --db postgresql: this one when it has
+    psycopg2, else Debian's /usr/bin/python3 when it has (tools/deps.sh
+    installs python3-psycopg2 for it; another python3, e.g. pyenv's, may
+    come first in PATH); else this one, and semq-bench says what is
+    missing."""
+    for py in (sys.executable, "/usr/bin/python3"):
+        if os.access(py, os.X_OK) and subprocess.run(
+                [py, "-c", "import psycopg2"],
+                capture_output=True).returncode == 0:
+            return py
+    return sys.executable
+
+
 def bench(t, *args):
     """Runs semq-bench; returns (exit code, stdout, stderr)."""
-    p = subprocess.run([sys.executable, BENCH, *args], cwd=t.dir,
+    py = pg_python() if "postgresql" in args else sys.executable
+    p = subprocess.run([py, BENCH, *args], cwd=t.dir,
                        stdin=subprocess.DEVNULL, capture_output=True,
                        text=True, timeout=BENCH_TIMEOUT)
     return p.returncode, p.stdout, p.stderr
