@@ -10,6 +10,7 @@ SEMQ_PACKAGES=(
 	libprotobuf-c-dev protobuf-c-compiler libcmocka-dev libinih-dev
 	libjansson-dev clang-format python3 spin
 	postgresql libpq-dev
+	python3-psycopg2 # semq-bench --db postgresql (and its test in test_bench)
 	clang libclang-rt-14-dev valgrind
 	chromium
 	help2man lintian

@@ -17,6 +17,12 @@ reports and checks is asserted).
      of 8 bytes or more; --rounds 1..100 (exit 2). The comparison itself
      needs Mosquitto, which the test machines do not install: it is run
      by hand (docs/PERFORMANCE.md).
+  5. --db postgresql starts a PostgreSQL cluster of its own, measures the
+     pgbench ceiling (both variants), runs R1, R2 -> S with S as one and as
+     two instances on one database (each instance works on a stream of its
+     own: the relay hash puts R1's and R2's streams on different ones),
+     reports the server's CPU and WAL and each run's ratio to the ceiling,
+     and leaves no cluster behind; its options' usage errors exit 2.
 
 Run by ctest as integration_bench, or by hand (NAME selects tests):
   SEMQ_BUILD_DIR=build python3 tests/integration/test_bench.py [NAME]
@@ -44,9 +50,24 @@ def build_dir():
         os.environ.get("SEMQ_BUILD_DIR", "build"), "semqd"))
 
 
+def pg_python():
+    """An interpreter for semq-bench --db postgresql: this one when it has
+    psycopg2, else Debian's /usr/bin/python3 when it has (tools/deps.sh
+    installs python3-psycopg2 for it; another python3, e.g. pyenv's, may
+    come first in PATH); else this one, and semq-bench says what is
+    missing."""
+    for py in (sys.executable, "/usr/bin/python3"):
+        if os.access(py, os.X_OK) and subprocess.run(
+                [py, "-c", "import psycopg2"],
+                capture_output=True).returncode == 0:
+            return py
+    return sys.executable
+
+
 def bench(t, *args):
     """Runs semq-bench; returns (exit code, stdout, stderr)."""
-    p = subprocess.run([sys.executable, BENCH, *args], cwd=t.dir,
+    py = pg_python() if "postgresql" in args else sys.executable
+    p = subprocess.run([py, BENCH, *args], cwd=t.dir,
                        stdin=subprocess.DEVNULL, capture_output=True,
                        text=True, timeout=BENCH_TIMEOUT)
     return p.returncode, p.stdout, p.stderr
@@ -180,6 +201,59 @@ def bench_compare_refuses_what_it_cannot_compare(t):
     refused(t, ["--compare", "mosquitto", "--size", "7"], "--size 7: "
             "--compare mosquitto needs 8 bytes or more")
     refused(t, ["--rounds", "0"], "--rounds 0: use 1..100")
+
+
+@test(timeout=400)
+def bench_postgresql_instances(t):
+    refused(t, ["--instances", "1,2"], "--instances: only with --db "
+            "postgresql")
+    refused(t, ["--db", "postgresql", "--instances", "1,0"],
+            "--instances '1,0': use distinct counts 1..8")
+    refused(t, ["--db", "postgresql", "--instances", "2", "--backlog"],
+            "--instances '2': --backlog starts one S instance")
+    refused(t, ["--db", "postgresql", "--pg-seconds", "0"],
+            "--pg-seconds 0: use 1..3600")
+    refused(t, ["--origins", "0"], "--origins 0: use 1..16")
+    res = bench_json(t, "--build", build_dir(), "--db", "postgresql",
+                     "--topology", "rs", "--origins", "2", "--instances",
+                     "1,2", "--messages", str(MESSAGES), "--skip-latency",
+                     "--pg-seconds", "1")
+    if "ceiling" in res:
+        raise HarnessError("--db postgresql measured the SQLite ceiling")
+    for k in ("one_insert", "statements"):
+        c = res["pg_ceiling"][k]
+        if c["rows"] <= 0 or c["rows"] % 100 or c["rows_per_s"] <= 0 or \
+                c["clients"] != 4 or c["server"]["cpu_s"] <= 0 or \
+                c["server"]["wal_bytes_per_msg"] < 1024:
+            raise HarnessError(f"pgbench ceiling {k}: {c}")
+    topos = res["topologies"]
+    got = [(x["topology"], x.get("instances")) for x in topos]
+    if got != [("rs", 1), ("rs", 2)]:
+        raise HarnessError(f"topologies and instances {got}")
+    for x, ids in zip(topos, (["R1", "R2", "S-a"],
+                              ["R1", "R2", "S-a", "S-b"])):
+        r = check_peak(dict(res, topologies=[x]), ids)
+        if not r.get("ratio_to_pg_ceiling"):
+            raise HarnessError(f"no ratio to the PostgreSQL ceiling: {r}")
+        srv = r["usage"].get("postgres", {})
+        if srv.get("cpu_s", 0) <= 0 or srv.get("wal_bytes_per_msg", 0) <= 0 \
+                or srv.get("xids_per_10k", 0) <= 0:
+            raise HarnessError(f"PostgreSQL server usage {srv}")
+        for nid in ids:
+            b = r["usage"]["nodes"][nid]["batches"]
+            if b["batches_with_messages"] <= 0:
+                raise HarnessError(f"{nid} carried no messages: {b}")
+    pgdir = res["postgresql"]["dir"]
+    if os.path.exists(pgdir):
+        raise HarnessError(f"the benchmark's cluster {pgdir} is still there")
+    for pid in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if pgdir in cmd:
+            raise HarnessError(f"pid {pid} still runs in {pgdir}: {cmd}")
 
 
 if __name__ == "__main__":
