@@ -748,13 +748,15 @@ const struct q_text store__q[Q__N] = {
 			       " WHERE origin = ?1 AND life = ?2"},
 
 	/* ---- status ---- */
-	[Q_STAT_OUT] = {"SELECT COALESCE(origin, ''), dest, status, count(*),"
+	/* ?1: this node (an unnumbered row is this node's: migration 0007) */
+	[Q_STAT_OUT] = {"SELECT COALESCE(origin, ?1), dest, status, count(*),"
 			" min(created_at) FROM tb_0031"
-			" GROUP BY origin, dest, status ORDER BY 1, 2, 3",
-			"SELECT COALESCE(origin, ''), dest, status, count(*),"
+			" GROUP BY COALESCE(origin, ?1), dest, status"
+			" ORDER BY 1, 2, 3",
+			"SELECT COALESCE(origin, ?1), dest, status, count(*),"
 			" min(created_at) FROM tb_0031"
-			" GROUP BY origin, dest, status"
-			" ORDER BY COALESCE(origin, '')" BYTES ", dest" BYTES
+			" GROUP BY COALESCE(origin, ?1), dest, status"
+			" ORDER BY COALESCE(origin, ?1)" BYTES ", dest" BYTES
 			", status"},
 	[Q_STAT_IN] = {"SELECT origin, dest, ack_status, count(*),"
 		       " min(received_at) FROM tb_0030"
@@ -828,8 +830,8 @@ const struct q_text store__q[Q__N] = {
 	 * first above the watermark of each life, over idx_0030_1); NULL for
 	 * the others. */
 	/* The application's rows still to number (migration 0007), which
-	 * the counts take in when they are numbered: as store_stats shows
-	 * them, origin ''. */
+	 * the counts take in when they are numbered: store_counts adds them
+	 * to this node's unsent rows of their destination. */
 	[Q_CNT_NEW] = {"SELECT dest, count(*), min(created_at) FROM tb_0031"
 		       " INDEXED BY idx_0031_new WHERE seq IS NULL"
 		       " GROUP BY dest ORDER BY dest",

@@ -28,6 +28,8 @@ static int stats_of(struct store *st, enum q i, const char *table,
 
 	if (!s)
 		return SEMQ_ERR_DB;
+	if (i == Q_STAT_OUT)
+		db_bind_text(s, 1, st->node_id);
 	while ((rc = db_step(s)) == DB_ROW) {
 		char origin[SEMQ_ID_MAX + 1], dest[SEMQ_ID_MAX + 1];
 		struct stat_row sr;
@@ -88,10 +90,76 @@ static int counts_fold(struct store *st)
 	return tx_close(st, own, r);
 }
 
+/* The application's rows still to number, per destination (migration
+ * 0007: the counts take a row in when it is numbered). */
+struct new_count {
+	char dest[SEMQ_ID_MAX + 1];
+	int64_t count, oldest;
+	int used;
+};
+
+static int new_counts(struct store *st, struct new_count **v, size_t *n)
+{
+	struct db_stmt *s = q_get(st, Q_CNT_NEW);
+	size_t cap = 0;
+	int rc;
+
+	*v = NULL;
+	*n = 0;
+	if (!s)
+		return SEMQ_ERR_DB;
+	while ((rc = db_step(s)) == DB_ROW) {
+		if (*n == cap) {
+			struct new_count *w;
+
+			cap = cap ? 2 * cap : 8;
+			w = realloc(*v, cap * sizeof *w);
+			if (!w) {
+				q_put(st, Q_CNT_NEW, s);
+				return seterr(st, SEMQ_ERR_NOMEM, "%s",
+					      "counts: out of memory");
+			}
+			*v = w;
+		}
+		col_text((*v)[*n].dest, sizeof(*v)[*n].dest, s, 0);
+		(*v)[*n].count = db_col_int64(s, 1);
+		(*v)[*n].oldest = db_col_null(s, 2) ? 0 : db_col_int64(s, 2);
+		(*v)[*n].used = 0;
+		(*n)++;
+	}
+	q_put(st, Q_CNT_NEW, s);
+	return rc < 0 ? dberr(st, "counting the rows to number") : SEMQ_OK;
+}
+
+/* Adds dest's unnumbered rows to sr, this node's unsent line of dest. */
+static void add_new(struct new_count *v, size_t n, struct stat_row *sr)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (!v[i].used && !strcmp(v[i].dest, sr->dest)) {
+			v[i].used = 1;
+			sr->count += v[i].count;
+			if (v[i].oldest &&
+			    (!sr->oldest || v[i].oldest < sr->oldest))
+				sr->oldest = v[i].oldest;
+			return;
+		}
+}
+
+/*
+ * One line per (table, origin, dest, status) of semq_counts; the rows the
+ * application inserted and the node has not numbered yet count as this
+ * node's unsent rows of their destination (they are: tb_0031_check refuses
+ * another origin), so that `semqctl status` shows them while the daemon is
+ * stopped too.
+ */
 int store_counts(struct store *st, store_stat_cb cb, void *ctx)
 {
+	struct new_count *nv = NULL;
 	struct db_stmt *s;
-	int rc, r;
+	size_t nn = 0, i;
+	int rc = DB_DONE, r, stopped = 0;
 
 	if (!st)
 		return SEMQ_ERR_INVALID;
@@ -99,12 +167,16 @@ int store_counts(struct store *st, store_stat_cb cb, void *ctx)
 		return seterr(st, SEMQ_ERR_INVALID, "%s",
 			      "counts: callback is missing");
 	r = counts_fold(st);
+	if (r == SEMQ_OK)
+		r = new_counts(st, &nv, &nn);
 	if (r != SEMQ_OK)
-		return r;
+		goto out;
 	s = q_get(st, Q_CNT_LIST);
-	if (!s)
-		return SEMQ_ERR_DB;
-	while ((rc = db_step(s)) == DB_ROW) {
+	if (!s) {
+		r = SEMQ_ERR_DB;
+		goto out;
+	}
+	while (!stopped && (rc = db_step(s)) == DB_ROW) {
 		char table[16], origin[SEMQ_ID_MAX + 1], dest[SEMQ_ID_MAX + 1];
 		struct stat_row sr;
 
@@ -117,32 +189,28 @@ int store_counts(struct store *st, store_stat_cb cb, void *ctx)
 		sr.status = col_int(s, 3);
 		sr.count = db_col_int64(s, 4);
 		sr.oldest = db_col_null(s, 5) ? 0 : db_col_int64(s, 5);
-		if (cb(ctx, &sr))
-			break;
+		if (!strcmp(table, "tb_0031") && sr.status == SS_UNSEND &&
+		    !strcmp(origin, st->node_id))
+			add_new(nv, nn, &sr);
+		stopped = cb(ctx, &sr);
 	}
 	if (rc < 0)
 		r = dberr(st, "reading semq_counts");
 	q_put(st, Q_CNT_LIST, s);
-	if (r != SEMQ_OK || rc == DB_ROW) /* failed, or the callback stopped */
-		return r;
-	s = q_get(st, Q_CNT_NEW);
-	if (!s)
-		return SEMQ_ERR_DB;
-	while ((rc = db_step(s)) == DB_ROW) {
-		char dest[SEMQ_ID_MAX + 1];
-		struct stat_row sr = {.table = "tb_0031", .origin = ""};
+	for (i = 0; i < nn && r == SEMQ_OK && !stopped; i++) {
+		struct stat_row sr = {.table = "tb_0031",
+				      .origin = st->node_id,
+				      .dest = nv[i].dest,
+				      .status = SS_UNSEND};
 
-		col_text(dest, sizeof dest, s, 0);
-		sr.dest = dest;
-		sr.status = SS_UNSEND;
-		sr.count = db_col_int64(s, 1);
-		sr.oldest = db_col_null(s, 2) ? 0 : db_col_int64(s, 2);
-		if (cb(ctx, &sr))
-			break;
+		if (nv[i].used)
+			continue;
+		sr.count = nv[i].count;
+		sr.oldest = nv[i].oldest;
+		stopped = cb(ctx, &sr);
 	}
-	if (rc < 0)
-		r = dberr(st, "counting the rows to number");
-	q_put(st, Q_CNT_NEW, s);
+out:
+	free(nv);
 	return r;
 }
 

@@ -640,6 +640,16 @@ class Node:
             c.close()
         return self.numbered(ids)
 
+    def wait_numbered(self, timeout=30.0):
+        """Waits for the running semqd to number every new row of tb_0031
+        (it does in its next batch after the commit: migration 0007)."""
+        if not self.alive():
+            raise HarnessError(f"{self.id}: semqd is not running, so its "
+                               "new rows stay unnumbered")
+        wait_until(lambda: self.sql("SELECT count(*) FROM tb_0031 WHERE "
+                                    "seq IS NULL")[0][0] == 0, timeout,
+                   f"{self.id}: semqd numbering its new rows")
+
     def numbered(self, ids, timeout=30.0):
         """(origin, dest, seq) of tb_0031 rows `ids`, waiting for the
         running daemon to number them; (None, dest, None) while it is

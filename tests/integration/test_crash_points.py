@@ -88,6 +88,7 @@ def enqueue_bulk(r, dest, n, nkeys):
         with c:
             c.executemany("INSERT INTO tb_0031(dest, type, msg_key, payload)"
                           " VALUES (?, ?, ?, ?)", rows)
+        r.wait_numbered()
         sent = c.execute("SELECT seq, msg_key FROM tb_0031 WHERE origin = ? "
                          "AND dest = ? ORDER BY seq", (r.id, dest)).fetchall()
     finally:

@@ -204,6 +204,7 @@ class Das:
             with c:
                 c.executemany("INSERT INTO tb_0031(dest, type, msg_key, "
                               "payload) VALUES (?, ?, ?, ?)", rows)
+            r.wait_numbered()
             for seq, typ, k, p in c.execute(
                     "SELECT seq, type, msg_key, payload FROM tb_0031 WHERE "
                     "origin = ? AND dest = 'S1'", (r.id,)):

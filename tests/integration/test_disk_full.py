@@ -96,6 +96,7 @@ def enqueue(r, dest, start, n):
         with c:
             c.executemany("INSERT INTO tb_0031(dest, type, msg_key, payload)"
                           " VALUES (?, ?, ?, ?)", rows)
+        r.wait_numbered()
         sent = c.execute("SELECT seq, msg_key FROM tb_0031 WHERE origin = ? "
                          "AND dest = ? AND seq > ? ORDER BY seq",
                          (r.id, dest, start)).fetchall()

@@ -93,6 +93,7 @@ def enqueue_bulk(r, dest, n, nkeys):
             c.executemany("INSERT INTO tb_0031(dest, type, msg_key, payload)"
                           " VALUES (?, ?, ?, ?)", rows)
         committed = time.time()
+        r.wait_numbered()
         sent = c.execute("SELECT seq, msg_key FROM tb_0031 WHERE origin = ? "
                          "AND dest = ? ORDER BY seq", (r.id, dest)).fetchall()
     finally:
@@ -409,9 +410,9 @@ def make_gap(t):
     of tb_0030 that the watermark cannot pass: R's row of seq 1 was deleted
     before it was ever sent, so S never gets it."""
     r, s, _ = make_pair(t)
-    r.start(timeout=READY_TIMEOUT)  # creates R's database
-    r.stop()
+    r.start(timeout=READY_TIMEOUT)  # creates R's database, numbers the rows
     r.enqueue("S", type=7, key=None, payload=PAYLOAD, count=3)
+    r.stop()
     r.sql_write("DELETE FROM tb_0031 WHERE origin = 'R' AND dest = 'S' AND "
                 "seq = 1")
     s.start(timeout=READY_TIMEOUT)

@@ -124,6 +124,7 @@ def send(r, first, n):
                 c.execute("INSERT INTO tb_0031(dest, type, msg_key, "
                           "payload) VALUES ('S', ?, ?, ?)",
                           (typ, key, payload))
+        r.wait_numbered()
         seqs = [q for q, in c.execute("SELECT seq FROM tb_0031 WHERE "
                                       "seq >= ? ORDER BY seq", (first,))]
     finally:

@@ -108,6 +108,7 @@ def enqueue(rs, n, keyed, start=0):
             with c:
                 c.executemany("INSERT INTO tb_0031(dest, type, msg_key, "
                               "payload) VALUES (?, ?, ?, ?)", rows)
+            r.wait_numbered()
             for seq, k in c.execute("SELECT seq, msg_key FROM tb_0031 WHERE "
                                     "dest = 'S1'"):
                 keys[(r.id, seq)] = k

@@ -143,6 +143,7 @@ def enqueue(r, n, first=0):
         with c:
             c.executemany("INSERT INTO tb_0031(dest, type, msg_key, payload)"
                           " VALUES (?, ?, ?, ?)", rows)
+        r.wait_numbered()
         sent = c.execute("SELECT seq, msg_key FROM tb_0031 WHERE origin = ? "
                          "AND dest = 'S1' ORDER BY seq", (r.id,)).fetchall()
     finally:

@@ -203,6 +203,7 @@ class Deployment:
                 with c:
                     c.executemany("INSERT INTO tb_0031(dest, type, msg_key, "
                                   "payload) VALUES (?, ?, ?, ?)", rows)
+                r.wait_numbered()
                 for seq, k in c.execute("SELECT seq, msg_key FROM tb_0031 "
                                         "WHERE origin = ? AND dest = 'S1'",
                                         (r.id,)):

@@ -119,6 +119,7 @@ def send(r, rows):
             ids = [c.execute("INSERT INTO tb_0031(dest, type, msg_key, "
                              "payload, deliver_at) VALUES (?, ?, ?, ?, ?)",
                              row).lastrowid for row in rows]
+        r.wait_numbered()
         return [c.execute("SELECT seq FROM tb_0031 WHERE id = ?",
                           (i,)).fetchone()[0] for i in ids]
     finally:

@@ -229,8 +229,9 @@ def old_peer_warnings(node, peer=None):
 
 def enqueue(node, dest, rows):
     """rows: [(key, payload, deliver_at or None)], inserted in one
-    transaction (daemon running or not: the schema's triggers number them).
-    Returns [(seq, key)] in order."""
+    transaction. Returns [(seq, key)] in order: an old release's schema
+    numbers them as they are inserted, this one's daemon in its next batch
+    (waited for while it runs; seq None while it is stopped)."""
     c = node.connect_db(readonly=False)
     try:
         with c:
@@ -238,10 +239,9 @@ def enqueue(node, dest, rows):
                              "payload, deliver_at) VALUES (?, 1, ?, ?, ?)",
                              (dest, k, p, d)).lastrowid
                    for k, p, d in rows]
-        return [tuple(c.execute("SELECT seq, msg_key FROM tb_0031 WHERE "
-                                "id = ?", (i,)).fetchone()) for i in ids]
     finally:
         c.close()
+    return [(q, k) for (_, _, q), (k, _, _) in zip(node.numbered(ids), rows)]
 
 
 def docs(prefix, first, count, nkeys):

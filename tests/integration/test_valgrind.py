@@ -197,6 +197,7 @@ def run_pair(t):
         with c:
             c.executemany("INSERT INTO tb_0031(dest, type, msg_key, payload)"
                           " VALUES (?, ?, ?, ?)", rows)
+        r.wait_numbered(timeout=120)  # under memcheck: slow
         sent = c.execute("SELECT seq, msg_key FROM tb_0031 WHERE dest = 'S'"
                          " ORDER BY seq").fetchall()
     finally:

@@ -6152,9 +6152,9 @@ static void test_counts_follow_changes(void **state)
 			" VALUES ('S2', 1, x'00', 1700000000005)",
 			"INSERT INTO tb_0031(dest, type, payload, created_at)"
 			" VALUES ('S2', 1, '\\x00'::bytea, 1700000000005)"));
-	counts_agree(st, "inserted"); /* the new row: a line of its own */
-	assert_int_equal(count_of(st, "tb_0031", "", "S2", SS_UNSEND, &oldest),
-			 1);
+	counts_agree(st, "inserted"); /* the new row: P1's, unsent */
+	assert_int_equal(
+		count_of(st, "tb_0031", "P1", "S2", SS_UNSEND, &oldest), 1);
 	assert_int_equal(oldest, NOW + 5);
 	number(st); /* what the node's next batch does */
 	counts_agree(st, "enqueued");
