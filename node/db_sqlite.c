@@ -49,6 +49,7 @@
 
 #include "log.h"
 
+#define CACHE_KIB "16384" /* the page cache of a connection: 16 MiB */
 #define DEFAULT_BUSY_MS 5000
 #define BUSY_STEP_US 250
 #define BUSY_FAST_US 20
@@ -338,6 +339,13 @@ int dblite_open(const struct db_open_opts *o, struct db **out, char *err,
 	if (rc == SQLITE_OK)
 		rc = sqlite3_exec(l->db, "PRAGMA foreign_keys = ON", NULL, NULL,
 				  NULL);
+	/* A batch that numbers, sends and confirms thousands of 1 KB rows
+	 * dirties more pages than SQLite's default 2 MiB cache holds: it
+	 * would write them to the WAL in the middle of the transaction and
+	 * read them back (docs/PERFORMANCE.md, "The lean outbox"). */
+	if (rc == SQLITE_OK)
+		rc = sqlite3_exec(l->db, "PRAGMA cache_size = -" CACHE_KIB, NULL,
+				  NULL, NULL);
 	if (rc != SQLITE_OK) {
 		snprintf(err, errsz, "%s: setting pragmas: %s", o->target,
 			 sqlite3_errmsg(l->db));

@@ -302,17 +302,30 @@ int store_number_new(struct store *st, int64_t now, unsigned limit, int wait,
 			db_bind_int64(s, 3, (int64_t)st->life);
 			db_bind_int64(s, 4, k->last + 1);
 			db_bind_int64(s, 5, prev);
-			db_bind_int64(s, 6, now);
 			rc = db_step(s);
 			q_put(st, Q_OUT_NUMBER, s);
 			if (rc < 0) {
 				r = dberr(st, "numbering a new row");
 				break;
 			}
-			if (db_changes(st->db) == 1) {
-				k->last++;
-				(*numbered)++;
+			if (db_changes(st->db) != 1)
+				continue;
+			k->last++;
+			(*numbered)++;
+			if (st->pg)
+				continue;
+			s = q_get(st, Q_OUT_NUMBER_FIX);
+			if (!s) {
+				r = SEMQ_ERR_DB;
+				break;
 			}
+			db_bind_int64(s, 1, v[i].id);
+			db_bind_int64(s, 2, now);
+			rc = db_step(s);
+			q_put(st, Q_OUT_NUMBER_FIX, s);
+			if (rc < 0)
+				r = dberr(st, "numbering: resetting the node's "
+					      "columns of a new row");
 		}
 		if (n < NUMBER_CHUNK)
 			break;

@@ -237,24 +237,31 @@ const struct q_text store__q[Q__N] = {
 	[Q_OUT_KEY_LAST] = {"SELECT max(seq) FROM tb_0031 WHERE origin = ?1"
 			    " AND dest = ?2 AND msg_key = ?3"
 			    " AND seq IS NOT NULL"},
-	/* Numbers row ?1: ?2 origin, ?3 life, ?4 seq, ?5 prev_seq, ?6 now
-	 * (created_at if the application wrote NULL there). The columns the
-	 * node owns are reset, as the fill trigger did, and a text payload
-	 * becomes bytes (PostgreSQL: tb_0031_check did both before the
-	 * insert; an UPDATE OF payload would run tb_0031_custody). */
-	[Q_OUT_NUMBER] =
-		{"UPDATE tb_0031 SET origin = ?2, life = ?3, seq = ?4,"
-		 " prev_seq = ?5, msg_key = NULLIF(msg_key, ''),"
-		 " deliver_at = COALESCE(deliver_at, 0),"
-		 " created_at = COALESCE(created_at, ?6), status = 0,"
+	/* Numbers row ?1: ?2 origin, ?3 life, ?4 seq, ?5 prev_seq — only the
+	 * columns numbering gives, so that SQLite rewrites the four index
+	 * entries that hold them and no other (every column in SET moves
+	 * the entries of each index that has it). */
+	[Q_OUT_NUMBER] = {"UPDATE tb_0031 SET origin = ?2, life = ?3, seq = ?4,"
+			  " prev_seq = ?5 WHERE id = ?1 AND seq IS NULL"},
+	/* Row ?1 after its numbering, if the application wrote into a column
+	 * that is the node's (or an empty key, a text payload, created_at
+	 * NULL; ?2 now): reset as the fill trigger of 0001-0006 did. A
+	 * deliver_at left NULL reads as 0 and stays. PostgreSQL:
+	 * tb_0031_check did all this before the insert. */
+	[Q_OUT_NUMBER_FIX] =
+		{"UPDATE tb_0031 SET msg_key = NULLIF(msg_key, ''),"
+		 " created_at = COALESCE(created_at, ?2), status = 0,"
 		 " attempts = 0, next_attempt_at = 0, sent_at = NULL,"
 		 " acked_at = NULL, result = NULL, digest = NULL,"
 		 " prev_digest = NULL, custodian = NULL, hops = 0,"
-		 " payload = CAST(payload AS BLOB)"
-		 " WHERE id = ?1 AND seq IS NULL",
-		 "UPDATE tb_0031 SET origin = ?2, life = ?3, seq = ?4,"
-		 " prev_seq = ?5, created_at = COALESCE(created_at, ?6)"
-		 " WHERE id = ?1 AND seq IS NULL"},
+		 " payload = CAST(payload AS BLOB) WHERE id = ?1"
+		 " AND (msg_key = '' OR created_at IS NULL OR status <> 0"
+		 " OR attempts <> 0 OR next_attempt_at <> 0"
+		 " OR sent_at IS NOT NULL OR acked_at IS NOT NULL"
+		 " OR result IS NOT NULL OR digest IS NOT NULL"
+		 " OR prev_digest IS NOT NULL OR custodian IS NOT NULL"
+		 " OR hops <> 0 OR typeof(payload) <> 'blob')",
+		 "SELECT 1 WHERE ?1::bigint IS NULL AND ?2::bigint IS NULL"},
 	/* The counter of stream (?1, ?2) after a numbering: ?3, never lower. */
 	[Q_OUT_SET_LAST] =
 		{"INSERT INTO semq_stream_out(origin, dest, last_seq)"
