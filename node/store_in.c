@@ -36,9 +36,10 @@ static int stream_w(struct store *st, const char *origin, const char *dest,
 	return r;
 }
 
-/* Does this transaction hold the stream's lock already? */
-int store__stream_held(const struct store *st, const char *origin,
-		       const char *dest, uint64_t life)
+/* The stream's entry in the locks this transaction holds, or NULL. */
+static struct stream_id *stream_lock_of(const struct store *st,
+					const char *origin, const char *dest,
+					uint64_t life)
 {
 	unsigned i;
 
@@ -46,12 +47,23 @@ int store__stream_held(const struct store *st, const char *origin,
 		if (st->locked[i].life == life &&
 		    !strcmp(st->locked[i].origin, origin) &&
 		    !strcmp(st->locked[i].dest, dest))
-			return 1;
-	return 0;
+			return (struct stream_id *)&st->locked[i];
+	return NULL;
 }
 
+/* Does this transaction hold the stream's lock already? */
+int store__stream_held(const struct store *st, const char *origin,
+		       const char *dest, uint64_t life)
+{
+	return stream_lock_of(st, origin, dest, life) != NULL;
+}
+
+/* Notes the lock and the watermark read under it: while the lock is held
+ * no other instance moves the watermark, so the next message of the
+ * stream in this transaction reads it here instead of asking the server
+ * (one round trip per message on PostgreSQL). */
 static void stream_remember(struct store *st, const char *origin,
-			    const char *dest, uint64_t life)
+			    const char *dest, uint64_t life, uint64_t w)
 {
 	struct stream_id *l;
 
@@ -61,6 +73,7 @@ static void stream_remember(struct store *st, const char *origin,
 	snprintf(l->origin, sizeof l->origin, "%s", origin);
 	snprintf(l->dest, sizeof l->dest, "%s", dest);
 	l->life = life;
+	l->w = w;
 }
 
 /* Creates the stream's row (watermark 0, started now) unless it exists. */
@@ -90,11 +103,18 @@ int store__stream_create(struct store *st, const char *origin, const char *dest,
 int store__stream_lock(struct store *st, const char *origin, const char *dest,
 		       uint64_t life, int64_t now, uint64_t *w, int *known)
 {
+	struct stream_id *held;
 	struct db_stmt *s;
 	int rc, r;
 
-	if (!st->pg || stream_held(st, origin, dest, life))
+	if (!st->pg)
 		return stream_w(st, origin, dest, life, w, known);
+	held = stream_lock_of(st, origin, dest, life);
+	if (held) {
+		*w = held->w;
+		*known = 1;
+		return SEMQ_OK;
+	}
 	*w = 0;
 	*known = 1;
 	r = store__stream_create(st, origin, dest, life, now);
@@ -115,7 +135,7 @@ int store__stream_lock(struct store *st, const char *origin, const char *dest,
 		r = dberr(st, "locking a stream");
 	q_put(st, Q_W_LOCK, s);
 	if (!r)
-		stream_remember(st, origin, dest, life);
+		stream_remember(st, origin, dest, life, *w);
 	return r;
 }
 
@@ -149,8 +169,8 @@ int store__in_get(struct store *st, const struct msgid *id, int *found,
 	return r;
 }
 
-/* Inserts the tb_0030 row; SEMQ_DUPLICATE when the unique index has it
- * (recorded by another connection after our check). */
+/* Inserts the tb_0030 row as a deferred write (node/db.h): the caller reads
+ * its outcome, and db_defer_missed() tells a row that was there already. */
 int store__in_insert(struct store *st, const struct msg *m, const char *via,
 		     unsigned need, int64_t now, int result, const char *idb)
 {
@@ -168,11 +188,9 @@ int store__in_insert(struct store *st, const struct msg *m, const char *via,
 	db_bind_int64(s, 10, result);
 	db_bind_int64(s, 11, need);
 	bind_digest(s, 12, m->id.digest);
-	rc = db_step(s);
+	rc = db_defer(s, idb, DB_DEFER_ONE);
 	if (rc < 0)
 		r = dberr(st, idb);
-	else if (db_changes(st->db) == 0)
-		r = seterr(st, SEMQ_DUPLICATE, "%s: already received", idb);
 	q_put(st, Q_IN_INSERT, s);
 	return r;
 }
@@ -537,13 +555,16 @@ static int run_end(struct store *st, const struct stream_w *sw, uint64_t w,
 static int stream_try_lock(struct store *st, const struct stream_w *sw,
 			   uint64_t *w, int *got)
 {
+	struct stream_id *held;
 	struct db_stmt *s;
 	int rc, r = SEMQ_OK;
 
 	*got = 0;
-	if (stream_held(st, sw->origin, sw->dest, sw->life)) {
+	held = stream_lock_of(st, sw->origin, sw->dest, sw->life);
+	if (held) {
 		*got = 1;
-		return stream_w(st, sw->origin, sw->dest, sw->life, w, NULL);
+		*w = held->w;
+		return SEMQ_OK;
 	}
 	s = q_get(st, Q_W_LOCK_SKIP);
 	if (!s)
@@ -558,7 +579,7 @@ static int stream_try_lock(struct store *st, const struct stream_w *sw,
 	}
 	q_put(st, Q_W_LOCK_SKIP, s);
 	if (!r && *got)
-		stream_remember(st, sw->origin, sw->dest, sw->life);
+		stream_remember(st, sw->origin, sw->dest, sw->life, *w);
 	return r;
 }
 
@@ -592,6 +613,13 @@ static int advance_one(struct store *st, const struct stream_w *sw,
 	q_put(st, Q_W_SET, s);
 	if (rc < 0)
 		return dberr(st, "advancing a watermark");
+	if (st->pg) { /* we hold its lock: the watermark noted with it */
+		struct stream_id *held =
+			stream_lock_of(st, sw->origin, sw->dest, sw->life);
+
+		if (held)
+			held->w = nw;
+	}
 	(*advanced)++;
 	return SEMQ_OK;
 }
@@ -976,6 +1004,7 @@ int store_life_drop(struct store *st, const char *origin, uint64_t life,
 			   origin, lb, origin);
 		goto out;
 	}
+	st->n_locked = 0; /* the rows of the locks noted may go: lock again */
 	r = life_exec(st, Q_LIFE_DROP_IN, origin, life, &gone);
 	if (!r)
 		r = life_exec(st, Q_LIFE_DROP_RELAY, origin, life, &gone);

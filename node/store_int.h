@@ -265,6 +265,7 @@ struct stream_id {
 	char origin[SEMQ_ID_MAX + 1];
 	char dest[SEMQ_ID_MAX + 1];
 	uint64_t life;
+	uint64_t w; /* locked[]: its watermark (only we can move it) */
 };
 
 struct store {
@@ -335,6 +336,7 @@ int store__filter_stmt(struct store *st, enum filter_table t,
 struct db_stmt *store__q_get(struct store *st, enum q i);
 void store__q_put(struct store *st, enum q i, struct db_stmt *s);
 int store__q_exec(struct store *st, enum q i, const char *what);
+int store__q_defer(struct store *st, enum q i, const char *what);
 void store__bind_id(struct db_stmt *s, const struct msgid *id);
 /* ?1 origin, ?2 dest, ?3 life: an inbound stream. */
 void store__bind_stream(struct db_stmt *s, const char *origin, const char *dest,
@@ -453,6 +455,7 @@ int64_t store__level_ms(const struct store *st, int level);
 #define purge_before store__purge_before
 #define out_transition store__out_transition
 #define q_exec store__q_exec
+#define q_defer store__q_defer
 #define q_get store__q_get
 #define q_put store__q_put
 #define redo_insert(st_, ...)                                                  \
