@@ -137,6 +137,7 @@ int store_receive(struct store *st, const struct msg *m, const char *via,
 	const char *key;
 	uint64_t w = 0;
 	int64_t missed;
+	struct probe_row pr;
 	int r = SEMQ_ERR_INTERNAL, own = 0, res = -1, known, found = 0;
 	int busy = 0;
 	int v = SEMQ_PLUGIN_OK;
@@ -163,9 +164,11 @@ int store_receive(struct store *st, const struct msg *m, const char *via,
 			&known);
 	if (r)
 		goto out;
-	r = in_seen(st, &m->id, w, &found, &res);
+	r = in_probe(st, m, m->tombstone ? NULL : key, w, &pr);
 	if (r)
 		goto out;
+	found = pr.seen;
+	res = pr.result;
 	if (found && (res == RES_CONFLICT || res == RES_UNDECIDED)) {
 		r = seterr(st, SEMQ_DECLINED,
 			   res == RES_CONFLICT
@@ -185,13 +188,9 @@ int store_receive(struct store *st, const struct msg *m, const char *via,
 	/* The predecessor with the same key must have been recorded, and be
 	 * the message this one follows (its digest, when both are known). */
 	if (m->prev_seq > 0) {
-		struct msgid pid = m->id;
-		uint64_t have = 0;
+		uint64_t have = pr.prev_digest;
 
-		pid.seq = m->prev_seq;
-		r = in_get(st, &pid, &found, NULL, &have);
-		if (r)
-			goto out;
+		found = pr.prev_found;
 		if (!found && m->prev_seq > w) {
 			res = -1;
 			r = seterr(st, SEMQ_AGAIN,
@@ -209,11 +208,7 @@ int store_receive(struct store *st, const struct msg *m, const char *via,
 			goto out;
 		}
 	}
-	if (!m->tombstone && key) {
-		r = redo_key_has(st, Q_REDO_KEY_BUSY, &m->id, key, &busy);
-		if (r)
-			goto out;
-	}
+	busy = pr.key_busy;
 
 	if (m->tombstone)
 		res = RES_CANCELLED;

@@ -239,16 +239,12 @@ static int redo_verdict(struct store *st, const struct msgid *id, int *res)
  * RES_DUPLICATE when the seq is at or below w with the row gone and
  * id->digest unknown, RES_UNDECIDED when it is given.
  */
-int store__in_seen(struct store *st, const struct msgid *id, uint64_t w,
-		   int *seen, int *result)
+static int seen_of(struct store *st, const struct msgid *id, uint64_t w,
+		   int found, int res, uint64_t have, int *seen, int *result)
 {
-	uint64_t have = 0;
-	int r, found = 0, res = -1;
+	int r;
 
 	*seen = 0;
-	r = in_get(st, id, &found, &res, &have);
-	if (r)
-		return r;
 	if (found) {
 		*seen = 1;
 		if (have && id->digest && have != id->digest) {
@@ -264,6 +260,59 @@ int store__in_seen(struct store *st, const struct msgid *id, uint64_t w,
 		*result = id->digest ? RES_UNDECIDED : RES_DUPLICATE;
 	}
 	return SEMQ_OK;
+}
+
+int store__in_seen(struct store *st, const struct msgid *id, uint64_t w,
+		   int *seen, int *result)
+{
+	uint64_t have = 0;
+	int r, found = 0, res = -1;
+
+	*seen = 0;
+	r = in_get(st, id, &found, &res, &have);
+	if (r)
+		return r;
+	return seen_of(st, id, w, found, res, have, seen, result);
+}
+
+/*
+ * store__in_seen of m's id, and what store_receive asks next: whether the
+ * row of m's key predecessor (m->prev_seq, 0: none) is there and its
+ * digest, and (key not NULL) whether tb_0033 holds an unfinished entry of
+ * that key in m's stream — one statement instead of three.
+ */
+int store__in_probe(struct store *st, const struct msg *m, const char *key,
+		    uint64_t w, struct probe_row *p)
+{
+	struct db_stmt *s = q_get(st, Q_IN_PROBE);
+	uint64_t have = 0;
+	int rc, r = SEMQ_OK, found = 0, res = -1;
+
+	memset(p, 0, sizeof *p);
+	if (!s)
+		return SEMQ_ERR_DB;
+	bind_id(s, &m->id);
+	db_bind_int64(s, 5, (int64_t)m->prev_seq);
+	db_bind_text(s, 6, key);
+	rc = db_step(s);
+	if (rc == DB_ROW) {
+		found = !db_col_null(s, 0);
+		res = col_int(s, 1);
+		have = db_col_null(s, 2) ? 0 : (uint64_t)db_col_int64(s, 2);
+		p->prev_found = !db_col_null(s, 3);
+		p->prev_digest =
+			db_col_null(s, 4) ? 0 : (uint64_t)db_col_int64(s, 4);
+		p->key_busy = !db_col_null(s, 5);
+	} else if (rc < 0) {
+		r = dberr(st, "reading tb_0030");
+	} else {
+		r = seterr(st, SEMQ_ERR_INTERNAL, "%s: %s", st->name,
+			   "the receipt's probe returned no row");
+	}
+	q_put(st, Q_IN_PROBE, s);
+	if (r)
+		return r;
+	return seen_of(st, &m->id, w, found, res, have, &p->seen, &p->result);
 }
 
 int store_lookup_received(struct store *st, const struct msgid *id,

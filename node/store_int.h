@@ -147,6 +147,7 @@ enum q {
 	Q_W_LOCK_SKIP, /* PostgreSQL only */
 	/* tb_0030 (an id: ?1 origin, ?2 dest, ?3 seq, ?4 life) */
 	Q_IN_GET,
+	Q_IN_PROBE,
 	Q_IN_INSERT,
 	Q_IN_SET_RESULT,
 	Q_IN_ACK,
@@ -383,6 +384,15 @@ int store__in_get(struct store *st, const struct msgid *id, int *found,
 		  int *result, uint64_t *digest);
 int store__in_seen(struct store *st, const struct msgid *id, uint64_t w,
 		   int *seen, int *result);
+/* What store_receive asks before recording a message, in one statement. */
+struct probe_row {
+	int seen, result;     /* as store__in_seen */
+	int prev_found;       /* the row of its key predecessor is there */
+	uint64_t prev_digest; /* and its digest (0 = unknown) */
+	int key_busy;         /* tb_0033 holds an unfinished entry of key */
+};
+int store__in_probe(struct store *st, const struct msg *m, const char *key,
+		    uint64_t w, struct probe_row *p);
 int store__in_insert(struct store *st, const struct msg *m, const char *via,
 		     unsigned need, int64_t now, int result, const char *idb);
 int store__in_set_result(struct store *st, const struct msgid *id, int result,
@@ -445,6 +455,7 @@ int64_t store__level_ms(const struct store *st, int level);
 #define each_redo store__each_redo
 #define in_get store__in_get
 #define in_seen store__in_seen
+#define in_probe store__in_probe
 #define in_insert store__in_insert
 #define in_set_result store__in_set_result
 #define keep_row_strs store__keep_row_strs
