@@ -368,6 +368,10 @@ int store_ack_response(struct store *st, const struct msgid *id, unsigned bit,
 	}
 	bind_id(s, id);
 	db_bind_int64(s, 5, bit);
+	if (!now_ok) {
+		r = db_defer(s, idb, 0) < 0 ? dberr(st, idb) : SEMQ_OK;
+		goto out;
+	}
 	while ((rc = db_step(s)) == DB_ROW)
 		ok = col_int(s, 0);
 	if (rc < 0) {
