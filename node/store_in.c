@@ -579,27 +579,40 @@ out:
 	return SEMQ_OK;
 }
 
+/* Seqs above the watermark asked at once: a window, so that the rows past
+ * the run's end (a backlog not yet confirmed) are not all read — PostgreSQL
+ * would send every one of them before the statement could stop. */
+#define RUN_WINDOW 1024
+
 /* The end of the run of AS_OK rows right above w: *nw (w when none). */
 static int run_end(struct store *st, const struct stream_w *sw, uint64_t w,
 		   uint64_t *nw)
 {
-	struct db_stmt *s = q_get(st, Q_IN_RUN);
+	uint64_t top;
 	int rc, r = SEMQ_OK;
 
 	*nw = w;
-	if (!s)
-		return SEMQ_ERR_DB;
-	bind_stream(s, sw->origin, sw->dest, sw->life);
-	db_bind_int64(s, 4, (int64_t)w);
-	while ((rc = db_step(s)) == DB_ROW) {
-		if ((uint64_t)db_col_int64(s, 0) != *nw + 1 ||
-		    col_int(s, 1) != AS_OK)
-			break;
-		(*nw)++;
-	}
-	if (rc < 0)
-		r = dberr(st, "advancing a watermark");
-	q_put(st, Q_IN_RUN, s);
+	do {
+		struct db_stmt *s = q_get(st, Q_IN_RUN);
+
+		if (!s)
+			return SEMQ_ERR_DB;
+		top = *nw < (uint64_t)INT64_MAX - RUN_WINDOW
+			      ? *nw + RUN_WINDOW
+			      : (uint64_t)INT64_MAX;
+		bind_stream(s, sw->origin, sw->dest, sw->life);
+		db_bind_int64(s, 4, (int64_t)*nw);
+		db_bind_int64(s, 5, (int64_t)top);
+		while ((rc = db_step(s)) == DB_ROW) {
+			if ((uint64_t)db_col_int64(s, 0) != *nw + 1 ||
+			    col_int(s, 1) != AS_OK)
+				break;
+			(*nw)++;
+		}
+		if (rc < 0)
+			r = dberr(st, "advancing a watermark");
+		q_put(st, Q_IN_RUN, s);
+	} while (!r && *nw == top && top < (uint64_t)INT64_MAX);
 	return r;
 }
 

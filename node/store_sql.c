@@ -144,9 +144,10 @@ const struct q_text store__q[Q__N] = {
 			  " confirm_got, via, life, digest FROM tb_0030"
 			  " WHERE ack_status = 0 AND received_at < ?1"
 			  " ORDER BY received_at, id LIMIT ?2"},
+	/* ?5: the top of the window of seqs asked (run_end) */
 	[Q_IN_RUN] = {"SELECT seq, ack_status FROM tb_0030 WHERE origin = ?1"
 		      " AND dest = ?2 AND life = ?3 AND seq > ?4"
-		      " ORDER BY seq"},
+		      " AND seq <= ?5 ORDER BY seq"},
 	/* Rows the watermark passed, received before ?1, at most ?2: the
 	 * range on idx_0030_received bounds the scan. */
 	[Q_IN_PURGE] = {"DELETE FROM tb_0030 WHERE id IN (SELECT t.id"
