@@ -47,6 +47,22 @@
 	" created_at, updated_at, last_error, discard_reason, id, life"
 #define OUT_COLS_LEN MSG_COLS_LEN OUT_TAIL
 #define REDO_COLS_LEN MSG_COLS_LEN REDO_TAIL
+/*
+ * The receipt purge's rows: per stream (b, materialised first: O(streams)
+ * rows) the seq of its first row (lo, one seek on idx_0030_1) and its
+ * watermark (w); then the rows of a range of seqs from lo up, on
+ * idx_0030_1 again (CROSS JOIN keeps SQLite's loops in that order). The
+ * statement adds the range's top and the rows' conditions. Schema 8
+ * dropped idx_0030_received: this walk needs no index of its own.
+ */
+#define IN_PURGE_FROM                                                          \
+	"WITH b AS MATERIALIZED (SELECT s.origin, s.dest, s.life,"             \
+	" s.confirmed_through AS w, (SELECT f.seq FROM tb_0030 AS f"           \
+	" WHERE f.origin = s.origin AND f.dest = s.dest AND f.life = s.life"   \
+	" ORDER BY f.seq LIMIT 1) AS lo FROM semq_stream_in AS s)"             \
+	" SELECT t.id FROM b CROSS JOIN tb_0030 AS t"                          \
+	" WHERE t.origin = b.origin AND t.dest = b.dest AND t.life = b.life"   \
+	" AND t.seq >= b.lo"
 _Static_assert(sizeof(MSG_COLS OUT_TAIL) == sizeof(OUT_COLS),
 	       "OUT_TAIL is not the rest of OUT_COLS");
 _Static_assert(sizeof(MSG_COLS REDO_TAIL) == sizeof(REDO_COLS),
@@ -134,20 +150,21 @@ const struct q_text store__q[Q__N] = {
 	[Q_IN_RUN] = {"SELECT seq, ack_status FROM tb_0030 WHERE origin = ?1"
 		      " AND dest = ?2 AND life = ?3 AND seq > ?4"
 		      " ORDER BY seq"},
-	/* Rows the watermark passed, received before ?1, at most ?2: the
-	 * range on idx_0030_received bounds the scan. */
-	[Q_IN_PURGE] = {"DELETE FROM tb_0030 WHERE id IN (SELECT t.id"
-			" FROM tb_0030 AS t INDEXED BY idx_0030_received"
-			" JOIN semq_stream_in AS s ON s.origin = t.origin"
-			" AND s.dest = t.dest AND s.life = t.life"
-			" WHERE t.received_at < ?1 AND t.ack_status = 1"
-			" AND t.seq <= s.confirmed_through LIMIT ?2)",
-			"DELETE FROM tb_0030 WHERE id IN (SELECT t.id"
-			" FROM tb_0030 AS t JOIN semq_stream_in AS s"
-			" ON s.origin = t.origin AND s.dest = t.dest"
-			" AND s.life = t.life WHERE t.received_at < ?1"
-			" AND t.ack_status = 1"
-			" AND t.seq <= s.confirmed_through LIMIT ?2)"},
+	/* Rows the watermark passed, received before ?1, at most ?2, from
+	 * the bottom of each stream and among its first ?2 seqs: the work is
+	 * O(streams + ?2) however many rows the retention keeps. A row still
+	 * younger than ?1 at a stream's bottom holds back the old ones more
+	 * than ?2 seqs above it until it is old too (seq order is receipt
+	 * order but for a message that came late: rare, and for at most the
+	 * retention). */
+	[Q_IN_PURGE] = {"DELETE FROM tb_0030 WHERE id IN (" IN_PURGE_FROM
+			" AND t.seq <= min(b.w, b.lo + ?2 - 1)"
+			" AND t.received_at < ?1 AND t.ack_status = 1"
+			" LIMIT ?2)",
+			"DELETE FROM tb_0030 WHERE id IN (" IN_PURGE_FROM
+			" AND t.seq <= LEAST(b.w, b.lo + ?2::bigint - 1)"
+			" AND t.received_at < ?1 AND t.ack_status = 1"
+			" LIMIT ?2)"},
 	[Q_IN_LIST_ALL] = {"SELECT " IN_COLS " FROM tb_0030"
 			   " ORDER BY id DESC LIMIT ?1"},
 	[Q_IN_LIST] = {"SELECT " IN_COLS " FROM tb_0030 WHERE origin = ?1"
