@@ -48,21 +48,47 @@
 #define OUT_COLS_LEN MSG_COLS_LEN OUT_TAIL
 #define REDO_COLS_LEN MSG_COLS_LEN REDO_TAIL
 /*
- * The receipt purge's rows: per stream (b, materialised first: O(streams)
- * rows) the seq of its first row (lo, one seek on idx_0030_1) and its
- * watermark (w); then the rows of a range of seqs from lo up, on
- * idx_0030_1 again (CROSS JOIN keeps SQLite's loops in that order). The
- * statement adds the range's top and the rows' conditions. Schema 8
- * dropped idx_0030_received: this walk needs no index of its own.
+ * The receipt purge's rows, stream by stream (schema 8 dropped
+ * idx_0030_received: the walk needs no index of its own): from the
+ * stream's first row (lo, one seek on idx_0030_1) up to the last row
+ * before the first one received at or after the cut (young: at most the
+ * limit's rows read on idx_0030_1 to find it), the watermark (w) and the
+ * limit's seqs (hi); then those rows, on idx_0030_1 again. Work: one or
+ * two seeks per stream plus the rows that go. SQLite: the CTEs are
+ * materialised and CROSS JOIN keeps the loops in that order; PostgreSQL:
+ * LATERAL with a LIMIT, so that the planner cannot flatten it into a scan
+ * of the table.
  */
-#define IN_PURGE_FROM                                                          \
-	"WITH b AS MATERIALIZED (SELECT s.origin, s.dest, s.life,"             \
-	" s.confirmed_through AS w, (SELECT f.seq FROM tb_0030 AS f"           \
+#define IN_PURGE_SQLITE                                                        \
+	"DELETE FROM tb_0030 WHERE id IN (WITH b AS MATERIALIZED"              \
+	" (SELECT s.origin, s.dest, s.life, s.confirmed_through AS w,"         \
+	" (SELECT f.seq FROM tb_0030 AS f WHERE f.origin = s.origin"           \
+	" AND f.dest = s.dest AND f.life = s.life ORDER BY f.seq LIMIT 1)"     \
+	" AS lo FROM semq_stream_in AS s), c AS MATERIALIZED"                  \
+	" (SELECT b.origin, b.dest, b.life, b.lo, min(b.w, b.lo + ?2 - 1,"     \
+	" COALESCE((SELECT y.seq FROM tb_0030 AS y WHERE y.origin = b.origin"  \
+	" AND y.dest = b.dest AND y.life = b.life AND y.seq >= b.lo"           \
+	" AND y.seq <= b.lo + ?2 - 1 AND y.received_at >= ?1"                  \
+	" ORDER BY y.seq LIMIT 1) - 1, b.w)) AS hi FROM b"                     \
+	" WHERE b.lo <= b.w)"                                                  \
+	" SELECT t.id FROM c CROSS JOIN tb_0030 AS t"                          \
+	" WHERE t.origin = c.origin AND t.dest = c.dest AND t.life = c.life"   \
+	" AND t.seq >= c.lo AND t.seq <= c.hi AND t.received_at < ?1"          \
+	" AND t.ack_status = 1 LIMIT ?2)"
+#define IN_PURGE_PG                                                            \
+	"DELETE FROM tb_0030 WHERE id IN (SELECT t.id FROM semq_stream_in"     \
+	" AS s CROSS JOIN LATERAL (SELECT f.seq AS lo FROM tb_0030 AS f"       \
 	" WHERE f.origin = s.origin AND f.dest = s.dest AND f.life = s.life"   \
-	" ORDER BY f.seq LIMIT 1) AS lo FROM semq_stream_in AS s)"             \
-	" SELECT t.id FROM b CROSS JOIN tb_0030 AS t"                          \
-	" WHERE t.origin = b.origin AND t.dest = b.dest AND t.life = b.life"   \
-	" AND t.seq >= b.lo"
+	" ORDER BY f.seq LIMIT 1) AS b CROSS JOIN LATERAL (SELECT"             \
+	" LEAST(s.confirmed_through, b.lo + ?2::bigint - 1,"                   \
+	" COALESCE((SELECT y.seq FROM tb_0030 AS y WHERE y.origin = s.origin"  \
+	" AND y.dest = s.dest AND y.life = s.life AND y.seq >= b.lo"           \
+	" AND y.seq <= b.lo + ?2::bigint - 1 AND y.received_at >= ?1"          \
+	" ORDER BY y.seq LIMIT 1) - 1, s.confirmed_through)) AS hi) AS c"      \
+	" CROSS JOIN LATERAL (SELECT t.id FROM tb_0030 AS t"                   \
+	" WHERE t.origin = s.origin AND t.dest = s.dest AND t.life = s.life"   \
+	" AND t.seq >= b.lo AND t.seq <= c.hi AND t.received_at < ?1"          \
+	" AND t.ack_status = 1 ORDER BY t.seq LIMIT ?2) AS t LIMIT ?2)"
 _Static_assert(sizeof(MSG_COLS OUT_TAIL) == sizeof(OUT_COLS),
 	       "OUT_TAIL is not the rest of OUT_COLS");
 _Static_assert(sizeof(MSG_COLS REDO_TAIL) == sizeof(REDO_COLS),
@@ -157,20 +183,11 @@ const struct q_text store__q[Q__N] = {
 		      " AND dest = ?2 AND life = ?3 AND seq > ?4"
 		      " ORDER BY seq"},
 	/* Rows the watermark passed, received before ?1, at most ?2, from
-	 * the bottom of each stream and among its first ?2 seqs: the work is
-	 * O(streams + ?2) however many rows the retention keeps. A row still
-	 * younger than ?1 at a stream's bottom holds back the old ones more
-	 * than ?2 seqs above it until it is old too (seq order is receipt
-	 * order but for a message that came late: rare, and for at most the
-	 * retention). */
-	[Q_IN_PURGE] = {"DELETE FROM tb_0030 WHERE id IN (" IN_PURGE_FROM
-			" AND t.seq <= min(b.w, b.lo + ?2 - 1)"
-			" AND t.received_at < ?1 AND t.ack_status = 1"
-			" LIMIT ?2)",
-			"DELETE FROM tb_0030 WHERE id IN (" IN_PURGE_FROM
-			" AND t.seq <= LEAST(b.w, b.lo + ?2::bigint - 1)"
-			" AND t.received_at < ?1 AND t.ack_status = 1"
-			" LIMIT ?2)"},
+	 * the bottom of each stream up to its first row received at or after
+	 * ?1 (IN_PURGE_SQLITE): a row received late holds back the rows
+	 * above it until it is old too (seq order is receipt order but for a
+	 * message that came late: rare, and for at most the retention). */
+	[Q_IN_PURGE] = {IN_PURGE_SQLITE, IN_PURGE_PG},
 	[Q_IN_LIST_ALL] = {"SELECT " IN_COLS " FROM tb_0030"
 			   " ORDER BY id DESC LIMIT ?1"},
 	[Q_IN_LIST] = {"SELECT " IN_COLS " FROM tb_0030 WHERE origin = ?1"
