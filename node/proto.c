@@ -28,7 +28,7 @@
 #define PURGE_EVERY_MS 60000
 #define PURGE_LIMIT 10000
 #define REDO_LIMIT 256    /* redo entries run per batch */
-#define NUMBER_PER_TICK 4 /* batch_max times: new rows numbered a tick */
+#define NUMBER_PER_TICK 1 /* batch_max times: new rows numbered a tick */
 #define WHEEL_SLOTS 600
 #define WHEEL_TICK_MS 100 /* one turn of the wheel = 60 s */
 #define HORIZON_MS 60000  /* what the wheel holds ahead of now */

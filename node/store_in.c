@@ -340,6 +340,22 @@ int store_lookup_received(struct store *st, const struct msgid *id,
 	return SEMQ_OK;
 }
 
+/* SQLite, after Q_IN_ACK changed the row: its ack_status into *ok. */
+static int ack_status_of(struct store *st, const struct msgid *id, int *ok)
+{
+	struct db_stmt *s = q_get(st, Q_IN_ACK_STATUS);
+	int rc;
+
+	if (!s)
+		return SEMQ_ERR_DB;
+	bind_id(s, id);
+	rc = db_step(s);
+	if (rc == DB_ROW)
+		*ok = col_int(s, 0);
+	q_put(st, Q_IN_ACK_STATUS, s);
+	return rc < 0 ? dberr(st, "reading tb_0030") : SEMQ_OK;
+}
+
 int store_ack_response(struct store *st, const struct msgid *id, unsigned bit,
 		       int *now_ok)
 {
@@ -377,6 +393,11 @@ int store_ack_response(struct store *st, const struct msgid *id, unsigned bit,
 	if (rc < 0) {
 		r = dberr(st, idb);
 		goto out;
+	}
+	if (!st->pg && db_changes(st->db) > 0) {
+		r = ack_status_of(st, id, &ok);
+		if (r)
+			goto out;
 	}
 	if (ok < 0) {
 		r = seterr(st, SEMQ_DECLINED,

@@ -707,8 +707,8 @@ static void test_upgrade_from_version_1(void **state)
 	open_store(path, NODE, 0, &st);
 	assert_true(store_schema_latest() >= 2);
 	assert_int_equal(store_schema_version(st), store_schema_latest());
-	assert_int_equal(q_int(db, "SELECT count(*) FROM semq_schema"),
-			 store_schema_latest());
+	/* one row per migration (their versions need not be contiguous) */
+	assert_int_equal(q_int(db, "SELECT count(*) FROM semq_schema"), (int)n);
 	assert_int_equal(q_int(db, "SELECT count(*) FROM tb_0031"), 1);
 	if (!be_pg()) {
 		assert_int_equal(q_int(db,

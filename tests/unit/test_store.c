@@ -6329,6 +6329,8 @@ static void test_counts_follow_changes(void **state)
 #define DROP_0006                                                              \
 	" DROP INDEX idx_0031_msg_key; DROP INDEX idx_0033_msg_key;"           \
 	" DROP INDEX idx_0031_dead; DROP INDEX idx_0031_new"
+/* What schema 8 took away (0008_lean_receipt.sql). */
+#define UNDO_0008 " CREATE INDEX idx_0030_received ON tb_0030(received_at)"
 
 static void test_counts_from_migration(void **state)
 {
@@ -6356,7 +6358,7 @@ static void test_counts_from_migration(void **state)
 			 " DROP FUNCTION tb_0030_count() CASCADE;"
 			 " DROP FUNCTION tb_0033_count() CASCADE;"
 			 " DROP FUNCTION semq_count_truncate() CASCADE;"
-			 " DROP INDEX idx_0031_held;" DROP_0006);
+			 " DROP INDEX idx_0031_held;" DROP_0006 ";" UNDO_0008);
 	else
 		exec(st, "DROP TRIGGER tb_0031_count_add;"
 			 " DROP TRIGGER tb_0031_check;"
@@ -6369,7 +6371,7 @@ static void test_counts_from_migration(void **state)
 			 " DROP TRIGGER tb_0033_count_add;"
 			 " DROP TRIGGER tb_0033_count_move;"
 			 " DROP TRIGGER tb_0033_count_drop;"
-			 " DROP INDEX idx_0031_held;" DROP_0006);
+			 " DROP INDEX idx_0031_held;" DROP_0006 ";" UNDO_0008);
 	reopen(fx, "P1", NULL);
 	st = fx->st;
 	assert_int_equal(store_migrated_from(st), 4);
@@ -6675,6 +6677,115 @@ static void test_count_plans(void **state)
 	counts_agree(st, "plans");
 }
 
+/* ---- the receipt purge (schema 8: no index on received_at) ---- */
+
+/* Rows received_at NOW + seq of stream R1 -> S1, seqs from..to, AS_OK up
+ * to w (the stream's watermark, set too; the rows below it AS_OK too),
+ * AS_INIT above. */
+static void recv_rows(struct store *st, int from, int to, int w)
+{
+	char sql[1024];
+
+	snprintf(sql, sizeof sql,
+		 "WITH RECURSIVE g(i) AS (SELECT %d UNION ALL SELECT i + 1"
+		 " FROM g WHERE i < %d) INSERT INTO tb_0030(origin, dest,"
+		 " seq, life, type, received_at, result, ack_status,"
+		 " confirm_got) SELECT 'R1', 'S1', i, 1, 1, %" PRId64 " + i,"
+		 " 0, CASE WHEN i <= %d THEN 1 ELSE 0 END,"
+		 " CASE WHEN i <= %d THEN 1 ELSE 0 END FROM g",
+		 from, to, NOW, w, w);
+	exec(st, sql);
+	snprintf(sql, sizeof sql,
+		 "INSERT INTO semq_stream_in(origin, dest, life,"
+		 " confirmed_through, started_at) VALUES ('R1', 'S1', 1, %d, 0)"
+		 " ON CONFLICT (origin, dest, life)"
+		 " DO UPDATE SET confirmed_through = %d",
+		 w, w);
+	exec(st, sql);
+	snprintf(sql, sizeof sql,
+		 "UPDATE tb_0030 SET ack_status = 1, confirm_got = 1"
+		 " WHERE seq <= %d AND ack_status = 0",
+		 w);
+	exec(st, sql);
+}
+
+/* The virtual machine steps of one store_receipt_purge (SQLite). */
+static int64_t purge_steps(struct store *st, int64_t before, unsigned *n)
+{
+	sqlite3 *db = dbof(st);
+	sqlite3_stmt *s = NULL;
+	struct read_trace t;
+
+	while ((s = sqlite3_next_stmt(db, s)))
+		sqlite3_stmt_status(s, SQLITE_STMTSTATUS_VM_STEP, 1);
+	memset(&t, 0, sizeof t);
+	sqlite3_trace_v2(db, SQLITE_TRACE_PROFILE, read_trace_cb, &t);
+	assert_int_equal(store_receipt_purge(st, before, 0, 100, n), SEMQ_OK);
+	sqlite3_trace_v2(db, 0, NULL, NULL);
+	return t.steps;
+}
+
+/*
+ * The receipt purge walks each stream from its first row: it takes the
+ * rows at or below the watermark received before the cut, at most its
+ * limit a call, never a row above the watermark; a row received late at
+ * the bottom holds back the old ones above it until it is old too; and
+ * (SQLite) its work does not grow with the rows the retention keeps.
+ */
+static void test_receipt_purge_walk(void **state)
+{
+	struct fx *fx = *state;
+	struct store *st = open_ok(fx, "S1", NULL);
+	int64_t steps = 0;
+	unsigned n = 99;
+	int i;
+
+	recv_rows(st, 1, 1100, 1000);
+	if (!be_pg())
+		steps = purge_steps(st, NOW, &n);
+	else
+		assert_int_equal(store_receipt_purge(st, NOW, 0, 100, &n),
+				 SEMQ_OK);
+	assert_int_equal(n, 0); /* every row younger than the cut */
+	recv_rows(st, 1101, 11000, 10000);
+	if (!be_pg()) /* ten times the rows kept: the same walk */
+		assert_true(purge_steps(st, NOW, &n) <= steps);
+	assert_int_equal(n, 0);
+
+	/* Seqs 1..250 are older than NOW + 251: 100, 100, 50, then none. */
+	for (i = 0; i < 3; i++) {
+		assert_int_equal(store_receipt_purge(st, NOW + 251, 0, 100, &n),
+				 SEMQ_OK);
+		assert_int_equal(n, i < 2 ? 100 : 50);
+	}
+	assert_int_equal(store_receipt_purge(st, NOW + 251, 0, 100, &n),
+			 SEMQ_OK);
+	assert_int_equal(n, 0);
+	assert_int_equal(q1(st, "SELECT min(seq) FROM tb_0030"), 251);
+
+	/* Seq 251 came late: the rows above it wait for it. */
+	exec(st, "UPDATE tb_0030 SET received_at = received_at + 100000"
+		 " WHERE seq = 251");
+	assert_int_equal(store_receipt_purge(st, NOW + 400, 0, 100, &n),
+			 SEMQ_OK);
+	assert_int_equal(n, 0);
+	assert_int_equal(store_receipt_purge(st, NOW + 100252, 0, 100, &n),
+			 SEMQ_OK);
+	assert_int_equal(n, 100); /* 251..350 */
+	assert_int_equal(q1(st, "SELECT min(seq) FROM tb_0030"), 351);
+
+	/* Everything old: all rows at or below the watermark go, the 1,000
+	 * above it stay. */
+	do
+		assert_int_equal(
+			store_receipt_purge(st, NOW + 999999, 0, 1000, &n),
+			SEMQ_OK);
+	while (n > 0);
+	assert_int_equal(q1(st, "SELECT count(*) FROM tb_0030"), 1000);
+	assert_int_equal(q1(st, "SELECT min(seq) FROM tb_0030"), 10001);
+	counts_agree(st, "purged");
+}
+
 /*
  * PostgreSQL: every connection counts into rows of its own (its backend pid),
  * so that writers never wait for each other's counts: semqd's batch goes on
@@ -6785,6 +6896,7 @@ int main(int argc, char **argv)
 		T(test_counts_follow_changes),
 		T(test_counts_from_migration),
 		T(test_count_plans),
+		T(test_receipt_purge_walk),
 	};
 	const struct CMUnitTest pg_tests[] = {
 		T(test_pg_two_instances_receive),

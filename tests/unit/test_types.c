@@ -1,12 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Unit tests for types.c's parsers of the listings' filters: WHEN (--since,
- * since=) and the bulk redo verbs' --where expression.
+ * since=) and the bulk redo verbs' --where expression; msgid_str.
  */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -112,6 +113,44 @@ static void test_where(void **state)
 	assert_int_equal(semq_where_parse(long_text, &w), -1);
 }
 
+/* msgid_str writes what snprintf "%s/%s/%llu" writes, in every buffer size
+ * down to 0 (cut short and terminated like it). */
+static void test_msgid_str(void **state)
+{
+	static const uint64_t seqs[] = {0, 1, 9, 10, 4711, UINT64_MAX};
+	char want[MSGID_STRLEN], got[MSGID_STRLEN + 1];
+	struct msgid id;
+	size_t i, sz, full, runs = 0;
+
+	(void)state;
+	memset(&id, 0, sizeof id);
+	memset(id.origin, 'o', SEMQ_ID_MAX);
+	strcpy(id.dest, "S1");
+	for (i = 0; i < sizeof seqs / sizeof seqs[0]; i++) {
+		id.seq = seqs[i];
+		snprintf(want, sizeof want, "%s/%s/%llu", id.origin, id.dest,
+			 (unsigned long long)id.seq);
+		assert_ptr_equal(msgid_str(&id, got, sizeof got), got);
+		assert_string_equal(got, want);
+		for (sz = 0, full = strlen(want); sz <= full + 1; sz++) {
+			memset(got, '#', sizeof got);
+			snprintf(want, sz ? sz : 1, "%s/%s/%llu", id.origin,
+				 id.dest, (unsigned long long)id.seq);
+			msgid_str(&id, got, sz);
+			if (sz)
+				assert_string_equal(got, want);
+			else
+				assert_int_equal(got[0], '#');
+			assert_int_equal(got[sz], '#'); /* nothing beyond */
+			runs++;
+		}
+	}
+	assert_true(runs > 6 * (SEMQ_ID_MAX + 5));
+	strcpy(id.origin, "R1");
+	id.seq = 42;
+	assert_string_equal(msgid_str(&id, got, sizeof got), "R1/S1/42");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -119,6 +158,7 @@ int main(void)
 		cmocka_unit_test(test_when_times),
 		cmocka_unit_test(test_when_bad),
 		cmocka_unit_test(test_where),
+		cmocka_unit_test(test_msgid_str),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
