@@ -16,7 +16,8 @@
 --  * created_at gets its default from the column, so that a row keeps the
 --    time of its insert however late it is numbered (the text of the table
 --    is edited as 0002 and 0003 did; the edit is checked first).
---  * idx_0031_new: the rows still to number, in id order.
+--  * idx_0031_new: the rows still to number, in id order; idx_0031_unsent
+--    and idx_0031_key leave them out until then.
 -- Applied once by the store's migration runner inside one transaction.
 
 DROP TRIGGER IF EXISTS tb_0031_fill;
@@ -37,6 +38,17 @@ BEGIN
 END;
 
 CREATE INDEX idx_0031_new ON tb_0031(id) WHERE seq IS NULL;
+
+-- A new row (origin NULL until it is numbered) has no place in the stream
+-- walk or in a key chain: two b-tree entries fewer for the application's
+-- insert, and two fewer to move when the node numbers it. Every query on
+-- them names origin (=, >, IS NOT NULL), which implies the condition.
+DROP INDEX idx_0031_unsent;
+CREATE INDEX idx_0031_unsent ON tb_0031(dest, origin, life, seq)
+    WHERE status = 0 AND origin IS NOT NULL;
+DROP INDEX idx_0031_key;
+CREATE INDEX idx_0031_key ON tb_0031(origin, dest, msg_key, seq)
+    WHERE msg_key IS NOT NULL AND origin IS NOT NULL;
 
 CREATE TEMP TABLE semq_m7_check (edited INTEGER NOT NULL
     CONSTRAINT "migration 0007: tb_0031.created_at is not as 0001 (or 0007) wrote it"

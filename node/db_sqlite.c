@@ -344,7 +344,10 @@ int dblite_open(const struct db_open_opts *o, struct db **out, char *err,
 	 * would write them to the WAL in the middle of the transaction and
 	 * read them back (docs/PERFORMANCE.md, "The lean outbox"). */
 	if (rc == SQLITE_OK)
-		rc = sqlite3_exec(l->db, "PRAGMA cache_size = -" CACHE_KIB, NULL,
+		rc = sqlite3_exec(l->db, "PRAGMA cache_size = -" CACHE_KIB,
+				  NULL, NULL, NULL);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_exec(l->db, "PRAGMA temp_store = MEMORY", NULL,
 				  NULL, NULL);
 	if (rc != SQLITE_OK) {
 		snprintf(err, errsz, "%s: setting pragmas: %s", o->target,
