@@ -153,7 +153,7 @@ static struct counter *counter_of(struct store *st, struct counter *c,
 			return &c[i];
 	if (*n == NUMBER_DESTS)
 		return NULL;
-	s = q_get(st, Q_OUT_LAST_SEQ);
+	s = q_get(st, Q_OUT_LAST_SEQ_LOCK);
 	if (!s) {
 		*r = SEMQ_ERR_DB;
 		return NULL;
@@ -163,7 +163,7 @@ static struct counter *counter_of(struct store *st, struct counter *c,
 	rc = db_step(s);
 	snprintf(c[*n].dest, sizeof c[*n].dest, "%s", dest);
 	c[*n].last = rc == DB_ROW ? db_col_int64(s, 0) : 0;
-	q_put(st, Q_OUT_LAST_SEQ, s);
+	q_put(st, Q_OUT_LAST_SEQ_LOCK, s);
 	if (rc < 0) {
 		*r = dberr(st, "numbering: reading a stream's counter");
 		return NULL;

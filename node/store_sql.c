@@ -273,6 +273,13 @@ const struct q_text store__q[Q__N] = {
 			  " deliver_at, created_at)"
 			  " VALUES (?1, ?2, ?3, ?4, ?5, ?6) RETURNING id"},
 	[Q_OUT_SEQ] = {"SELECT seq FROM tb_0031 WHERE id = ?1"},
+	/* The counter of stream (?1 origin, ?2 dest) as numbering reads it:
+	 * on PostgreSQL locked to the end of the batch, so that a renumbering
+	 * by semqctl meanwhile hands out no seq that this batch does. */
+	[Q_OUT_LAST_SEQ_LOCK] = {"SELECT last_seq FROM semq_stream_out"
+				 " WHERE origin = ?1 AND dest = ?2",
+				 "SELECT last_seq FROM semq_stream_out"
+				 " WHERE origin = ?1 AND dest = ?2 FOR UPDATE"},
 	/* The rows still to number (migration 0007), oldest first. */
 	[Q_OUT_NEW] = {"SELECT id, dest, NULLIF(msg_key, '') FROM tb_0031"
 		       " INDEXED BY idx_0031_new WHERE seq IS NULL"
