@@ -132,6 +132,7 @@ struct new_row {
 	char dest[SEMQ_ID_MAX + 1];
 	char key[SEMQ_KEY_MAX + 1];
 	int has_key;
+	int fix; /* Q_OUT_NUMBER_FIX after the numbering */
 };
 
 struct counter {
@@ -208,6 +209,7 @@ static int read_new(struct store *st, struct new_row *v, size_t want, size_t *n)
 		w->has_key = !db_col_null(s, 2);
 		if (w->has_key)
 			col_text(w->key, sizeof w->key, s, 2);
+		w->fix = col_int(s, 3) != 0;
 	}
 	q_put(st, Q_OUT_NEW, s);
 	return rc < 0 ? dberr(st, "numbering: reading new rows") : SEMQ_OK;
@@ -312,7 +314,7 @@ int store_number_new(struct store *st, int64_t now, unsigned limit, int wait,
 				continue;
 			k->last++;
 			(*numbered)++;
-			if (st->pg)
+			if (!v[i].fix)
 				continue;
 			s = q_get(st, Q_OUT_NUMBER_FIX);
 			if (!s) {

@@ -22,6 +22,16 @@
  */
 #include "store_int.h"
 
+/* SQLite: a new row the application wrote more into than the contract's
+ * columns (an empty key, created_at NULL, a text payload, a column that is
+ * the node's): Q_OUT_NUMBER_FIX resets it after its numbering. */
+#define NEEDS_FIX                                                              \
+	"(msg_key = '' OR created_at IS NULL OR status <> 0 OR attempts <> 0"  \
+	" OR next_attempt_at <> 0 OR sent_at IS NOT NULL"                      \
+	" OR acked_at IS NOT NULL OR result IS NOT NULL"                       \
+	" OR digest IS NOT NULL OR prev_digest IS NOT NULL"                    \
+	" OR custodian IS NOT NULL OR hops <> 0 OR typeof(payload) <> 'blob')"
+
 /* A node's own rows are those whose origin is this node's id. */
 #define NOT_OWN                                                                \
 	" AND origin <> (SELECT value FROM semq_meta WHERE key = 'node_id')"
@@ -281,10 +291,10 @@ const struct q_text store__q[Q__N] = {
 				 "SELECT last_seq FROM semq_stream_out"
 				 " WHERE origin = ?1 AND dest = ?2 FOR UPDATE"},
 	/* The rows still to number (migration 0007), oldest first. */
-	[Q_OUT_NEW] = {"SELECT id, dest, NULLIF(msg_key, '') FROM tb_0031"
-		       " INDEXED BY idx_0031_new WHERE seq IS NULL"
+	[Q_OUT_NEW] = {"SELECT id, dest, NULLIF(msg_key, ''), " NEEDS_FIX
+		       " FROM tb_0031 INDEXED BY idx_0031_new WHERE seq IS NULL"
 		       " ORDER BY id LIMIT ?1",
-		       "SELECT id, dest, NULLIF(msg_key, '') FROM tb_0031"
+		       "SELECT id, dest, NULLIF(msg_key, ''), 0 FROM tb_0031"
 		       " WHERE seq IS NULL ORDER BY id LIMIT ?1"},
 	/* Of several instances on one PostgreSQL database, one numbers at a
 	 * time; the others leave it to that one ('SEMQ' + 1). */
@@ -304,24 +314,18 @@ const struct q_text store__q[Q__N] = {
 	 * the entries of each index that has it). */
 	[Q_OUT_NUMBER] = {"UPDATE tb_0031 SET origin = ?2, life = ?3, seq = ?4,"
 			  " prev_seq = ?5 WHERE id = ?1 AND seq IS NULL"},
-	/* Row ?1 after its numbering, if the application wrote into a column
-	 * that is the node's (or an empty key, a text payload, created_at
-	 * NULL; ?2 now): reset as the fill trigger of 0001-0006 did. A
-	 * deliver_at left NULL reads as 0 and stays. PostgreSQL:
-	 * tb_0031_check did all this before the insert. */
+	/* Row ?1 after its numbering, if Q_OUT_NEW found that the
+	 * application wrote into a column that is the node's (NEEDS_FIX; ?2
+	 * now): reset as the fill trigger of 0001-0006 did. A deliver_at left
+	 * NULL reads as 0 and stays. PostgreSQL: tb_0031_check did all this
+	 * before the insert. */
 	[Q_OUT_NUMBER_FIX] =
 		{"UPDATE tb_0031 SET msg_key = NULLIF(msg_key, ''),"
 		 " created_at = COALESCE(created_at, ?2), status = 0,"
 		 " attempts = 0, next_attempt_at = 0, sent_at = NULL,"
 		 " acked_at = NULL, result = NULL, digest = NULL,"
 		 " prev_digest = NULL, custodian = NULL, hops = 0,"
-		 " payload = CAST(payload AS BLOB) WHERE id = ?1"
-		 " AND (msg_key = '' OR created_at IS NULL OR status <> 0"
-		 " OR attempts <> 0 OR next_attempt_at <> 0"
-		 " OR sent_at IS NOT NULL OR acked_at IS NOT NULL"
-		 " OR result IS NOT NULL OR digest IS NOT NULL"
-		 " OR prev_digest IS NOT NULL OR custodian IS NOT NULL"
-		 " OR hops <> 0 OR typeof(payload) <> 'blob')",
+		 " payload = CAST(payload AS BLOB) WHERE id = ?1",
 		 "SELECT 1 WHERE ?1::bigint IS NULL AND ?2::bigint IS NULL"},
 	/* The counter of stream (?1, ?2) after a numbering: ?3, never lower. */
 	[Q_OUT_SET_LAST] =
