@@ -30,6 +30,16 @@
  *    only after the commit that makes them true. On PostgreSQL a failed
  *    statement aborts the whole transaction, so after one the batch can
  *    only be rolled back (store_commit refuses it).
+ *  - Numbering (migration 0007): the application's INSERT leaves origin,
+ *    life and seq NULL; store_number_new gives them in id order (on
+ *    SQLite the order of the commits), from the stream's counter in
+ *    semq_stream_out, with prev_seq the last seq of the key, in the batch
+ *    after the commit (proto_tick) or at once in store_enqueue and in
+ *    semqctl's verbs that change a message. A row without a seq is in no
+ *    stream: idx_0031_unsent and idx_0031_key leave it out, the counts take
+ *    it in when it is numbered (store_counts shows it as this node's,
+ *    unsent). On PostgreSQL one instance numbers at a time (an advisory
+ *    lock) and holds the counter's row.
  *  - A stream is (origin, dest, life): a life is one database of the
  *    origin (docs/PROTOCOL.md, "Lives of a node"). Every id the store is
  *    given carries its life; the node's own rows carry st->life.
