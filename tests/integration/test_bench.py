@@ -214,10 +214,12 @@ def bench_postgresql_instances(t):
     refused(t, ["--db", "postgresql", "--pg-seconds", "0"],
             "--pg-seconds 0: use 1..3600")
     refused(t, ["--origins", "0"], "--origins 0: use 1..16")
+    # --txn: transactions of 50, so that each origin gets three of them
+    # (one of 1000 would all go to R1, the first in turn).
     res = bench_json(t, "--build", build_dir(), "--db", "postgresql",
                      "--topology", "rs", "--origins", "2", "--instances",
-                     "1,2", "--messages", str(MESSAGES), "--skip-latency",
-                     "--pg-seconds", "1")
+                     "1,2", "--messages", str(MESSAGES), "--txn", "50",
+                     "--skip-latency", "--pg-seconds", "1")
     if "ceiling" in res:
         raise HarnessError("--db postgresql measured the SQLite ceiling")
     for k in ("one_insert", "statements"):
