@@ -538,6 +538,287 @@ int store_outbound_digest(struct store *st, const struct msgid *id,
 	return SEMQ_OK;
 }
 
+/* ---- numbering as rows go out ---------------------------------------------- */
+
+/*
+ * A new row of this node goes out numbered: store_fetch_new gives it the
+ * next seq of its stream in memory (struct pend_row), the send's
+ * store_mark_sent writes the numbering and the sending in one UPDATE
+ * (Q_OUT_NUMBER_SENT), and store__settle_new writes the numbering of those
+ * the send did not take (status 0) and the counters, before the batch
+ * commits. So the row is rewritten once where numbering first and sending
+ * after would rewrite it twice (docs/PERFORMANCE.md, "Issue 20").
+ */
+
+/* The batch's counter of stream (this node, dest), read (and on PostgreSQL
+ * locked) on first use; NULL with *r = 0 when PEND_DESTS streams are in
+ * use. */
+static struct pend_counter *pend_counter_of(struct store *st, const char *dest,
+					    int *r)
+{
+	struct db_stmt *s;
+	struct pend_counter *c;
+	size_t i;
+	int rc;
+
+	for (i = 0; i < st->n_pend_ctr; i++)
+		if (!strcmp(st->pend_ctr[i].dest, dest))
+			return &st->pend_ctr[i];
+	if (st->n_pend_ctr == PEND_DESTS)
+		return NULL;
+	s = q_get(st, Q_OUT_LAST_SEQ_LOCK);
+	if (!s) {
+		*r = SEMQ_ERR_DB;
+		return NULL;
+	}
+	db_bind_text(s, 1, st->node_id);
+	db_bind_text(s, 2, dest);
+	rc = db_step(s);
+	c = &st->pend_ctr[st->n_pend_ctr];
+	snprintf(c->dest, sizeof c->dest, "%s", dest);
+	c->last = rc == DB_ROW ? db_col_int64(s, 0) : 0;
+	q_put(st, Q_OUT_LAST_SEQ_LOCK, s);
+	if (rc < 0) {
+		*r = dberr(st, "numbering: reading a stream's counter");
+		return NULL;
+	}
+	st->n_pend_ctr++;
+	return c;
+}
+
+/* prev_seq of a new row of key k to dest: the last pending row of that
+ * key, else the last numbered one. */
+static int pend_prev(struct store *st, const char *dest, const char *k,
+		     uint64_t *prev)
+{
+	size_t i = st->n_pend;
+	int64_t p = 0;
+	int r;
+
+	while (i-- > 0)
+		if (st->pend[i].has_key && !strcmp(st->pend[i].key, k) &&
+		    !strcmp(st->pend[i].dest, dest)) {
+			*prev = st->pend[i].seq;
+			return SEMQ_OK;
+		}
+	r = key_last(st, dest, k, &p);
+	*prev = (uint64_t)p;
+	return r;
+}
+
+/*
+ * Up to want new rows of this node to dest, oldest first, numbered in
+ * memory and given to cb as store_fetch_sendable's rows. Stops before a
+ * row the application wrote more into than the contract's columns
+ * (Q_OUT_NUMBER_FIX's): the numbering pass after the send takes it.
+ */
+static int fetch_new(struct store *st, const char *dest, unsigned want,
+		     store_out_cb cb, void *ctx, unsigned *n, int *stopped)
+{
+	struct db_stmt *s;
+	int rc, r = SEMQ_OK;
+
+	*n = 0;
+	if (!want)
+		return SEMQ_OK;
+	/* PostgreSQL: one instance numbers at a time (store_number_new's
+	 * lock, held to the end of the batch); the others send what it
+	 * numbered. */
+	if (st->pg && !st->numbering) {
+		s = q_get(st, Q_OUT_NUMBER_LOCK);
+		if (!s)
+			return SEMQ_ERR_DB;
+		rc = db_step(s);
+		st->numbering = rc == DB_ROW && db_col_int64(s, 0) == 1;
+		q_put(st, Q_OUT_NUMBER_LOCK, s);
+		if (rc < 0)
+			return dberr(st, "numbering: taking its lock");
+		if (!st->numbering)
+			return SEMQ_OK;
+	}
+	s = q_get(st, Q_OUT_NEW_DEST);
+	if (!s)
+		return SEMQ_ERR_DB;
+	db_bind_text(s, 1, dest);
+	db_bind_int64(s, 2, want);
+	while (!r && (rc = db_step(s)) == DB_ROW) {
+		struct pend_counter *c;
+		struct pend_row *p;
+		struct msg m;
+		struct out_row row;
+		char *le = NULL;
+		int stop;
+
+		if (col_int(s, OUT_NCOLS))
+			break; /* to be reset first: numbered after the send */
+		c = pend_counter_of(st, dest, &r);
+		if (!c)
+			break; /* r set, or PEND_DESTS streams: after the send */
+		if (st->n_pend == st->cap_pend) {
+			size_t cap = st->cap_pend ? 2 * st->cap_pend : 256;
+			void *v = realloc(st->pend, cap * sizeof *st->pend);
+
+			if (!v) {
+				r = seterr(st, SEMQ_ERR_NOMEM, "%s",
+					   "numbering: out of memory");
+				break;
+			}
+			st->pend = v;
+			st->cap_pend = cap;
+		}
+		r = col_out(st, s, &m, &row, &le);
+		if (r) {
+			msg_clear(&m);
+			free(le);
+			break;
+		}
+		p = &st->pend[st->n_pend];
+		memset(p, 0, sizeof *p);
+		p->rowid = row.rowid;
+		snprintf(p->dest, sizeof p->dest, "%s", dest);
+		p->has_key = m.has_key && m.key[0];
+		if (p->has_key)
+			snprintf(p->key, sizeof p->key, "%s", m.key);
+		r = p->has_key ? pend_prev(st, dest, p->key, &p->prev_seq)
+			       : SEMQ_OK;
+		if (r) {
+			msg_clear(&m);
+			free(le);
+			break;
+		}
+		p->seq = (uint64_t)c->last + 1;
+		c->last++;
+		st->n_pend++;
+		snprintf(m.id.origin, sizeof m.id.origin, "%s", st->node_id);
+		m.id.seq = p->seq;
+		m.id.life = st->life;
+		m.id.digest = 0;
+		m.prev_seq = p->prev_seq;
+		row.status = SS_UNSEND;
+		stop = cb(ctx, &m, &row);
+		msg_clear(&m);
+		free(le);
+		(*n)++;
+		if (stop) {
+			*stopped = 1;
+			break;
+		}
+	}
+	q_put(st, Q_OUT_NEW_DEST, s);
+	if (!r && rc < 0)
+		r = dberr(st, "reading the new rows of tb_0031");
+	return r;
+}
+
+/* The pending row of id, or NULL. Sends mark in the order they fetched,
+ * so the search starts where the last one ended. */
+static struct pend_row *pend_find(struct store *st, const struct msgid *id)
+{
+	size_t k, i;
+
+	if (!st->n_pend || id->life != st->life ||
+	    strcmp(id->origin, st->node_id))
+		return NULL;
+	for (k = 0; k < st->n_pend; k++) {
+		i = (st->pend_cursor + k) % st->n_pend;
+		if (st->pend[i].seq == id->seq && !st->pend[i].written &&
+		    !strcmp(st->pend[i].dest, id->dest)) {
+			st->pend_cursor = i + 1;
+			return &st->pend[i];
+		}
+	}
+	return NULL;
+}
+
+/* store_mark_sent of a pending row: its numbering and its sending. */
+static int pend_mark_sent(struct store *st, struct pend_row *p, int64_t now,
+			  int64_t query_at, uint64_t digest)
+{
+	struct db_stmt *s = q_get(st, Q_OUT_NUMBER_SENT);
+	int rc;
+
+	if (!s)
+		return SEMQ_ERR_DB;
+	db_bind_int64(s, 1, p->rowid);
+	db_bind_text(s, 2, st->node_id);
+	db_bind_int64(s, 3, (int64_t)st->life);
+	db_bind_int64(s, 4, (int64_t)p->seq);
+	db_bind_int64(s, 5, (int64_t)p->prev_seq);
+	db_bind_int64(s, 6, now);
+	db_bind_int64(s, 7, query_at);
+	bind_digest(s, 8, digest);
+	rc = db_step(s);
+	q_put(st, Q_OUT_NUMBER_SENT, s);
+	if (rc < 0)
+		return dberr(st, "mark sent: numbering a new row");
+	if (db_changes(st->db) != 1)
+		return seterr(st, SEMQ_ERR_INTERNAL,
+			      "mark sent: new row %" PRId64 " of %s changed "
+			      "under the batch",
+			      p->rowid, p->dest);
+	p->written = 1;
+	return SEMQ_OK;
+}
+
+int store__settle_new(struct store *st)
+{
+	size_t i;
+	int rc, r = SEMQ_OK;
+
+	for (i = 0; i < st->n_pend && !r; i++) {
+		struct pend_row *p = &st->pend[i];
+		struct db_stmt *s;
+
+		if (p->written)
+			continue;
+		s = q_get(st, Q_OUT_NUMBER);
+		if (!s)
+			return SEMQ_ERR_DB;
+		db_bind_int64(s, 1, p->rowid);
+		db_bind_text(s, 2, st->node_id);
+		db_bind_int64(s, 3, (int64_t)st->life);
+		db_bind_int64(s, 4, (int64_t)p->seq);
+		db_bind_int64(s, 5, (int64_t)p->prev_seq);
+		rc = db_step(s);
+		q_put(st, Q_OUT_NUMBER, s);
+		if (rc < 0)
+			r = dberr(st, "numbering a new row");
+		else if (db_changes(st->db) != 1)
+			r = seterr(st, SEMQ_ERR_INTERNAL,
+				   "numbering: new row %" PRId64 " of %s "
+				   "changed under the batch",
+				   p->rowid, p->dest);
+		else
+			p->written = 1;
+	}
+	for (i = 0; i < st->n_pend_ctr && !r; i++) {
+		struct db_stmt *s = q_get(st, Q_OUT_SET_LAST);
+
+		if (!s)
+			return SEMQ_ERR_DB;
+		db_bind_text(s, 1, st->node_id);
+		db_bind_text(s, 2, st->pend_ctr[i].dest);
+		db_bind_int64(s, 3, st->pend_ctr[i].last);
+		rc = db_step(s);
+		q_put(st, Q_OUT_SET_LAST, s);
+		if (rc < 0)
+			r = dberr(st, "numbering: writing a stream's counter");
+	}
+	if (!r) {
+		st->n_pend = 0;
+		st->pend_cursor = 0;
+		st->n_pend_ctr = 0;
+	}
+	return r;
+}
+
+int store_settle_new(struct store *st)
+{
+	if (!st)
+		return SEMQ_ERR_INVALID;
+	return st->n_pend_ctr ? store__settle_new(st) : SEMQ_OK;
+}
+
 /* Next stream with unsent rows after (sd, so); *found = 0 at the end. */
 static int next_stream(struct store *st, const char *dest, char *sd, char *so,
 		       int *found)
@@ -552,6 +833,7 @@ static int next_stream(struct store *st, const char *dest, char *sd, char *so,
 		return SEMQ_ERR_DB;
 	db_bind_text(s, 1, dest ? dest : sd);
 	db_bind_text(s, 2, so);
+	db_bind_text(s, 3, st->node_id);
 	rc = db_step(s);
 	if (rc == DB_ROW) {
 		*found = 1;
@@ -714,6 +996,14 @@ int store_fetch_sendable(struct store *st, const char *dest, int64_t now,
 		r = each_out(st, s, cb, ctx, &n, &stopped);
 		q_put(st, Q_OUT_SENDABLE, s);
 		s = NULL;
+		/* Then this node's new rows, numbered as they go out. */
+		if (!r && !stopped && n < room && life == st->life &&
+		    !strcmp(so, st->node_id)) {
+			unsigned n2 = 0;
+
+			r = fetch_new(st, sd, room - n, cb, ctx, &n2, &stopped);
+			n += n2;
+		}
 		if (r)
 			goto out;
 		if (n) {
@@ -823,7 +1113,10 @@ int store_mark_sent(struct store *st, const struct msgid *id, int64_t now,
 {
 	const struct targ a[] = {TI(now), TI(query_at),
 				 TD(id ? id->digest : 0)};
+	struct pend_row *p = st && id ? pend_find(st, id) : NULL;
 
+	if (p)
+		return pend_mark_sent(st, p, now, query_at, id->digest);
 	return out_transition(st, Q_OUT_MARK_SENT, id, a, 3, "mark sent", "0",
 			      NULL);
 }
