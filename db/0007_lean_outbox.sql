@@ -16,8 +16,8 @@
 --  * created_at gets its default from the column, so that a row keeps the
 --    time of its insert however late it is numbered (the text of the table
 --    is edited as 0002 and 0003 did; the edit is checked first).
---  * idx_0031_new: the rows still to number, per destination in id order;
---    idx_0031_unsent and idx_0031_key leave them out until then.
+--  * idx_0031_new: the rows still to number, in id order; idx_0031_unsent
+--    and idx_0031_key leave them out until then.
 -- Applied once by the store's migration runner inside one transaction.
 
 DROP TRIGGER IF EXISTS tb_0031_fill;
@@ -37,7 +37,7 @@ BEGIN
      WHERE typeof(NEW.payload) NOT IN ('blob', 'text');
 END;
 
-CREATE INDEX idx_0031_new ON tb_0031(dest, id) WHERE seq IS NULL;
+CREATE INDEX idx_0031_new ON tb_0031(id) WHERE seq IS NULL;
 
 -- A new row (origin NULL until it is numbered) has no place in the stream
 -- walk or in a key chain: two b-tree entries fewer for the application's

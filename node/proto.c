@@ -3412,10 +3412,6 @@ static int send_pending(struct proto *p, int64_t now, struct outbox *ob)
 	r = fetch_reachable(p, now, limit, &x);
 	if (r == SEMQ_OK)
 		r = x.r;
-	/* New rows go out numbered by their store_mark_sent; too_big() looks
-	 * rows up by id, so its rows are numbered first (all of them). */
-	if (r == SEMQ_OK && x.too_big.n)
-		r = store_settle_new(p->st);
 	if (r == SEMQ_OK && x.too_big.n)
 		r = too_big(p, &x, now, ob);
 	for (i = 0; i < x.n && r == SEMQ_OK; i++) {
@@ -3434,10 +3430,6 @@ static int send_pending(struct proto *p, int64_t now, struct outbox *ob)
 			n_sent++;
 		}
 	}
-	/* The new rows fetched and not sent (no route after all, a row the
-	 * wire refuses): numbered as they are. */
-	if (r == SEMQ_OK)
-		r = store_settle_new(p->st);
 	/* One run of frames per connection, in the order fetched (seq order
 	 * within each stream). */
 	for (i = 0; i < x.n && r == SEMQ_OK; i++) {
@@ -3678,11 +3670,10 @@ int proto_job(struct proto *p, const struct job *j, int64_t now,
 	}
 }
 
-/* The application's new rows get their seq (migration 0007) in the batch
- * after their commit, whether or not their destination is connected: those
- * send_pending took went out numbered (store_fetch_sendable, one rewrite of
- * the row); the rest here, at most NUMBER_PER_TICK batches' worth a tick,
- * the rest in the next, which comes at once. */
+/* The application's new rows get their seq (migration 0007), in the batch
+ * after their commit whether or not their destination is connected: at most
+ * NUMBER_PER_TICK batches' worth a tick, the rest in the next, which comes
+ * at once. */
 static int number_new(struct proto *p, int64_t now)
 {
 	unsigned n = 0;
@@ -3705,9 +3696,9 @@ int proto_tick(struct proto *p, int64_t now, struct outbox *ob)
 	if (p->apply_only)
 		return r;
 	if (r == SEMQ_OK)
-		r = send_pending(p, now, ob);
-	if (r == SEMQ_OK)
 		r = number_new(p, now);
+	if (r == SEMQ_OK)
+		r = send_pending(p, now, ob);
 	if (r == SEMQ_OK && p->routes && p->routes->n_hops)
 		r = query_in_doubt(p, now, now, 0, NULL, ob);
 	if (r == SEMQ_OK &&

@@ -73,7 +73,6 @@ static const unsigned char bulk[Q__N] = {
 	[Q_REDO_LIST] = 1,
 	/* tb_0031 and its streams */
 	[Q_OUT_SENDABLE] = 1,
-	[Q_OUT_NEW_DEST] = 1,
 	[Q_OUT_IN_DOUBT] = 1,
 	[Q_OUT_TOMBSTONES] = 1,
 	[Q_OUT_LIST_ALL] = 1,
@@ -185,10 +184,6 @@ static void tx_reset(struct store *st)
 {
 	st->n_locked = 0;
 	st->tx_failed = 0;
-	st->n_pend = 0; /* rolled back with the batch, or written */
-	st->pend_cursor = 0;
-	st->n_pend_ctr = 0;
-	st->numbering = 0;
 }
 
 /* ROLLBACK that keeps errmsg: used on paths that already failed. */
@@ -722,7 +717,6 @@ void store_free(struct store *st)
 	free(st->row_str[0]);
 	free(st->row_str[1]);
 	free(st->levels);
-	free(st->pend);
 	free(st);
 }
 
@@ -821,11 +815,7 @@ int store_commit(struct store *st)
 			      "which aborted it; rolled back",
 			      st->name);
 	}
-	/* New rows a send numbered and did not send are written now: their
-	 * seqs and the counters they moved commit together. */
-	r = st->n_pend_ctr ? store__settle_new(st) : SEMQ_OK;
-	if (!r)
-		r = q_exec(st, Q_COMMIT, "commit");
+	r = q_exec(st, Q_COMMIT, "commit");
 	if (r)
 		rollback_quiet(st);
 	tx_reset(st);

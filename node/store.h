@@ -156,17 +156,6 @@ int store_enqueue_copy(struct store *st, const struct msg *m, int64_t now);
 int store_number_new(struct store *st, int64_t now, unsigned limit, int wait,
 		     unsigned *numbered, int *more);
 
-/*
- * The new rows store_fetch_sendable gave its callback numbered in memory
- * (this node's, migration 0007): store_mark_sent writes each one's
- * numbering with its sending; this writes the numbering of the others
- * (status 0, as store_number_new would) and the streams' counters. Call it
- * after a send's store_mark_sent calls, and before anything else looks
- * rows up by id (store_commit does it too, so that nothing numbered in
- * memory is lost or left half written).
- */
-int store_settle_new(struct store *st);
-
 /* The status (SS_*) and digest (0 = unknown) of the tb_0031 row `id`, read
  * without its payload. SEMQ_ERR_NOT_FOUND when there is none. */
 int store_outbound_state(struct store *st, const struct msgid *id, int *status,

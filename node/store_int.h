@@ -117,7 +117,6 @@
 	", created_at, status, attempts, next_attempt_at, sent_at,"            \
 	" acked_at, result, last_error, id, life, digest, prev_digest,"        \
 	" custodian, hops"
-#define OUT_NCOLS 22 /* the columns of OUT_COLS */
 #define REDO_COLS                                                              \
 	MSG_COLS ", msg_created_at, status, tries, level, next_attempt_at,"    \
 		 " created_at, updated_at, last_error, discard_reason, id, "   \
@@ -191,8 +190,6 @@ enum q {
 	Q_OUT_SEQ,
 	Q_OUT_LAST_SEQ_LOCK,
 	Q_OUT_NEW,
-	Q_OUT_NEW_DEST,
-	Q_OUT_NUMBER_SENT,
 	Q_OUT_NUMBER_LOCK,
 	Q_OUT_NUMBER_WAIT,
 	Q_OUT_KEY_LAST,
@@ -292,39 +289,13 @@ struct stream_id {
 	uint64_t w; /* locked[]: its watermark (only we can move it) */
 };
 
-/* A new row a send numbered in memory (store_fetch_new): written by
- * store_mark_sent with its sending, or by store__settle_new. */
-struct pend_row {
-	int64_t rowid;
-	char dest[SEMQ_ID_MAX + 1];
-	char key[SEMQ_KEY_MAX + 1];
-	int has_key;
-	uint64_t seq, prev_seq;
-	int written;
-};
-
-/* A stream's counter as a batch's numbering moved it. */
-struct pend_counter {
-	char dest[SEMQ_ID_MAX + 1];
-	int64_t last;
-};
-
-#define PEND_DESTS 16
-
 struct store {
 	struct db *db;    /* owned */
 	const char *name; /* db_name(db): the file or URL, for messages */
 	int pg;           /* db_kind(db) == DB_PG */
 	char node_id[SEMQ_ID_MAX + 1];
-	uint64_t life; /* this database's life (semq_meta) */
-	/* The new rows this batch's sends numbered (store_fetch_new), and
-	 * the counters they moved; empty outside a send (tx_reset). */
-	struct pend_row *pend; /* owned */
-	size_t n_pend, cap_pend, pend_cursor;
-	struct pend_counter pend_ctr[PEND_DESTS];
-	size_t n_pend_ctr;
-	int numbering;     /* PostgreSQL: this batch holds the numbering lock */
-	int migrated_from; /* schema version before open */
+	uint64_t life;             /* this database's life (semq_meta) */
+	int migrated_from;         /* schema version before open */
 	char backup[STORE_ERRMAX]; /* the copy kept before it */
 	size_t max_payload;
 	int64_t *levels; /* owned: redo backoff levels, ms */
@@ -408,7 +379,6 @@ int store__check_body(struct store *st, const char *what, const struct msg *m);
 
 void store__col_text(char *dst, size_t cap, struct db_stmt *s, int col);
 int store__col_int(struct db_stmt *s, int col);
-int store__settle_new(struct store *st);
 /* A copy of a text column (NULL stays NULL); -1 when out of memory. */
 int store__col_dup(struct db_stmt *s, int col, char **out);
 int store__col_out(struct store *st, struct db_stmt *s, struct msg *m,

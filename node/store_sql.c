@@ -293,27 +293,9 @@ const struct q_text store__q[Q__N] = {
 	/* The rows still to number (migration 0007), oldest first. */
 	[Q_OUT_NEW] = {"SELECT id, dest, NULLIF(msg_key, ''), " NEEDS_FIX
 		       " FROM tb_0031 INDEXED BY idx_0031_new WHERE seq IS NULL"
-		       " ORDER BY dest, id LIMIT ?1",
+		       " ORDER BY id LIMIT ?1",
 		       "SELECT id, dest, NULLIF(msg_key, ''), 0 FROM tb_0031"
-		       " WHERE seq IS NULL ORDER BY dest" BYTES
-		       ", id LIMIT ?1"},
-	/* The new rows of destination ?1 that a send may number (?2 at
-	 * most, oldest first), as OUT_COLS and NEEDS_FIX (store_fetch_new). */
-	[Q_OUT_NEW_DEST] = {"SELECT " OUT_COLS ", " NEEDS_FIX " FROM tb_0031"
-			    " INDEXED BY idx_0031_new WHERE seq IS NULL"
-			    " AND dest = ?1 ORDER BY id LIMIT ?2",
-			    "SELECT " OUT_COLS ", 0 FROM tb_0031"
-			    " WHERE seq IS NULL AND dest = ?1"
-			    " ORDER BY id LIMIT ?2"},
-	/* A new row numbered by the send that carries it (store_fetch_new):
-	 * ?1 its id, ?2 origin, ?3 life, ?4 seq, ?5 prev_seq, and what
-	 * Q_OUT_MARK_SENT sets (?6 now, ?7 the query's deadline, ?8 the
-	 * digest), in one rewrite of the row instead of two. */
-	[Q_OUT_NUMBER_SENT] = {"UPDATE tb_0031 SET origin = ?2, life = ?3,"
-			       " seq = ?4, prev_seq = ?5, status = 4,"
-			       " attempts = attempts + 1, sent_at = ?6,"
-			       " next_attempt_at = ?7, digest = ?8"
-			       " WHERE id = ?1 AND seq IS NULL AND status = 0"},
+		       " WHERE seq IS NULL ORDER BY id LIMIT ?1"},
 	/* Of several instances on one PostgreSQL database, one numbers at a
 	 * time; the others leave it to that one ('SEMQ' + 1). */
 	[Q_OUT_NUMBER_LOCK] =
@@ -362,8 +344,7 @@ const struct q_text store__q[Q__N] = {
 			" ?11, ?12, ?13, ?14, ?15)"
 			" ON CONFLICT (origin, dest, life, seq) DO NOTHING"},
 	/* Skip-scan over the partial index idx_0031_unsent (dest, origin,
-	 * seq): one seek per stream; and over idx_0031_new (dest, id) for
-	 * the streams of this node (?3) whose rows are all new yet. Without statistics the planner would
+	 * seq): one seek per stream. Without statistics the planner would
 	 * take idx_0031_due and sort every unsent row, hence INDEXED BY.
 	 * Two seeks, not a row-value comparison: (dest, origin) > (?1, ?2)
 	 * steps over every unsent row of the current stream (measured:
@@ -376,45 +357,23 @@ const struct q_text store__q[Q__N] = {
 		 " SELECT dest, origin FROM (SELECT dest, origin FROM tb_0031"
 		 " INDEXED BY idx_0031_unsent WHERE status = 0 AND dest > ?1"
 		 " AND origin IS NOT NULL"
-		 " ORDER BY dest, origin LIMIT 1) UNION ALL"
-		 " SELECT dest, ?3 FROM (SELECT dest FROM tb_0031"
-		 " INDEXED BY idx_0031_new WHERE seq IS NULL AND dest = ?1"
-		 " AND ?3 > ?2 LIMIT 1) UNION ALL"
-		 " SELECT dest, ?3 FROM (SELECT dest FROM tb_0031"
-		 " INDEXED BY idx_0031_new WHERE seq IS NULL AND dest > ?1"
-		 " ORDER BY dest LIMIT 1) ORDER BY 1, 2 LIMIT 1",
+		 " ORDER BY dest, origin LIMIT 1) ORDER BY 1, 2 LIMIT 1",
 		 "SELECT dest, origin FROM (SELECT * FROM (SELECT dest, origin"
 		 " FROM tb_0031 WHERE status = 0 AND dest = ?1"
 		 " AND origin" BYTES " > ?2 ORDER BY origin" BYTES
 		 " LIMIT 1) a UNION ALL SELECT * FROM (SELECT dest, origin"
 		 " FROM tb_0031 WHERE status = 0 AND dest" BYTES " > ?1"
 		 " AND origin IS NOT NULL"
-		 " ORDER BY dest" BYTES ", origin" BYTES " LIMIT 1) b"
-		 " UNION ALL SELECT * FROM (SELECT dest, ?3::text FROM tb_0031"
-		 " WHERE seq IS NULL AND dest = ?1 AND ?3::text" BYTES " > ?2"
-		 " LIMIT 1) c UNION ALL SELECT * FROM (SELECT dest, ?3::text"
-		 " FROM tb_0031 WHERE seq IS NULL AND dest" BYTES " > ?1"
-		 " ORDER BY dest" BYTES " LIMIT 1) d) u"
+		 " ORDER BY dest" BYTES ", origin" BYTES " LIMIT 1) b) u"
 		 " ORDER BY dest" BYTES ", origin" BYTES " LIMIT 1"},
-	[Q_OUT_NEXT_STREAM_DEST] = {"SELECT dest, origin FROM (SELECT dest,"
-				    " origin FROM tb_0031"
+	[Q_OUT_NEXT_STREAM_DEST] = {"SELECT dest, origin FROM tb_0031"
 				    " INDEXED BY idx_0031_unsent"
 				    " WHERE status = 0 AND dest = ?1"
-				    " AND origin > ?2 ORDER BY origin LIMIT 1)"
-				    " UNION ALL SELECT dest, ?3 FROM (SELECT"
-				    " dest FROM tb_0031 INDEXED BY idx_0031_new"
-				    " WHERE seq IS NULL AND dest = ?1"
-				    " AND ?3 > ?2 LIMIT 1) ORDER BY 2 LIMIT 1",
-				    "SELECT dest, origin FROM (SELECT * FROM"
-				    " (SELECT dest, origin FROM tb_0031"
+				    " AND origin > ?2 ORDER BY origin LIMIT 1",
+				    "SELECT dest, origin FROM tb_0031"
 				    " WHERE status = 0 AND dest = ?1"
 				    " AND origin" BYTES " > ?2"
-				    " ORDER BY origin" BYTES " LIMIT 1) a"
-				    " UNION ALL SELECT * FROM (SELECT dest,"
-				    " ?3::text FROM tb_0031 WHERE seq IS NULL"
-				    " AND dest = ?1 AND ?3::text" BYTES " > ?2"
-				    " LIMIT 1) b) u ORDER BY origin" BYTES
-				    " LIMIT 1"},
+				    " ORDER BY origin" BYTES " LIMIT 1"},
 	/* What `window` bounds: rows sent and unanswered on the link (4),
 	 * and those a relay passed on (6 without a custodian) — never those
 	 * a relay holds in custody. Over the partial idx_0031_flight, whose
@@ -632,28 +591,9 @@ const struct q_text store__q[Q__N] = {
 			   " WHERE origin = ?1 ORDER BY dest" BYTES},
 	/* The stream to ?2 went through a revision-1 node: its ids go
 	 * without their life from now on. */
-	/* An upsert: the stream's first rows may be numbered in memory yet
-	 * (store_fetch_new), its counter not written; a stream with neither
-	 * is not made. */
-	[Q_OUT_HIDE_LIFE] = {"INSERT INTO semq_stream_out(origin, dest,"
-			     " last_seq, life_hidden) SELECT ?1, ?2, 0, 1"
-			     " WHERE EXISTS (SELECT 1 FROM tb_0031"
-			     " INDEXED BY idx_0031_new WHERE seq IS NULL"
-			     " AND dest = ?2) OR EXISTS (SELECT 1 FROM"
-			     " semq_stream_out WHERE origin = ?1"
-			     " AND dest = ?2)"
-			     " ON CONFLICT (origin, dest) DO UPDATE SET"
-			     " life_hidden = 1"
-			     " WHERE semq_stream_out.life_hidden = 0",
-			     "INSERT INTO semq_stream_out(origin, dest,"
-			     " last_seq, life_hidden) SELECT ?1, ?2, 0, 1"
-			     " WHERE EXISTS (SELECT 1 FROM tb_0031"
-			     " WHERE seq IS NULL AND dest = ?2) OR EXISTS"
-			     " (SELECT 1 FROM semq_stream_out WHERE"
-			     " origin = ?1 AND dest = ?2)"
-			     " ON CONFLICT (origin, dest) DO UPDATE SET"
-			     " life_hidden = 1"
-			     " WHERE semq_stream_out.life_hidden = 0"},
+	[Q_OUT_HIDE_LIFE] = {"UPDATE semq_stream_out SET life_hidden = 1"
+			     " WHERE origin = ?1 AND dest = ?2"
+			     " AND life_hidden = 0"},
 
 	/* ---- a relay's record of the streams it relayed ---- */
 	/* ?4 the seq relayed, ?5 now */
