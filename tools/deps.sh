@@ -38,6 +38,30 @@ semq_install_deps() {
 	semq_install_packages "${SEMQ_PACKAGES[@]}"
 }
 
+# promtool (the alert rules and /metrics checks, contrib/prometheus): only
+# the binary, taken out of Debian's prometheus package with dpkg-deb -x.
+# Installing the package would add a prometheus user, a service that its
+# postinst starts and a dozen JavaScript libraries, none of which a build
+# or test machine wants; promtool needs libc only.
+semq_install_promtool() {
+	command -v promtool >/dev/null && return 0
+	if [ "$(id -u)" -ne 0 ]; then
+		echo "error: need root to install promtool into /usr/local/bin" >&2
+		return 1
+	fi
+	local tmp
+	tmp=$(mktemp -d)
+	echo "==> installing promtool (from Debian's prometheus package)"
+	(cd "$tmp" && chmod 777 . &&
+		{ apt-get download -qq prometheus 2>/dev/null ||
+			{ apt-get update -qq && apt-get download -qq prometheus; }; }) &&
+		dpkg-deb -x "$tmp"/prometheus_*.deb "$tmp/x" &&
+		install -m 0755 "$tmp/x/usr/bin/promtool" /usr/local/bin/promtool
+	local r=$?
+	rm -rf "$tmp"
+	return $r
+}
+
 # Mosquitto, for `tools/semq-bench --compare mosquitto` only (the broker
 # and libmosquitto-dev for tools/mqtt-load): a benchmark's packages, not a
 # build's or a test's, so tools/test.sh does not call this. Installing the
