@@ -303,16 +303,15 @@ const struct q_text store__q[Q__N] = {
 	/* Row ?1 after its numbering, if Q_OUT_NEW found that the
 	 * application wrote into a column that is the node's (NEEDS_FIX; ?2
 	 * now): reset as the fill trigger of 0001-0006 did. A deliver_at left
-	 * NULL reads as 0 and stays. PostgreSQL: tb_0031_check did all this
-	 * before the insert. */
+	 * NULL reads as 0 and stays. SQLite only: on PostgreSQL tb_0031_check
+	 * did all this before the insert, and Q_OUT_NEW never asks for it. */
 	[Q_OUT_NUMBER_FIX] =
 		{"UPDATE tb_0031 SET msg_key = NULLIF(msg_key, ''),"
 		 " created_at = COALESCE(created_at, ?2), status = 0,"
 		 " attempts = 0, next_attempt_at = 0, sent_at = NULL,"
 		 " acked_at = NULL, result = NULL, digest = NULL,"
 		 " prev_digest = NULL, custodian = NULL, hops = 0,"
-		 " payload = CAST(payload AS BLOB) WHERE id = ?1",
-		 "SELECT 1 WHERE ?1::bigint IS NULL AND ?2::bigint IS NULL"},
+		 " payload = CAST(payload AS BLOB) WHERE id = ?1"},
 	/* The counter of stream (?1, ?2) after a numbering: ?3, never lower. */
 	[Q_OUT_SET_LAST] =
 		{"INSERT INTO semq_stream_out(origin, dest, last_seq)"
