@@ -93,6 +93,8 @@
 #include <libpq-fe.h>
 #include <sqlite3.h>
 
+#include "plugcommon.h"
+
 /* The ABI entry points (include/semq/plugin.h), looked up by name. */
 int semq_plugin_abi_version(void);
 int semq_plugin_init(const struct semq_plugin_init_args *a, void **handle_out,
@@ -188,14 +190,12 @@ void semq_plugin_fini(void *handle);
 
 struct bill {
 	long max_lines;
-	sqlite3 *db;            /* the connection the statements are on
+	sqlite3 *db;               /* the connection the statements are on
 				 * (borrowed); NULL when none are prepared */
-	sqlite3_stmt *find;     /* owned: the bill of a shop and bill_no */
-	sqlite3_stmt *ins_bill; /* owned */
-	sqlite3_stmt *ins_line; /* owned */
-	PGconn *pg;             /* the connection the pg_* statements are on
-				 * (borrowed); NULL when none are prepared */
-	int pg_pid;             /* its backend (PQbackendPID) at that time */
+	sqlite3_stmt *find;        /* owned: the bill of a shop and bill_no */
+	sqlite3_stmt *ins_bill;    /* owned */
+	sqlite3_stmt *ins_line;    /* owned */
+	struct plug_pg_session pg; /* where the pg_* statements are */
 	char pg_find[64], pg_ins_bill[64], pg_ins_line[64]; /* their names */
 };
 
@@ -216,56 +216,6 @@ struct doc {
 	size_t n_lines;
 	int64_t total; /* minor units */
 };
-
-__attribute__((format(printf, 3, 4))) static void errf(char *err, size_t errsz,
-						       const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!err || errsz == 0)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, errsz, fmt, ap);
-	va_end(ap);
-}
-
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-/*
- * A new name for a statement prepared in a PostgreSQL session: never the same
- * twice in this process, and apart from another loaded copy of this file
- * (the address of the counter differs).
- */
-static void pg_stmt_name(char *buf, size_t n, const char *what)
-{
-	static unsigned long counter;
-	unsigned long id = __atomic_add_fetch(&counter, 1, __ATOMIC_RELAXED);
-
-	snprintf(buf, n, "semq_bill_%lx_%lu_%s",
-		 (unsigned long)(uintptr_t)&counter, id, what);
-}
-
-/* One line saying why a libpq call failed: the server's primary message, else
- * the connection's message up to its first line break. */
-static void pg_why(const PGresult *res, PGconn *pg, char *buf, size_t n)
-{
-	const char *s =
-		res ? PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) : NULL;
-	size_t len;
-
-	if (!s || !s[0])
-		s = PQerrorMessage(pg);
-	if (!s || !s[0])
-		s = "unknown error";
-	len = strcspn(s, "\n");
-	snprintf(buf, n, "%.*s", (int)len, s);
-}
 
 /* The length of the valid UTF-8 sequence at s[0..n), or 0 if there is none. */
 static size_t utf8_seq(const unsigned char *s, size_t n)
@@ -353,7 +303,8 @@ static void bill_unprepare(struct bill *b)
 	sqlite3_finalize(b->ins_line);
 	b->find = b->ins_bill = b->ins_line = NULL;
 	b->db = NULL;
-	b->pg = NULL; /* the names stay in that session, unused */
+	plug_pg_session_set(&b->pg, NULL); /* the names stay in that session,
+					    * unused */
 }
 
 static void bill_free(struct bill *b)
@@ -374,10 +325,11 @@ static int parse_max_lines(const char *where, const char *v, long *out,
 	x = (v[0] >= '0' && v[0] <= '9') ? strtol(v, &end, 10) : 0;
 	if (!(v[0] >= '0' && v[0] <= '9') || *end || errno == ERANGE || x < 1 ||
 	    x > MAX_LINES_LIMIT) {
-		errf(err, errsz,
-		     "bill: %s: max_lines '%s' is not a whole number from 1 "
-		     "to %ld",
-		     where, v, MAX_LINES_LIMIT);
+		plug_errf(
+			err, errsz,
+			"bill: %s: max_lines '%s' is not a whole number from 1 "
+			"to %ld",
+			where, v, MAX_LINES_LIMIT);
 		return -1;
 	}
 	*out = x;
@@ -397,7 +349,8 @@ static int lite_exec(sqlite3 *db, const char *sql, const char *what, char *err,
 
 	if (sqlite3_exec(db, sql, NULL, NULL, &msg) == SQLITE_OK)
 		return 0;
-	errf(err, errsz, "bill: %s: %s", what, msg ? msg : sqlite3_errmsg(db));
+	plug_errf(err, errsz, "bill: %s: %s", what,
+		  msg ? msg : sqlite3_errmsg(db));
 	sqlite3_free(msg);
 	return -1;
 }
@@ -416,18 +369,18 @@ static int lite_text(sqlite3 *db, const char *sql, char **out, const char *what,
 
 	*out = NULL;
 	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
-		errf(err, errsz, "bill: %s: %s", what, sqlite3_errmsg(db));
+		plug_errf(err, errsz, "bill: %s: %s", what, sqlite3_errmsg(db));
 		goto out;
 	}
 	rc = sqlite3_step(st);
 	if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
-		errf(err, errsz, "bill: %s: %s", what, sqlite3_errmsg(db));
+		plug_errf(err, errsz, "bill: %s: %s", what, sqlite3_errmsg(db));
 		goto out;
 	}
 	if (rc == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL) {
 		*out = sqlite3_mprintf("%s", sqlite3_column_text(st, 0));
 		if (!*out) {
-			errf(err, errsz, "bill: %s: out of memory", what);
+			plug_errf(err, errsz, "bill: %s: out of memory", what);
 			goto out;
 		}
 	}
@@ -476,8 +429,8 @@ static int sqls_load(sqlite3 *db, const char *sql, struct sqls *l, char *err,
 	int rc, r = -1;
 
 	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
-		errf(err, errsz, "bill: " MIGRATE_WHAT ": %s",
-		     sqlite3_errmsg(db));
+		plug_errf(err, errsz, "bill: " MIGRATE_WHAT ": %s",
+			  sqlite3_errmsg(db));
 		return -1;
 	}
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
@@ -492,14 +445,14 @@ static int sqls_load(sqlite3 *db, const char *sql, struct sqls *l, char *err,
 		l->n++;
 	}
 	if (rc != SQLITE_DONE) {
-		errf(err, errsz, "bill: " MIGRATE_WHAT ": %s",
-		     sqlite3_errmsg(db));
+		plug_errf(err, errsz, "bill: " MIGRATE_WHAT ": %s",
+			  sqlite3_errmsg(db));
 		goto out;
 	}
 	r = 0;
 	goto out;
 nomem:
-	errf(err, errsz, "bill: " MIGRATE_WHAT ": out of memory");
+	plug_errf(err, errsz, "bill: " MIGRATE_WHAT ": out of memory");
 out:
 	sqlite3_finalize(st);
 	return r;
@@ -542,10 +495,11 @@ static int lite_migrate(sqlite3 *db, char *err, size_t errsz)
 		char shown[SHOW_MAX + 4];
 
 		clip(extra, strlen(extra), SHOW_MAX, shown);
-		errf(err, errsz,
-		     "bill: " MIGRATE_WHAT ": it has a column '%s' that the "
-		     "plugin does not know; move it elsewhere first",
-		     shown);
+		plug_errf(err, errsz,
+			  "bill: " MIGRATE_WHAT
+			  ": it has a column '%s' that the "
+			  "plugin does not know; move it elsewhere first",
+			  shown);
 		goto out;
 	}
 	if (lite_text(db,
@@ -554,7 +508,8 @@ static int lite_migrate(sqlite3 *db, char *err, size_t errsz)
 		      &line_sql, MIGRATE_WHAT, err, errsz))
 		goto out;
 	if (!line_sql) {
-		errf(err, errsz, "bill: " MIGRATE_WHAT ": bill_line is gone");
+		plug_errf(err, errsz,
+			  "bill: " MIGRATE_WHAT ": bill_line is gone");
 		goto out;
 	}
 	/* Their indexes (not those of constraints, whose sql is NULL) and
@@ -600,8 +555,8 @@ out:
 		if (sqlite3_exec(db, "RELEASE semq_bill_migrate", NULL, NULL,
 				 NULL) != SQLITE_OK &&
 		    r == 0) {
-			errf(err, errsz, "bill: " MIGRATE_WHAT ": %s",
-			     sqlite3_errmsg(db));
+			plug_errf(err, errsz, "bill: " MIGRATE_WHAT ": %s",
+				  sqlite3_errmsg(db));
 			r = -1;
 		}
 	}
@@ -642,26 +597,28 @@ int semq_plugin_init(const struct semq_plugin_init_args *a, void **handle_out,
 	size_t i;
 
 	if (!a || !handle_out) {
-		errf(err, errsz, "bill: init called without arguments");
+		plug_errf(err, errsz, "bill: init called without arguments");
 		goto out;
 	}
 	if (!a->tx || !a->tx->db) {
-		errf(err, errsz, "bill: init called without a database");
+		plug_errf(err, errsz, "bill: init called without a database");
 		goto out;
 	}
 	if (a->tx->db_kind != SEMQ_DB_SQLITE && a->tx->db_kind != SEMQ_DB_PG) {
-		errf(err, errsz, "bill: unknown database kind %d " DB_KINDS,
-		     a->tx->db_kind);
+		plug_errf(err, errsz,
+			  "bill: unknown database kind %d " DB_KINDS,
+			  a->tx->db_kind);
 		goto out;
 	}
 	b = calloc(1, sizeof *b);
 	if (!b) {
-		errf(err, errsz, "bill: out of memory");
+		plug_errf(err, errsz, "bill: out of memory");
 		goto out;
 	}
 	b->max_lines = MAX_LINES_DEFAULT;
 	if (a->n_options > 0 && !a->options) {
-		errf(err, errsz, "bill: %zu options but no list", a->n_options);
+		plug_errf(err, errsz, "bill: %zu options but no list",
+			  a->n_options);
 		goto out;
 	}
 	for (i = 0; i < a->n_options; i++) {
@@ -671,13 +628,14 @@ int semq_plugin_init(const struct semq_plugin_init_args *a, void **handle_out,
 		const char *v = o->value ? o->value : "";
 
 		if (strcmp(k, "max_lines") != 0) {
-			errf(err, errsz,
-			     "bill: %s: unknown option '%s' " OPTIONS_TEXT,
-			     where, k);
+			plug_errf(err, errsz,
+				  "bill: %s: unknown option '%s' " OPTIONS_TEXT,
+				  where, k);
 			goto out;
 		}
 		if (seen_max) {
-			errf(err, errsz, "bill: %s: %s given twice", where, k);
+			plug_errf(err, errsz, "bill: %s: %s given twice", where,
+				  k);
 			goto out;
 		}
 		seen_max = 1;
@@ -690,11 +648,12 @@ int semq_plugin_init(const struct semq_plugin_init_args *a, void **handle_out,
 
 		res = PQexec(a->tx->db, PG_CREATE);
 		if (PQresultStatus(res) != PGRES_COMMAND_OK) {
-			pg_why(res, a->tx->db, why, sizeof why);
-			errf(err, errsz,
-			     "bill: cannot create or migrate the bill tables: "
-			     "%s",
-			     why);
+			plug_pg_why(res, a->tx->db, why, sizeof why);
+			plug_errf(err, errsz,
+				  "bill: cannot create or migrate the bill "
+				  "tables: "
+				  "%s",
+				  why);
 			goto out;
 		}
 	} else if (lite_tables(a->tx->db, err, errsz)) {
@@ -729,42 +688,46 @@ static int get_text(const json_t *obj, const char *key, const char *label,
 	*out = NULL;
 	if (!v || (!required && json_is_null(v))) {
 		if (required) {
-			errf(err, errsz, "bill: %s is missing", label);
+			plug_errf(err, errsz, "bill: %s is missing", label);
 			return -1;
 		}
 		return 0;
 	}
 	if (!json_is_string(v)) {
 		show(v, shown);
-		errf(err, errsz, "bill: %s: %s is not a string", label, shown);
+		plug_errf(err, errsz, "bill: %s: %s is not a string", label,
+			  shown);
 		return -1;
 	}
 	s = json_string_value(v);
 	len = json_string_length(v);
 	if (len == 0) {
-		errf(err, errsz, "bill: %s is empty", label);
+		plug_errf(err, errsz, "bill: %s is empty", label);
 		return -1;
 	}
 	for (i = 0; i < len; i++) {
 		unsigned char ch = (unsigned char)s[i];
 
 		if (ch < 0x20 || ch == 0x7f) {
-			errf(err, errsz,
-			     "bill: %s contains a control character", label);
+			plug_errf(err, errsz,
+				  "bill: %s contains a control character",
+				  label);
 			return -1;
 		}
 		if ((ch & 0xc0) != 0x80) /* jansson has checked the UTF-8 */
 			chars++;
 	}
 	if (chars > TEXT_MAX) {
-		errf(err, errsz, "bill: %s is longer than %d characters (%zu)",
-		     label, TEXT_MAX, chars);
+		plug_errf(err, errsz,
+			  "bill: %s is longer than %d characters (%zu)", label,
+			  TEXT_MAX, chars);
 		return -1;
 	}
 	if (!blanks_ok && (s[0] == ' ' || s[len - 1] == ' ')) {
 		clip(s, len, SHOW_MAX, shown);
-		errf(err, errsz, "bill: %s '%s' has leading or trailing blanks",
-		     label, shown);
+		plug_errf(err, errsz,
+			  "bill: %s '%s' has leading or trailing blanks", label,
+			  shown);
 		return -1;
 	}
 	*out = s;
@@ -841,7 +804,7 @@ static int get_qty(const json_t *line, const char *label, int64_t *out,
 	char shown[SHOW_MAX + 4];
 
 	if (!v) {
-		errf(err, errsz, "bill: %s is missing", label);
+		plug_errf(err, errsz, "bill: %s is missing", label);
 		return -1;
 	}
 	if (json_is_integer(v) && json_integer_value(v) > 0) {
@@ -857,14 +820,14 @@ static int get_qty(const json_t *line, const char *label, int64_t *out,
 		}
 		if (x > 0x1p53) {
 			show(v, shown);
-			errf(err, errsz, "bill: %s: %s is too large", label,
-			     shown);
+			plug_errf(err, errsz, "bill: %s: %s is too large",
+				  label, shown);
 			return -1;
 		}
 	}
 	show(v, shown);
-	errf(err, errsz, "bill: %s: %s is not a positive integer", label,
-	     shown);
+	plug_errf(err, errsz, "bill: %s: %s is not a positive integer", label,
+		  shown);
 	return -1;
 }
 
@@ -881,7 +844,7 @@ static int get_price(const json_t *line, const char *label, int64_t *out,
 	int64_t x = 0;
 
 	if (!v) {
-		errf(err, errsz, "bill: %s is missing", label);
+		plug_errf(err, errsz, "bill: %s is missing", label);
 		return -1;
 	}
 	if (json_is_string(v)) {
@@ -912,9 +875,10 @@ static int get_price(const json_t *line, const char *label, int64_t *out,
 			goto negative;
 		if (fp > PRICE_DECIMALS) {
 			show(v, shown);
-			errf(err, errsz,
-			     "bill: %s: %s has more than %d decimal places",
-			     label, shown, PRICE_DECIMALS);
+			plug_errf(
+				err, errsz,
+				"bill: %s: %s has more than %d decimal places",
+				label, shown, PRICE_DECIMALS);
 			return -1;
 		}
 		for (i = 0; i < n; i++) {
@@ -954,9 +918,10 @@ static int get_price(const json_t *line, const char *label, int64_t *out,
 		tol = fmax(1e-6, c * 8 * DBL_EPSILON);
 		if (fabs(c - nearbyint(c)) > tol) {
 			show(v, shown);
-			errf(err, errsz,
-			     "bill: %s: %s has more than %d decimal places",
-			     label, shown, PRICE_DECIMALS);
+			plug_errf(
+				err, errsz,
+				"bill: %s: %s has more than %d decimal places",
+				label, shown, PRICE_DECIMALS);
 			return -1;
 		}
 		*out = (int64_t)nearbyint(c);
@@ -964,17 +929,17 @@ static int get_price(const json_t *line, const char *label, int64_t *out,
 	}
 not_amount:
 	show(v, shown);
-	errf(err, errsz, "bill: %s: %s is not an amount like \"3.50\"", label,
-	     shown);
+	plug_errf(err, errsz, "bill: %s: %s is not an amount like \"3.50\"",
+		  label, shown);
 	return -1;
 negative:
 	show(v, shown);
-	errf(err, errsz, "bill: %s: %s is negative", label, shown);
+	plug_errf(err, errsz, "bill: %s: %s is negative", label, shown);
 	return -1;
 too_large:
 	show(v, shown);
-	errf(err, errsz, "bill: %s: %s is larger than " PRICE_MAX_TEXT, label,
-	     shown);
+	plug_errf(err, errsz, "bill: %s: %s is larger than " PRICE_MAX_TEXT,
+		  label, shown);
 	return -1;
 }
 
@@ -997,8 +962,8 @@ static int only_keys(const json_t *obj, const char *const *known,
 		if (*k)
 			continue;
 		clip(key, strlen(key), SHOW_MAX, shown);
-		errf(err, errsz, "bill: %sunknown key '%s' %s", where, shown,
-		     list);
+		plug_errf(err, errsz, "bill: %sunknown key '%s' %s", where,
+			  shown, list);
 		return -1;
 	}
 	return 0;
@@ -1013,8 +978,8 @@ static int check_line(const json_t *jl, size_t i, struct line *l, char *err,
 	snprintf(label, sizeof label, "lines[%zu]: ", i);
 	if (!json_is_object(jl)) {
 		show(jl, shown);
-		errf(err, errsz, "bill: lines[%zu]: %s is not an object", i,
-		     shown);
+		plug_errf(err, errsz, "bill: lines[%zu]: %s is not an object",
+			  i, shown);
 		return -1;
 	}
 	if (only_keys(jl, keys, label, LINE_KEYS, err, errsz))
@@ -1048,8 +1013,8 @@ static int check_doc(const struct bill *b, const json_t *root, struct doc *d,
 
 	if (!json_is_object(root)) {
 		show(root, shown);
-		errf(err, errsz, "bill: payload is not a JSON object: %s",
-		     shown);
+		plug_errf(err, errsz, "bill: payload is not a JSON object: %s",
+			  shown);
 		return -1;
 	}
 	if (only_keys(root, keys, "", TOP_KEYS, err, errsz))
@@ -1067,46 +1032,46 @@ static int check_doc(const struct bill *b, const json_t *root, struct doc *d,
 			     d->currency[1] >= 'A' && d->currency[1] <= 'Z' &&
 			     d->currency[2] >= 'A' && d->currency[2] <= 'Z')) {
 		clip(d->currency, strlen(d->currency), SHOW_MAX, shown);
-		errf(err, errsz,
-		     "bill: currency '%s' is not a three-letter code like "
-		     "'EUR'",
-		     shown);
+		plug_errf(err, errsz,
+			  "bill: currency '%s' is not a three-letter code like "
+			  "'EUR'",
+			  shown);
 		return -1;
 	}
 	if (d->issued_at && !is_rfc3339(d->issued_at)) {
 		clip(d->issued_at, strlen(d->issued_at), SHOW_MAX, shown);
-		errf(err, errsz,
-		     "bill: issued_at '%s' is not an RFC 3339 time like "
-		     "'2026-11-22T10:00:00Z'",
-		     shown);
+		plug_errf(err, errsz,
+			  "bill: issued_at '%s' is not an RFC 3339 time like "
+			  "'2026-11-22T10:00:00Z'",
+			  shown);
 		return -1;
 	}
 
 	lines = json_object_get(root, "lines");
 	if (!lines) {
-		errf(err, errsz, "bill: lines is missing");
+		plug_errf(err, errsz, "bill: lines is missing");
 		return -1;
 	}
 	if (!json_is_array(lines)) {
 		show(lines, shown);
-		errf(err, errsz, "bill: lines: %s is not an array", shown);
+		plug_errf(err, errsz, "bill: lines: %s is not an array", shown);
 		return -1;
 	}
 	n = json_array_size(lines);
 	if (n == 0) {
-		errf(err, errsz, "bill: lines is empty");
+		plug_errf(err, errsz, "bill: lines is empty");
 		return -1;
 	}
 	if (n > (size_t)b->max_lines) {
-		errf(err, errsz,
-		     "bill: lines has %zu entries, more than "
-		     "max_lines %ld",
-		     n, b->max_lines);
+		plug_errf(err, errsz,
+			  "bill: lines has %zu entries, more than "
+			  "max_lines %ld",
+			  n, b->max_lines);
 		return -1;
 	}
 	d->lines = calloc(n, sizeof *d->lines);
 	if (!d->lines) {
-		errf(err, errsz, "bill: out of memory for %zu lines", n);
+		plug_errf(err, errsz, "bill: out of memory for %zu lines", n);
 		return -1;
 	}
 	d->n_lines = n;
@@ -1118,17 +1083,18 @@ static int check_doc(const struct bill *b, const json_t *root, struct doc *d,
 		if (check_line(json_array_get(lines, i), i, l, err, errsz))
 			return -1;
 		if (__builtin_mul_overflow(l->qty, l->price, &amount)) {
-			errf(err, errsz,
-			     "bill: lines[%zu]: qty %lld times price %lld "
-			     "overflows a 64-bit amount",
-			     i, (long long)l->qty, (long long)l->price);
+			plug_errf(err, errsz,
+				  "bill: lines[%zu]: qty %lld times price %lld "
+				  "overflows a 64-bit amount",
+				  i, (long long)l->qty, (long long)l->price);
 			return -1;
 		}
 		if (__builtin_add_overflow(d->total, amount, &d->total)) {
-			errf(err, errsz,
-			     "bill: the total overflows a 64-bit amount at "
-			     "lines[%zu]",
-			     i);
+			plug_errf(
+				err, errsz,
+				"bill: the total overflows a 64-bit amount at "
+				"lines[%zu]",
+				i);
 			return -1;
 		}
 	}
@@ -1164,8 +1130,8 @@ static int bill_prepare_lite(struct bill *b, sqlite3 *db, char *err,
 		if (sqlite3_prepare_v3(db, q[i].sql, -1,
 				       SQLITE_PREPARE_PERSISTENT, st[i],
 				       NULL) != SQLITE_OK) {
-			errf(err, errsz, "bill: cannot prepare %s: %s",
-			     q[i].what, sqlite3_errmsg(db));
+			plug_errf(err, errsz, "bill: cannot prepare %s: %s",
+				  q[i].what, sqlite3_errmsg(db));
 			bill_unprepare(b);
 			return -1;
 		}
@@ -1197,9 +1163,9 @@ static int seen_before(const struct doc *d, const struct semq_plugin_msg *m,
 	    seq == m->seq)
 		return SEMQ_PLUGIN_OK; /* this message imported it */
 	clip(d->bill_no, strlen(d->bill_no), SHOW_MAX, shown);
-	errf(err, errsz,
-	     "bill: bill_no '%s' was already imported from %s/%s/%llu", shown,
-	     o ? o : "?", t ? t : "?", (unsigned long long)seq);
+	plug_errf(err, errsz,
+		  "bill: bill_no '%s' was already imported from %s/%s/%llu",
+		  shown, o ? o : "?", t ? t : "?", (unsigned long long)seq);
 	return SEMQ_PLUGIN_PERMANENT;
 }
 
@@ -1243,8 +1209,8 @@ static int bill_write_lite(struct bill *b, sqlite3 *db,
 		goto out;
 	}
 	if (rc != SQLITE_DONE) {
-		errf(err, errsz, "bill: cannot look up bill_no: %s",
-		     sqlite3_errmsg(db));
+		plug_errf(err, errsz, "bill: cannot look up bill_no: %s",
+			  sqlite3_errmsg(db));
 		goto out;
 	}
 
@@ -1256,10 +1222,10 @@ static int bill_write_lite(struct bill *b, sqlite3 *db,
 	bind_opt(b->ins_bill, 6, m->origin);
 	bind_opt(b->ins_bill, 7, m->dest);
 	sqlite3_bind_int64(b->ins_bill, 8, (sqlite3_int64)m->seq);
-	sqlite3_bind_int64(b->ins_bill, 9, now_ms());
+	sqlite3_bind_int64(b->ins_bill, 9, plug_now_ms());
 	if (sqlite3_step(b->ins_bill) != SQLITE_DONE) {
-		errf(err, errsz, "bill: insert into bill failed: %s",
-		     sqlite3_errmsg(db));
+		plug_errf(err, errsz, "bill: insert into bill failed: %s",
+			  sqlite3_errmsg(db));
 		goto out;
 	}
 	id = sqlite3_last_insert_rowid(db);
@@ -1275,10 +1241,10 @@ static int bill_write_lite(struct bill *b, sqlite3 *db,
 		sqlite3_bind_int64(b->ins_line, 4, l->qty);
 		sqlite3_bind_int64(b->ins_line, 5, l->price);
 		if (sqlite3_step(b->ins_line) != SQLITE_DONE) {
-			errf(err, errsz,
-			     "bill: insert into bill_line failed at "
-			     "lines[%zu]: %s",
-			     i, sqlite3_errmsg(db));
+			plug_errf(err, errsz,
+				  "bill: insert into bill_line failed at "
+				  "lines[%zu]: %s",
+				  i, sqlite3_errmsg(db));
 			goto out;
 		}
 	}
@@ -1321,27 +1287,27 @@ static int bill_prepare_pg(struct bill *b, PGconn *pg, char *err, size_t errsz)
 	char why[200];
 	size_t i;
 
-	if (b->pg == pg && b->pg_pid == PQbackendPID(pg))
+	if (plug_pg_session_same(&b->pg, pg))
 		return 0;
-	b->pg = NULL;
+	plug_pg_session_set(&b->pg, NULL);
 	for (i = 0; i < 3; i++) {
 		PGresult *res;
 		int ok;
 
-		pg_stmt_name(names[i], sizeof b->pg_find, q[i].tag);
+		plug_pg_stmt_name(names[i], sizeof b->pg_find, "bill",
+				  q[i].tag);
 		res = PQprepare(pg, names[i], q[i].sql, q[i].n, NULL);
 		ok = PQresultStatus(res) == PGRES_COMMAND_OK;
 		if (!ok) {
-			pg_why(res, pg, why, sizeof why);
-			errf(err, errsz, "bill: cannot prepare %s: %s",
-			     q[i].what, why);
+			plug_pg_why(res, pg, why, sizeof why);
+			plug_errf(err, errsz, "bill: cannot prepare %s: %s",
+				  q[i].what, why);
 		}
 		PQclear(res);
 		if (!ok)
 			return -1;
 	}
-	b->pg = pg;
-	b->pg_pid = PQbackendPID(pg);
+	plug_pg_session_set(&b->pg, pg);
 	return 0;
 }
 
@@ -1369,9 +1335,9 @@ static int bill_write_pg(struct bill *b, PGconn *pg,
 		v[1] = d->bill_no;
 		res = PQexecPrepared(pg, b->pg_find, 2, v, NULL, NULL, 0);
 		if (PQresultStatus(res) != PGRES_TUPLES_OK) {
-			pg_why(res, pg, why, sizeof why);
-			errf(err, errsz, "bill: cannot look up bill_no: %s",
-			     why);
+			plug_pg_why(res, pg, why, sizeof why);
+			plug_errf(err, errsz,
+				  "bill: cannot look up bill_no: %s", why);
 			goto out;
 		}
 		if (PQntuples(res) > 0) {
@@ -1395,16 +1361,16 @@ static int bill_write_pg(struct bill *b, PGconn *pg,
 		if (pass == 1) {
 			/* Taken, then gone again: someone deleted it. */
 			clip(d->bill_no, strlen(d->bill_no), SHOW_MAX, shown);
-			errf(err, errsz,
-			     "bill: bill_no '%s' was imported and removed "
-			     "again meanwhile",
-			     shown);
+			plug_errf(err, errsz,
+				  "bill: bill_no '%s' was imported and removed "
+				  "again meanwhile",
+				  shown);
 			goto out;
 		}
 
 		snprintf(total, sizeof total, "%lld", (long long)d->total);
 		snprintf(seq, sizeof seq, "%lld", (long long)(int64_t)m->seq);
-		snprintf(at, sizeof at, "%lld", (long long)now_ms());
+		snprintf(at, sizeof at, "%lld", (long long)plug_now_ms());
 		v[0] = d->bill_no;
 		v[1] = d->shop;
 		v[2] = d->currency;  /* NULL: SQL NULL */
@@ -1416,9 +1382,9 @@ static int bill_write_pg(struct bill *b, PGconn *pg,
 		v[8] = at;
 		res = PQexecPrepared(pg, b->pg_ins_bill, 9, v, NULL, NULL, 0);
 		if (PQresultStatus(res) != PGRES_TUPLES_OK) {
-			pg_why(res, pg, why, sizeof why);
-			errf(err, errsz, "bill: insert into bill failed: %s",
-			     why);
+			plug_pg_why(res, pg, why, sizeof why);
+			plug_errf(err, errsz,
+				  "bill: insert into bill failed: %s", why);
 			goto out;
 		}
 		if (PQntuples(res) == 1)
@@ -1443,11 +1409,11 @@ static int bill_write_pg(struct bill *b, PGconn *pg,
 		v[4] = price;
 		res = PQexecPrepared(pg, b->pg_ins_line, 5, v, NULL, NULL, 0);
 		if (PQresultStatus(res) != PGRES_COMMAND_OK) {
-			pg_why(res, pg, why, sizeof why);
-			errf(err, errsz,
-			     "bill: insert into bill_line failed at "
-			     "lines[%zu]: %s",
-			     i, why);
+			plug_pg_why(res, pg, why, sizeof why);
+			plug_errf(err, errsz,
+				  "bill: insert into bill_line failed at "
+				  "lines[%zu]: %s",
+				  i, why);
 			goto out;
 		}
 		PQclear(res);
@@ -1469,38 +1435,40 @@ int semq_plugin_handle(void *handle, const struct semq_plugin_msg *m,
 	json_error_t je;
 
 	if (!b || !m) {
-		errf(err, errsz, "bill: called without handle or message");
+		plug_errf(err, errsz, "bill: called without handle or message");
 		goto out;
 	}
 	if (!tx || !tx->db) {
-		errf(err, errsz, "bill: called without a transaction");
+		plug_errf(err, errsz, "bill: called without a transaction");
 		goto out;
 	}
 	if (tx->db_kind != SEMQ_DB_SQLITE && tx->db_kind != SEMQ_DB_PG) {
-		errf(err, errsz, "bill: unknown database kind %d " DB_KINDS,
-		     tx->db_kind);
+		plug_errf(err, errsz,
+			  "bill: unknown database kind %d " DB_KINDS,
+			  tx->db_kind);
 		r = SEMQ_PLUGIN_PERMANENT;
 		goto out;
 	}
 	if (m->payload_len > 0 && !m->payload) {
-		errf(err, errsz,
-		     "bill: called with %zu payload bytes but no "
-		     "payload",
-		     m->payload_len);
+		plug_errf(err, errsz,
+			  "bill: called with %zu payload bytes but no "
+			  "payload",
+			  m->payload_len);
 		goto out;
 	}
 	if (!m->origin) {
-		errf(err, errsz, "bill: called without the message's origin");
+		plug_errf(err, errsz,
+			  "bill: called without the message's origin");
 		goto out;
 	}
 	r = SEMQ_PLUGIN_PERMANENT; /* from here on, the document is at fault */
 	if (m->type != BILL_TYPE) {
-		errf(err, errsz, "bill: type %u is not a bill (%u)",
-		     (unsigned)m->type, BILL_TYPE);
+		plug_errf(err, errsz, "bill: type %u is not a bill (%u)",
+			  (unsigned)m->type, BILL_TYPE);
 		goto out;
 	}
 	if (m->payload_len == 0) {
-		errf(err, errsz, "bill: payload is empty");
+		plug_errf(err, errsz, "bill: payload is empty");
 		goto out;
 	}
 	root = json_loadb((const char *)m->payload, m->payload_len,
@@ -1510,9 +1478,9 @@ int semq_plugin_handle(void *handle, const struct semq_plugin_msg *m,
 
 		clip(je.text, strnlen(je.text, sizeof je.text), sizeof je.text,
 		     text);
-		errf(err, errsz,
-		     "bill: payload is not JSON: %s at line %d column %d", text,
-		     je.line, je.column);
+		plug_errf(err, errsz,
+			  "bill: payload is not JSON: %s at line %d column %d",
+			  text, je.line, je.column);
 		goto out;
 	}
 	if (check_doc(b, root, &d, err, errsz))
@@ -1522,8 +1490,9 @@ int semq_plugin_handle(void *handle, const struct semq_plugin_msg *m,
 
 		clip(d.shop, strlen(d.shop), SHOW_MAX, shop);
 		clip(m->origin, strlen(m->origin), SHOW_MAX, origin);
-		errf(err, errsz, "bill: shop '%s' is not the sending node '%s'",
-		     shop, origin);
+		plug_errf(err, errsz,
+			  "bill: shop '%s' is not the sending node '%s'", shop,
+			  origin);
 		goto out;
 	}
 	if (tx->db_kind == SEMQ_DB_PG)

@@ -108,6 +108,8 @@
 
 #include <libpq-fe.h>
 
+#include "plugcommon.h"
+
 /* The ABI entry points (include/semq/plugin.h), looked up by name. */
 int semq_plugin_abi_version(void);
 int semq_plugin_init(const struct semq_plugin_init_args *a, void **handle_out,
@@ -134,40 +136,6 @@ struct exporter {
 				 * attempt, 0 when the last one worked */
 	char why[WHY_MAX + 120]; /* why that attempt failed */
 };
-
-__attribute__((format(printf, 3, 4))) static void errf(char *err, size_t errsz,
-						       const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!err || errsz == 0)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, errsz, fmt, ap);
-	va_end(ap);
-}
-
-static int64_t mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-/* One line saying why a libpq call failed: the server's primary message, else
- * the connection's message, up to its first line break. */
-static void pg_why(const PGresult *res, PGconn *pg, char *buf, size_t n)
-{
-	const char *s =
-		res ? PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) : NULL;
-
-	if ((!s || !s[0]) && pg)
-		s = PQerrorMessage(pg);
-	if (!s || !s[0])
-		s = "unknown error";
-	snprintf(buf, n, "%.*s", (int)strcspn(s, "\n"), s);
-}
 
 /* The notices of CREATE TABLE IF NOT EXISTS are not worth a line on semqd's
  * stderr. */
@@ -209,19 +177,21 @@ static int parse_conninfo(const char *where, const char *v, char *err,
 	PQconninfoOption *opts;
 
 	if (!v[0]) {
-		errf(err, errsz,
-		     "export: %s: conninfo is empty (a postgresql:// URL or a "
-		     "libpq connection string of the external database)",
-		     where);
+		plug_errf(err, errsz,
+			  "export: %s: conninfo is empty (a postgresql:// URL "
+			  "or a "
+			  "libpq connection string of the external database)",
+			  where);
 		return -1;
 	}
 	opts = PQconninfoParse(v, &msg);
 	if (!opts) {
-		errf(err, errsz,
-		     "export: %s: conninfo is not a libpq connection string "
-		     "or URL: %.*s",
-		     where, msg ? (int)strcspn(msg, "\n") : 13,
-		     msg ? msg : "out of memory");
+		plug_errf(
+			err, errsz,
+			"export: %s: conninfo is not a libpq connection string "
+			"or URL: %.*s",
+			where, msg ? (int)strcspn(msg, "\n") : 13,
+			msg ? msg : "out of memory");
 		PQfreemem(msg);
 		return -1;
 	}
@@ -266,7 +236,7 @@ static int prepare(struct exporter *x)
 	if (PQresultStatus(res) != PGRES_COMMAND_OK) {
 		char why[WHY_MAX];
 
-		pg_why(res, x->pg, why, sizeof why);
+		plug_pg_why(res, x->pg, why, sizeof why);
 		snprintf(x->why, sizeof x->why, "cannot create table %s: %s",
 			 x->table, why);
 		r = refusal(res);
@@ -283,7 +253,7 @@ static int prepare(struct exporter *x)
 	if (PQresultStatus(res) != PGRES_COMMAND_OK) {
 		char why[WHY_MAX];
 
-		pg_why(res, x->pg, why, sizeof why);
+		plug_pg_why(res, x->pg, why, sizeof why);
 		snprintf(x->why, sizeof x->why,
 			 "cannot prepare the insert into %s: %s", x->table,
 			 why);
@@ -299,7 +269,7 @@ static int prepare(struct exporter *x)
 	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
 		char why[WHY_MAX];
 
-		pg_why(res, x->pg, why, sizeof why);
+		plug_pg_why(res, x->pg, why, sizeof why);
 		snprintf(x->why, sizeof x->why,
 			 "cannot plan the insert into %s: %s", x->table, why);
 		r = refusal(res);
@@ -353,7 +323,7 @@ static int connect_export(struct exporter *x)
 	if (PQstatus(x->pg) != CONNECTION_OK) {
 		char why[WHY_MAX];
 
-		pg_why(NULL, x->pg, why, sizeof why);
+		plug_pg_why(NULL, x->pg, why, sizeof why);
 		snprintf(x->why, sizeof x->why,
 			 "cannot connect to the external database: %s", why);
 		r = -1;
@@ -369,7 +339,7 @@ static int connect_export(struct exporter *x)
 fail:
 	PQfinish(x->pg);
 	x->pg = NULL;
-	x->failed_at = mono_ms();
+	x->failed_at = plug_mono_ms();
 	if (x->failed_at == 0)
 		x->failed_at = 1;
 	return r;
@@ -389,17 +359,17 @@ int semq_plugin_init(const struct semq_plugin_init_args *a, void **handle_out,
 	size_t i;
 
 	if (!a || !handle_out) {
-		errf(err, errsz, "export: init called without arguments");
+		plug_errf(err, errsz, "export: init called without arguments");
 		goto out;
 	}
 	if (a->n_options > 0 && !a->options) {
-		errf(err, errsz, "export: %zu options but no list",
-		     a->n_options);
+		plug_errf(err, errsz, "export: %zu options but no list",
+			  a->n_options);
 		goto out;
 	}
 	x = calloc(1, sizeof *x);
 	if (!x) {
-		errf(err, errsz, "export: out of memory");
+		plug_errf(err, errsz, "export: out of memory");
 		goto out;
 	}
 	snprintf(x->table, sizeof x->table, "%s", TABLE_DEFAULT);
@@ -413,45 +383,51 @@ int semq_plugin_init(const struct semq_plugin_init_args *a, void **handle_out,
 
 		if (strcmp(k, "conninfo") == 0) {
 			if (x->conninfo) {
-				errf(err, errsz,
-				     "export: %s: conninfo given twice", where);
+				plug_errf(err, errsz,
+					  "export: %s: conninfo given twice",
+					  where);
 				goto out;
 			}
 			if (parse_conninfo(where, v, err, errsz))
 				goto out;
 			x->conninfo = strdup(v);
 			if (!x->conninfo) {
-				errf(err, errsz, "export: out of memory");
+				plug_errf(err, errsz, "export: out of memory");
 				goto out;
 			}
 		} else if (strcmp(k, "table") == 0) {
 			if (seen_table) {
-				errf(err, errsz,
-				     "export: %s: table given twice", where);
+				plug_errf(err, errsz,
+					  "export: %s: table given twice",
+					  where);
 				goto out;
 			}
 			seen_table = 1;
 			if (!table_ok(v)) {
-				errf(err, errsz,
-				     "export: %s: table '%.80s' is not a name "
-				     "of 1 to 63 of a-z, 0-9 and _ that does "
-				     "not start with a digit",
-				     where, v);
+				plug_errf(err, errsz,
+					  "export: %s: table '%.80s' is not a "
+					  "name "
+					  "of 1 to 63 of a-z, 0-9 and _ that "
+					  "does "
+					  "not start with a digit",
+					  where, v);
 				goto out;
 			}
 			snprintf(x->table, sizeof x->table, "%s", v);
 		} else {
-			errf(err, errsz,
-			     "export: %s: unknown option '%s' " OPTIONS_TEXT,
-			     where, k);
+			plug_errf(
+				err, errsz,
+				"export: %s: unknown option '%s' " OPTIONS_TEXT,
+				where, k);
 			goto out;
 		}
 	}
 	if (!x->conninfo) {
-		errf(err, errsz,
-		     "export: [plugin %s]: option conninfo is missing (the "
-		     "external database: conninfo = postgresql://...)",
-		     a->name ? a->name : "export");
+		plug_errf(
+			err, errsz,
+			"export: [plugin %s]: option conninfo is missing (the "
+			"external database: conninfo = postgresql://...)",
+			a->name ? a->name : "export");
 		goto out;
 	}
 	/* Unreachable is fine (the first calls say so and RETRY); a server
@@ -464,7 +440,7 @@ int semq_plugin_init(const struct semq_plugin_init_args *a, void **handle_out,
 		int c = connect_export(x);
 
 		if (c == -2) {
-			errf(err, errsz, "export: %s", x->why);
+			plug_errf(err, errsz, "export: %s", x->why);
 			goto out;
 		}
 		if (c == 0)
@@ -496,22 +472,24 @@ int semq_plugin_handle(void *handle, const struct semq_plugin_msg *m,
 
 	(void)tx; /* the node's database is not the export's */
 	if (!x || !m) {
-		errf(err, errsz, "export: called without handle or message");
+		plug_errf(err, errsz,
+			  "export: called without handle or message");
 		return SEMQ_PLUGIN_RETRY;
 	}
 	if (m->payload_len > INT32_MAX) {
-		errf(err, errsz, "export: payload of %zu bytes is too large",
-		     m->payload_len);
+		plug_errf(err, errsz,
+			  "export: payload of %zu bytes is too large",
+			  m->payload_len);
 		return SEMQ_PLUGIN_PERMANENT;
 	}
 	if (!x->pg) {
 		if (x->failed_at &&
-		    mono_ms() - x->failed_at < RECONNECT_HOLD_MS) {
-			errf(err, errsz, "export: %s", x->why);
+		    plug_mono_ms() - x->failed_at < RECONNECT_HOLD_MS) {
+			plug_errf(err, errsz, "export: %s", x->why);
 			return SEMQ_PLUGIN_RETRY;
 		}
 		if (connect_export(x) != 0) {
-			errf(err, errsz, "export: %s", x->why);
+			plug_errf(err, errsz, "export: %s", x->why);
 			return SEMQ_PLUGIN_RETRY;
 		}
 	}
@@ -530,9 +508,9 @@ int semq_plugin_handle(void *handle, const struct semq_plugin_msg *m,
 	fmt[6] = 1;
 	res = PQexecPrepared(x->pg, INS_NAME, 7, v, len, fmt, 0);
 	if (PQresultStatus(res) != PGRES_COMMAND_OK) {
-		pg_why(res, x->pg, why, sizeof why);
-		errf(err, errsz, "export: insert into %s failed: %s", x->table,
-		     why);
+		plug_pg_why(res, x->pg, why, sizeof why);
+		plug_errf(err, errsz, "export: insert into %s failed: %s",
+			  x->table, why);
 		PQclear(res);
 		/* Lost, or in a state we do not know: start afresh next call
 		 * (without the hold-off: the server was there). */

@@ -66,6 +66,8 @@
 #include <libpq-fe.h>
 #include <sqlite3.h>
 
+#include "plugcommon.h"
+
 /* The ABI entry points (include/semq/plugin.h), looked up by name. */
 int semq_plugin_abi_version(void);
 int semq_plugin_init(const struct semq_plugin_init_args *a, void **handle_out,
@@ -113,23 +115,9 @@ struct journal {
 	long slow_ms;
 	sqlite3 *db;       /* the connection `ins` was prepared on (borrowed) */
 	sqlite3_stmt *ins; /* owned; NULL until the first handle */
-	PGconn *pg;        /* the connection `pg_ins` was prepared on
-			    * (borrowed); NULL when none */
-	int pg_pid;        /* its backend (PQbackendPID) at that time */
-	char pg_ins[64];   /* the name of the prepared INSERT on pg */
+	struct plug_pg_session pg; /* where `pg_ins` was prepared */
+	char pg_ins[64];           /* the name of the prepared INSERT on pg */
 };
-
-__attribute__((format(printf, 3, 4))) static void errf(char *err, size_t errsz,
-						       const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!err || errsz == 0)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, errsz, fmt, ap);
-	va_end(ap);
-}
 
 static uint64_t splitmix64(uint64_t *s)
 {
@@ -144,44 +132,6 @@ static uint64_t splitmix64(uint64_t *s)
 static double next_unit(struct journal *j)
 {
 	return (double)(splitmix64(&j->rng) >> 11) * 0x1.0p-53;
-}
-
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-/*
- * A new name for a statement prepared in a PostgreSQL session: never the same
- * twice in this process, and apart from another loaded copy of this file
- * (the address of the counter differs).
- */
-static void pg_stmt_name(char *buf, size_t n)
-{
-	static unsigned long counter;
-	unsigned long id = __atomic_add_fetch(&counter, 1, __ATOMIC_RELAXED);
-
-	snprintf(buf, n, "semq_journal_%lx_%lu",
-		 (unsigned long)(uintptr_t)&counter, id);
-}
-
-/* One line saying why a libpq call failed: the server's primary message, else
- * the connection's message up to its first line break. */
-static void pg_why(const PGresult *res, PGconn *pg, char *buf, size_t n)
-{
-	const char *s =
-		res ? PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) : NULL;
-	size_t len;
-
-	if (!s || !s[0])
-		s = PQerrorMessage(pg);
-	if (!s || !s[0])
-		s = "unknown error";
-	len = strcspn(s, "\n");
-	snprintf(buf, n, "%.*s", (int)len, s);
 }
 
 static void keys_free(struct keys *l)
@@ -214,16 +164,17 @@ static int parse_fail_rate(const char *where, const char *v, double *out,
 	errno = 0;
 	x = strtod(v, &end);
 	if (!v[0] || end == v || *end || errno == ERANGE) {
-		errf(err, errsz,
-		     "journal: %s: fail_rate '%s' is not a number between 0 "
-		     "and 1",
-		     where, v);
+		plug_errf(
+			err, errsz,
+			"journal: %s: fail_rate '%s' is not a number between 0 "
+			"and 1",
+			where, v);
 		return -1;
 	}
 	if (!(x >= 0.0 && x <= 1.0)) { /* NaN fails too */
-		errf(err, errsz,
-		     "journal: %s: fail_rate '%s' is not between 0 and 1",
-		     where, v);
+		plug_errf(err, errsz,
+			  "journal: %s: fail_rate '%s' is not between 0 and 1",
+			  where, v);
 		return -1;
 	}
 	*out = x;
@@ -239,10 +190,11 @@ static int parse_seed(const char *where, const char *v, uint64_t *out,
 	errno = 0;
 	x = (v[0] >= '0' && v[0] <= '9') ? strtoull(v, &end, 10) : 0;
 	if (!(v[0] >= '0' && v[0] <= '9') || *end || errno == ERANGE) {
-		errf(err, errsz,
-		     "journal: %s: fail_seed '%s' is not an unsigned 64-bit "
-		     "integer",
-		     where, v);
+		plug_errf(
+			err, errsz,
+			"journal: %s: fail_seed '%s' is not an unsigned 64-bit "
+			"integer",
+			where, v);
 		return -1;
 	}
 	*out = (uint64_t)x;
@@ -260,9 +212,9 @@ static int parse_ms(const char *name, const char *where, const char *v,
 	errno = 0;
 	x = strtol(v, &end, 10);
 	if (!v[0] || *end || errno || x < 0 || x > SLEEP_MS_MAX) {
-		errf(err, errsz,
-		     "journal: %s: %s '%s' is not a number of ms 0..%ld", where,
-		     name, v, SLEEP_MS_MAX);
+		plug_errf(err, errsz,
+			  "journal: %s: %s '%s' is not a number of ms 0..%ld",
+			  where, name, v, SLEEP_MS_MAX);
 		return -1;
 	}
 	*out = x;
@@ -300,9 +252,9 @@ static int parse_keys(struct keys *l, const char *name, const char *where,
 		while (len > 0 && (b[len - 1] == ' ' || b[len - 1] == '\t'))
 			len--;
 		if (len == 0) {
-			errf(err, errsz,
-			     "journal: %s: %s '%s' has an empty key", where,
-			     name, v);
+			plug_errf(err, errsz,
+				  "journal: %s: %s '%s' has an empty key",
+				  where, name, v);
 			return -1;
 		}
 		nk = realloc(l->v, (l->n + 1) * sizeof *nk);
@@ -318,7 +270,7 @@ static int parse_keys(struct keys *l, const char *name, const char *where,
 		s = e + 1;
 	}
 nomem:
-	errf(err, errsz, "journal: %s: out of memory", where);
+	plug_errf(err, errsz, "journal: %s: out of memory", where);
 	return -1;
 }
 
@@ -339,28 +291,30 @@ int semq_plugin_init(const struct semq_plugin_init_args *a, void **handle_out,
 	size_t i;
 
 	if (!a || !handle_out) {
-		errf(err, errsz, "journal: init called without arguments");
+		plug_errf(err, errsz, "journal: init called without arguments");
 		goto out;
 	}
 	if (!a->tx || !a->tx->db) {
-		errf(err, errsz, "journal: init called without a database");
+		plug_errf(err, errsz,
+			  "journal: init called without a database");
 		goto out;
 	}
 	if (a->tx->db_kind != SEMQ_DB_SQLITE && a->tx->db_kind != SEMQ_DB_PG) {
-		errf(err, errsz, "journal: unknown database kind %d " DB_KINDS,
-		     a->tx->db_kind);
+		plug_errf(err, errsz,
+			  "journal: unknown database kind %d " DB_KINDS,
+			  a->tx->db_kind);
 		goto out;
 	}
 	j = calloc(1, sizeof *j);
 	if (!j) {
-		errf(err, errsz, "journal: out of memory");
+		plug_errf(err, errsz, "journal: out of memory");
 		goto out;
 	}
 	j->rng = 1;
 	j->slow_ms = SLOW_MS_DEFAULT;
 	if (a->n_options > 0 && !a->options) {
-		errf(err, errsz, "journal: %zu options but no list",
-		     a->n_options);
+		plug_errf(err, errsz, "journal: %zu options but no list",
+			  a->n_options);
 		goto out;
 	}
 	for (i = 0; i < a->n_options; i++) {
@@ -387,14 +341,15 @@ int semq_plugin_init(const struct semq_plugin_init_args *a, void **handle_out,
 		else if (strcmp(k, "slow_ms") == 0)
 			seen = &seen_slow_ms;
 		else {
-			errf(err, errsz,
-			     "journal: %s: unknown option '%s' " OPTIONS_TEXT,
-			     where, k);
+			plug_errf(err, errsz,
+				  "journal: %s: unknown option "
+				  "'%s' " OPTIONS_TEXT,
+				  where, k);
 			goto out;
 		}
 		if (*seen) {
-			errf(err, errsz, "journal: %s: %s given twice", where,
-			     k);
+			plug_errf(err, errsz, "journal: %s: %s given twice",
+				  where, k);
 			goto out;
 		}
 		*seen = 1;
@@ -429,9 +384,10 @@ int semq_plugin_init(const struct semq_plugin_init_args *a, void **handle_out,
 
 		res = PQexec(a->tx->db, PG_CREATE);
 		if (PQresultStatus(res) != PGRES_COMMAND_OK) {
-			pg_why(res, a->tx->db, why, sizeof why);
-			errf(err, errsz,
-			     "journal: cannot create table journal: %s", why);
+			plug_pg_why(res, a->tx->db, why, sizeof why);
+			plug_errf(err, errsz,
+				  "journal: cannot create table journal: %s",
+				  why);
 			goto out;
 		}
 	} else if (sqlite3_exec(
@@ -441,8 +397,9 @@ int semq_plugin_init(const struct semq_plugin_init_args *a, void **handle_out,
 			   "seq INTEGER, type INTEGER, msg_key TEXT, "
 			   "payload_len INTEGER, handled_at INTEGER)",
 			   NULL, NULL, &msg) != SQLITE_OK) {
-		errf(err, errsz, "journal: cannot create table journal: %s",
-		     msg ? msg : sqlite3_errmsg(a->tx->db));
+		plug_errf(err, errsz,
+			  "journal: cannot create table journal: %s",
+			  msg ? msg : sqlite3_errmsg(a->tx->db));
 		goto out;
 	}
 	*handle_out = j;
@@ -482,9 +439,9 @@ static int journal_lite(struct journal *j, sqlite3 *db,
 				       " VALUES (?, ?, ?, ?, ?, ?, ?)",
 				       -1, SQLITE_PREPARE_PERSISTENT, &j->ins,
 				       NULL) != SQLITE_OK) {
-			errf(err, errsz,
-			     "journal: cannot prepare the insert: %s",
-			     sqlite3_errmsg(db));
+			plug_errf(err, errsz,
+				  "journal: cannot prepare the insert: %s",
+				  sqlite3_errmsg(db));
 			sqlite3_finalize(j->ins);
 			j->ins = NULL;
 			return SEMQ_PLUGIN_RETRY;
@@ -500,11 +457,11 @@ static int journal_lite(struct journal *j, sqlite3 *db,
 	else
 		sqlite3_bind_null(j->ins, 5);
 	sqlite3_bind_int64(j->ins, 6, (sqlite3_int64)m->payload_len);
-	sqlite3_bind_int64(j->ins, 7, now_ms());
+	sqlite3_bind_int64(j->ins, 7, plug_now_ms());
 	rc = sqlite3_step(j->ins);
 	if (rc != SQLITE_DONE)
-		errf(err, errsz, "journal: insert failed: %s",
-		     sqlite3_errmsg(db));
+		plug_errf(err, errsz, "journal: insert failed: %s",
+			  sqlite3_errmsg(db));
 	sqlite3_reset(j->ins);
 	sqlite3_clear_bindings(j->ins);
 	return rc == SQLITE_DONE ? SEMQ_PLUGIN_OK : SEMQ_PLUGIN_RETRY;
@@ -519,31 +476,31 @@ static int journal_pg(struct journal *j, PGconn *pg,
 	char seq[24], type[24], len[24], at[24], why[200];
 	const char *v[7];
 
-	if (j->pg != pg || j->pg_pid != PQbackendPID(pg)) {
-		j->pg = NULL;
-		pg_stmt_name(j->pg_ins, sizeof j->pg_ins);
+	if (!plug_pg_session_same(&j->pg, pg)) {
+		plug_pg_session_set(&j->pg, NULL);
+		plug_pg_stmt_name(j->pg_ins, sizeof j->pg_ins, "journal", NULL);
 		res = PQprepare(pg, j->pg_ins,
 				"INSERT INTO journal(origin, dest, seq, type, "
 				"msg_key, payload_len, handled_at) "
 				"VALUES ($1, $2, $3, $4, $5, $6, $7)",
 				7, NULL);
 		if (PQresultStatus(res) != PGRES_COMMAND_OK) {
-			pg_why(res, pg, why, sizeof why);
-			errf(err, errsz,
-			     "journal: cannot prepare the insert: %s", why);
+			plug_pg_why(res, pg, why, sizeof why);
+			plug_errf(err, errsz,
+				  "journal: cannot prepare the insert: %s",
+				  why);
 			goto out;
 		}
 		PQclear(res);
 		res = NULL;
-		j->pg = pg;
-		j->pg_pid = PQbackendPID(pg);
+		plug_pg_session_set(&j->pg, pg);
 	}
 	/* Integers go as text, as SQLite stores them: seq as a signed 64-bit
 	 * value. */
 	snprintf(seq, sizeof seq, "%lld", (long long)(int64_t)m->seq);
 	snprintf(type, sizeof type, "%lu", (unsigned long)m->type);
 	snprintf(len, sizeof len, "%lld", (long long)(int64_t)m->payload_len);
-	snprintf(at, sizeof at, "%lld", (long long)now_ms());
+	snprintf(at, sizeof at, "%lld", (long long)plug_now_ms());
 	v[0] = m->origin;
 	v[1] = m->dest;
 	v[2] = seq;
@@ -553,8 +510,8 @@ static int journal_pg(struct journal *j, PGconn *pg,
 	v[6] = at;
 	res = PQexecPrepared(pg, j->pg_ins, 7, v, NULL, NULL, 0);
 	if (PQresultStatus(res) != PGRES_COMMAND_OK) {
-		pg_why(res, pg, why, sizeof why);
-		errf(err, errsz, "journal: insert failed: %s", why);
+		plug_pg_why(res, pg, why, sizeof why);
+		plug_errf(err, errsz, "journal: insert failed: %s", why);
 		goto out;
 	}
 	r = SEMQ_PLUGIN_OK;
@@ -569,16 +526,18 @@ int semq_plugin_handle(void *handle, const struct semq_plugin_msg *m,
 	struct journal *j = handle;
 
 	if (!j || !m) {
-		errf(err, errsz, "journal: called without handle or message");
+		plug_errf(err, errsz,
+			  "journal: called without handle or message");
 		return SEMQ_PLUGIN_RETRY;
 	}
 	if (!tx || !tx->db) {
-		errf(err, errsz, "journal: called without a transaction");
+		plug_errf(err, errsz, "journal: called without a transaction");
 		return SEMQ_PLUGIN_RETRY;
 	}
 	if (tx->db_kind != SEMQ_DB_SQLITE && tx->db_kind != SEMQ_DB_PG) {
-		errf(err, errsz, "journal: unknown database kind %d " DB_KINDS,
-		     tx->db_kind);
+		plug_errf(err, errsz,
+			  "journal: unknown database kind %d " DB_KINDS,
+			  tx->db_kind);
 		return SEMQ_PLUGIN_PERMANENT;
 	}
 	if (has_key(&j->crash, m->key))
@@ -588,13 +547,15 @@ int semq_plugin_handle(void *handle, const struct semq_plugin_msg *m,
 	if (has_key(&j->slow, m->key))
 		sleep_ms(j->slow_ms);
 	if (has_key(&j->perm, m->key)) {
-		errf(err, errsz, "journal: key %s is listed in permanent_keys",
-		     m->key);
+		plug_errf(err, errsz,
+			  "journal: key %s is listed in permanent_keys",
+			  m->key);
 		return SEMQ_PLUGIN_PERMANENT;
 	}
 	if (j->fail_rate > 0.0 && next_unit(j) < j->fail_rate) {
-		errf(err, errsz, "journal: injected failure (fail_rate %g)",
-		     j->fail_rate);
+		plug_errf(err, errsz,
+			  "journal: injected failure (fail_rate %g)",
+			  j->fail_rate);
 		return SEMQ_PLUGIN_RETRY;
 	}
 	if (tx->db_kind == SEMQ_DB_PG)
