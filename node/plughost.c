@@ -36,7 +36,6 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -116,18 +115,6 @@ struct plughost {
 	char busy_id[GUARD_IDLEN], busy_plugin[SEMQ_ID_MAX + 1];
 	char busy_origin[SEMQ_ID_MAX + 1];
 };
-
-__attribute__((format(printf, 3, 4))) static void errf(char *err, size_t errsz,
-						       const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!err || errsz == 0)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, errsz, fmt, ap);
-	va_end(ap);
-}
 
 /* Makes a plugin's err text safe to show: terminated, one line. */
 static void err_tidy(char *buf, size_t bufsz)
@@ -260,28 +247,29 @@ int plughost_guard_open(struct plughost *h, const char *path, char *err,
 		return SEMQ_ERR_INVALID;
 	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (fd < 0) {
-		errf(err, errsz, "%s: %s", path, strerror(errno));
+		semq_errf(err, errsz, "%s: %s", path, strerror(errno));
 		return SEMQ_ERR_IO;
 	}
 	if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) ||
 	    sb.st_uid != geteuid() ||
 	    ((size_t)sb.st_size < sizeof *g &&
 	     ftruncate(fd, (off_t)sizeof *g) != 0)) {
-		errf(err, errsz, "%s: not a regular file of this user, or %s",
-		     path, strerror(errno));
+		semq_errf(err, errsz,
+			  "%s: not a regular file of this user, or %s", path,
+			  strerror(errno));
 		close(fd);
 		return SEMQ_ERR_IO;
 	}
 	g = mmap(NULL, sizeof *g, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	close(fd);
 	if (g == MAP_FAILED) {
-		errf(err, errsz, "%s: mmap: %s", path, strerror(errno));
+		semq_errf(err, errsz, "%s: mmap: %s", path, strerror(errno));
 		return SEMQ_ERR_IO;
 	}
 	gd = calloc(1, sizeof *gd);
 	if (!gd) {
 		munmap(g, sizeof *g);
-		errf(err, errsz, "out of memory");
+		semq_errf(err, errsz, "out of memory");
 		return SEMQ_ERR_NOMEM;
 	}
 	if (g->magic != GUARD_MAGIC) {
@@ -432,37 +420,39 @@ static int plugin_load(struct plughost *h, const char *name, const char *path,
 
 	memset(&p, 0, sizeof p);
 	if (!name || !name[0]) {
-		errf(err, errsz, "plugin%s%s: no name", where ? " at " : "",
-		     where ? where : "");
+		semq_errf(err, errsz, "plugin%s%s: no name",
+			  where ? " at " : "", where ? where : "");
 		r = SEMQ_ERR_INVALID;
 		goto out;
 	}
 	plugin_label(label, sizeof label, name, where);
 	if (!path || !path[0]) {
-		errf(err, errsz, "%s: no path", label);
+		semq_errf(err, errsz, "%s: no path", label);
 		r = SEMQ_ERR_INVALID;
 		goto out;
 	}
 	if (!all_types && n_types == 0) {
-		errf(err, errsz, "%s: no types (give * or a list of types)",
-		     label);
+		semq_errf(err, errsz,
+			  "%s: no types (give * or a list of types)", label);
 		r = SEMQ_ERR_CONFIG;
 		goto out;
 	}
 	if (n_types > 0 && !types) {
-		errf(err, errsz, "%s: %zu types but no list", label, n_types);
+		semq_errf(err, errsz, "%s: %zu types but no list", label,
+			  n_types);
 		r = SEMQ_ERR_INVALID;
 		goto out;
 	}
 	if (n_opts > 0 && !opts) {
-		errf(err, errsz, "%s: %zu options but no list", label, n_opts);
+		semq_errf(err, errsz, "%s: %zu options but no list", label,
+			  n_opts);
 		r = SEMQ_ERR_INVALID;
 		goto out;
 	}
 	for (i = 0; i < h->n; i++) {
 		if (strcmp(h->v[i].name, name) == 0) {
-			errf(err, errsz, "%s: a plugin of that name is loaded",
-			     label);
+			semq_errf(err, errsz,
+				  "%s: a plugin of that name is loaded", label);
 			r = SEMQ_ERR_CONFIG;
 			goto out;
 		}
@@ -477,7 +467,7 @@ static int plugin_load(struct plughost *h, const char *name, const char *path,
 		p.n_types = n_types;
 	}
 	if (!p.name || (!all_types && !p.types)) {
-		errf(err, errsz, "%s: out of memory", label);
+		semq_errf(err, errsz, "%s: out of memory", label);
 		r = SEMQ_ERR_NOMEM;
 		goto out;
 	}
@@ -486,7 +476,7 @@ static int plugin_load(struct plughost *h, const char *name, const char *path,
 		struct plugin *v = realloc(h->v, cap * sizeof *v);
 
 		if (!v) {
-			errf(err, errsz, "%s: out of memory", label);
+			semq_errf(err, errsz, "%s: out of memory", label);
 			r = SEMQ_ERR_NOMEM;
 			goto out;
 		}
@@ -498,8 +488,8 @@ static int plugin_load(struct plughost *h, const char *name, const char *path,
 	p.dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
 	if (!p.dl) {
 		dle = dlerror();
-		errf(err, errsz, "%s: cannot load '%s': %s", label, path,
-		     dle ? dle : "unknown dlopen error");
+		semq_errf(err, errsz, "%s: cannot load '%s': %s", label, path,
+			  dle ? dle : "unknown dlopen error");
 		r = (strchr(path, '/') && access(path, F_OK) != 0 &&
 		     errno == ENOENT)
 			    ? SEMQ_ERR_NOT_FOUND
@@ -510,35 +500,37 @@ static int plugin_load(struct plughost *h, const char *name, const char *path,
 	abi_fn = (semq_plugin_abi_version_fn)dlsym(p.dl,
 						   "semq_plugin_abi_version");
 	if (!abi_fn) {
-		errf(err, errsz,
-		     "%s: '%s' lacks the required symbol "
-		     "semq_plugin_abi_version (not a SEMQ plugin?)",
-		     label, path);
+		semq_errf(err, errsz,
+			  "%s: '%s' lacks the required symbol "
+			  "semq_plugin_abi_version (not a SEMQ plugin?)",
+			  label, path);
 		r = SEMQ_ERR_NOT_FOUND;
 		goto out;
 	}
 	abi = abi_fn();
 	if (abi != SEMQ_PLUGIN_ABI_VERSION) {
-		errf(err, errsz,
-		     "%s: '%s' was built for ABI %d, this semqd speaks %d; "
-		     "rebuild the plugin",
-		     label, path, abi, SEMQ_PLUGIN_ABI_VERSION);
+		semq_errf(
+			err, errsz,
+			"%s: '%s' was built for ABI %d, this semqd speaks %d; "
+			"rebuild the plugin",
+			label, path, abi, SEMQ_PLUGIN_ABI_VERSION);
 		r = SEMQ_ERR_VERSION;
 		goto out;
 	}
 	init_fn = (semq_plugin_init_fn)dlsym(p.dl, "semq_plugin_init");
 	if (!init_fn) {
-		errf(err, errsz,
-		     "%s: '%s' lacks the required symbol semq_plugin_init",
-		     label, path);
+		semq_errf(err, errsz,
+			  "%s: '%s' lacks the required symbol semq_plugin_init",
+			  label, path);
 		r = SEMQ_ERR_NOT_FOUND;
 		goto out;
 	}
 	p.handle_fn = (semq_plugin_handle_fn)dlsym(p.dl, "semq_plugin_handle");
 	if (!p.handle_fn) {
-		errf(err, errsz,
-		     "%s: '%s' lacks the required symbol semq_plugin_handle",
-		     label, path);
+		semq_errf(
+			err, errsz,
+			"%s: '%s' lacks the required symbol semq_plugin_handle",
+			label, path);
 		r = SEMQ_ERR_NOT_FOUND;
 		goto out;
 	}
@@ -557,8 +549,8 @@ static int plugin_load(struct plughost *h, const char *name, const char *path,
 	rc = init_fn(&args, &p.handle, perr, sizeof perr);
 	if (rc != SEMQ_PLUGIN_OK) {
 		err_tidy(perr, sizeof perr);
-		errf(err, errsz, "%s: init failed: %s", label,
-		     perr[0] ? perr : "the plugin gave no reason");
+		semq_errf(err, errsz, "%s: init failed: %s", label,
+			  perr[0] ? perr : "the plugin gave no reason");
 		/* No handle to finalise: init did not succeed. */
 		p.fini_fn = NULL;
 		r = SEMQ_ERR_PLUGIN;
@@ -581,7 +573,7 @@ int plughost_add(struct plughost *h, const char *name, const char *path,
 		 char *err, size_t errsz)
 {
 	if (!h) {
-		errf(err, errsz, "plughost_add: no host");
+		semq_errf(err, errsz, "plughost_add: no host");
 		return SEMQ_ERR_INVALID;
 	}
 	return plugin_load(h, name, path, NULL, !types || n_types == 0, types,
@@ -599,14 +591,14 @@ int plughost_new(const struct config *c, const struct semq_plugin_tx *tx,
 	if (out)
 		*out = NULL;
 	if (!c || !out || (c->n_plugins > 0 && !c->plugins)) {
-		errf(err, errsz,
-		     "plughost_new: no config or no result pointer");
+		semq_errf(err, errsz,
+			  "plughost_new: no config or no result pointer");
 		r = SEMQ_ERR_INVALID;
 		goto out;
 	}
 	h = plughost_empty();
 	if (!h) {
-		errf(err, errsz, "plughost_new: out of memory");
+		semq_errf(err, errsz, "plughost_new: out of memory");
 		r = SEMQ_ERR_NOMEM;
 		goto out;
 	}
@@ -689,13 +681,13 @@ int plughost_apply(void *host, const struct msg *m, unsigned tries,
 		err[0] = '\0';
 	if (!m) {
 		/* A bug in the caller; do not lose anything over it. */
-		errf(err, errsz, "plughost_apply: no message");
+		semq_errf(err, errsz, "plughost_apply: no message");
 		return SEMQ_PLUGIN_RETRY;
 	}
 	p = route(h, m->type);
 	if (!p) {
-		errf(err, errsz, "no plugin handles type %u",
-		     (unsigned)m->type);
+		semq_errf(err, errsz, "no plugin handles type %u",
+			  (unsigned)m->type);
 		return SEMQ_PLUGIN_RETRY;
 	}
 
@@ -721,10 +713,11 @@ int plughost_apply(void *host, const struct msg *m, unsigned tries,
 	}
 	if (crashes >= GUARD_CRASHES) {
 		count_outcome(h, p, PLUGHOST_CRASH);
-		errf(err, errsz,
-		     "crashed the node %u times (plugin '%s'): not handed to "
-		     "it again",
-		     crashes, p->name);
+		semq_errf(err, errsz,
+			  "crashed the node %u times (plugin '%s'): not handed "
+			  "to "
+			  "it again",
+			  crashes, p->name);
 		return SEMQ_PLUGIN_PERMANENT;
 	}
 	memset(perr, 0, sizeof perr);
@@ -747,19 +740,20 @@ int plughost_apply(void *host, const struct msg *m, unsigned tries,
 	case SEMQ_PLUGIN_RETRY:
 	case SEMQ_PLUGIN_PERMANENT:
 		if (perr[0])
-			errf(err, errsz, "%s", perr);
+			semq_errf(err, errsz, "%s", perr);
 		else
-			errf(err, errsz,
-			     "plugin '%s' failed (%s) without "
-			     "saying why",
-			     p->name,
-			     rc == SEMQ_PLUGIN_RETRY ? "RETRY" : "PERMANENT");
+			semq_errf(err, errsz,
+				  "plugin '%s' failed (%s) without "
+				  "saying why",
+				  p->name,
+				  rc == SEMQ_PLUGIN_RETRY ? "RETRY"
+							  : "PERMANENT");
 		break;
 	default:
-		errf(err, errsz,
-		     "plugin '%s' returned %d, which is not OK, RETRY or "
-		     "PERMANENT; treated as PERMANENT%s%s",
-		     p->name, rc, perr[0] ? ": " : "", perr);
+		semq_errf(err, errsz,
+			  "plugin '%s' returned %d, which is not OK, RETRY or "
+			  "PERMANENT; treated as PERMANENT%s%s",
+			  p->name, rc, perr[0] ? ": " : "", perr);
 		rc = SEMQ_PLUGIN_PERMANENT;
 		break;
 	}

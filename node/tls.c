@@ -33,7 +33,6 @@
 
 #include <errno.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,20 +65,6 @@ struct crl_state {
 	int64_t next_update; /* earliest nextUpdate loaded; 0 = none */
 	time_t stale_logged; /* last ERROR about a stale CRL; 0 = none */
 };
-
-static void fail(char *err, size_t errsz, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static void fail(char *err, size_t errsz, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!err || !errsz)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, errsz, fmt, ap);
-	va_end(ap);
-}
 
 /* OpenSSL's text for the oldest queued error; empties the queue. */
 static const char *ssl_reason(char *buf, size_t bufsz)
@@ -369,33 +354,34 @@ int tls_peer_id(SSL *ssl, char out[SEMQ_ID_MAX + 1], char *err, size_t errsz)
 	long v;
 
 	if (!out) {
-		fail(err, errsz, "tls_peer_id: no output buffer");
+		semq_errf(err, errsz, "tls_peer_id: no output buffer");
 		return SEMQ_ERR_INVALID;
 	}
 	out[0] = '\0';
 	if (!ssl) {
-		fail(err, errsz, "tls_peer_id: no TLS connection");
+		semq_errf(err, errsz, "tls_peer_id: no TLS connection");
 		return SEMQ_ERR_INVALID;
 	}
 	if (!SSL_is_init_finished(ssl)) {
-		fail(err, errsz, "peer: TLS handshake not finished");
+		semq_errf(err, errsz, "peer: TLS handshake not finished");
 		return SEMQ_ERR_INVALID;
 	}
 	peer = SSL_get0_peer_certificate(ssl);
 	if (!peer) {
-		fail(err, errsz, "peer: presented no certificate");
+		semq_errf(err, errsz, "peer: presented no certificate");
 		return SEMQ_ERR_INVALID;
 	}
 	v = SSL_get_verify_result(ssl);
 	if (v != X509_V_OK) {
-		fail(err, errsz, "peer: certificate not verified: %s",
-		     X509_verify_cert_error_string(v));
+		semq_errf(err, errsz, "peer: certificate not verified: %s",
+			  X509_verify_cert_error_string(v));
 		return SEMQ_ERR_INVALID;
 	}
 	if (tls_cert_id(peer, out) != SEMQ_OK) {
-		fail(err, errsz,
-		     "peer: certificate names no node id (URI SAN semq://ID "
-		     "or CN of 1-64 A-Za-z0-9._-)");
+		semq_errf(
+			err, errsz,
+			"peer: certificate names no node id (URI SAN semq://ID "
+			"or CN of 1-64 A-Za-z0-9._-)");
 		return SEMQ_ERR_INVALID;
 	}
 	return SEMQ_OK;
@@ -421,14 +407,14 @@ static STACK_OF(X509_CRL) *
 	bio = BIO_new_fp(f, BIO_NOCLOSE);
 	crls = sk_X509_CRL_new_null();
 	if (!bio || !crls) {
-		fail(err, errsz, "%s: cannot read the CRL: %s", path,
-		     ssl_reason(why, sizeof why));
+		semq_errf(err, errsz, "%s: cannot read the CRL: %s", path,
+			  ssl_reason(why, sizeof why));
 		goto out;
 	}
 	while ((crl = PEM_read_bio_X509_CRL(bio, NULL, NULL, NULL)) != NULL) {
 		if (!sk_X509_CRL_push(crls, crl)) {
 			X509_CRL_free(crl);
-			fail(err, errsz, "%s: out of memory", path);
+			semq_errf(err, errsz, "%s: out of memory", path);
 			goto out;
 		}
 	}
@@ -437,15 +423,15 @@ static STACK_OF(X509_CRL) *
 	e = ERR_peek_last_error();
 	if (ERR_GET_LIB(e) != ERR_LIB_PEM ||
 	    ERR_GET_REASON(e) != PEM_R_NO_START_LINE) {
-		fail(err, errsz, "%s: not a valid PEM CRL: %s", path,
-		     ssl_reason(why, sizeof why));
+		semq_errf(err, errsz, "%s: not a valid PEM CRL: %s", path,
+			  ssl_reason(why, sizeof why));
 		goto out;
 	}
 	if (sk_X509_CRL_num(crls) == 0) {
-		fail(err, errsz,
-		     "%s: no CRL in it (PEM \"-----BEGIN X509 CRL-----\" "
-		     "expected; make one with openssl ca -gencrl)",
-		     path);
+		semq_errf(err, errsz,
+			  "%s: no CRL in it (PEM \"-----BEGIN X509 CRL-----\" "
+			  "expected; make one with openssl ca -gencrl)",
+			  path);
 		goto out;
 	}
 	ret = crls;
@@ -536,20 +522,20 @@ int tls_crl_reload(SSL_CTX *ctx, const char *crl_path, int force, char *err,
 	if (!crl_path || !*crl_path)
 		return SEMQ_DECLINED;
 	if (!ctx) {
-		fail(err, errsz, "tls_crl_reload: no context");
+		semq_errf(err, errsz, "tls_crl_reload: no context");
 		return SEMQ_ERR_INVALID;
 	}
 	st = crl_state(ctx, 1);
 	if (!st) {
-		fail(err, errsz, "%s: out of memory", crl_path);
+		semq_errf(err, errsz, "%s: out of memory", crl_path);
 		return SEMQ_ERR_NOMEM;
 	}
 	/* Read through the descriptor that was stat'ed: the state describes
 	 * what was read even when the file is replaced meanwhile. */
 	f = fopen(crl_path, "r");
 	if (!f || fstat(fileno(f), &sb) != 0) {
-		fail(err, errsz, "%s: cannot read the CRL: %s", crl_path,
-		     strerror(errno));
+		semq_errf(err, errsz, "%s: cannot read the CRL: %s", crl_path,
+			  strerror(errno));
 		r = SEMQ_ERR_IO;
 		goto out;
 	}
@@ -571,12 +557,13 @@ int tls_crl_reload(SSL_CTX *ctx, const char *crl_path, int force, char *err,
 		int64_t nu = asn1_unix(X509_CRL_get0_nextUpdate(crl));
 
 		if (!crl_signed_by_store(SSL_CTX_get_cert_store(ctx), crl)) {
-			fail(err, errsz,
-			     "%s: the CRL of %s is not signed by a CA of [tls] "
-			     "ca: use the CRL that CA issued",
-			     crl_path,
-			     name_text(X509_CRL_get_issuer(crl), issuer,
-				       sizeof issuer));
+			semq_errf(err, errsz,
+				  "%s: the CRL of %s is not signed by a CA of "
+				  "[tls] "
+				  "ca: use the CRL that CA issued",
+				  crl_path,
+				  name_text(X509_CRL_get_issuer(crl), issuer,
+					    sizeof issuer));
 			goto out;
 		}
 		n = sk_X509_REVOKED_num(X509_CRL_get_REVOKED(crl));
@@ -586,16 +573,17 @@ int tls_crl_reload(SSL_CTX *ctx, const char *crl_path, int force, char *err,
 	}
 	store = store_with_crls(SSL_CTX_get_cert_store(ctx), crls);
 	if (!store) {
-		fail(err, errsz, "%s: cannot build the verify store: %s",
-		     crl_path, ssl_reason(when, sizeof when));
+		semq_errf(err, errsz, "%s: cannot build the verify store: %s",
+			  crl_path, ssl_reason(when, sizeof when));
 		goto out;
 	}
 	SSL_CTX_set_cert_store(ctx, store); /* frees the old one */
 	store = NULL;
 	st->next_update = next;
 	st->stale_logged = 0;
-	fail(err, errsz, "%s: CRL loaded: %d CRL(s), %d revoked certificate(s)",
-	     crl_path, sk_X509_CRL_num(crls), revoked);
+	semq_errf(err, errsz,
+		  "%s: CRL loaded: %d CRL(s), %d revoked certificate(s)",
+		  crl_path, sk_X509_CRL_num(crls), revoked);
 	if (next && next < (int64_t)time(NULL)) {
 		st->stale_logged = time(NULL);
 		log_error("tls",
@@ -674,7 +662,7 @@ int tls_peer_recheck(SSL *ssl, char *err, size_t errsz)
 	int e;
 
 	if (!peer) {
-		fail(err, errsz, "peer: presented no certificate");
+		semq_errf(err, errsz, "peer: presented no certificate");
 		goto out;
 	}
 	sc = X509_STORE_CTX_new();
@@ -684,8 +672,8 @@ int tls_peer_recheck(SSL *ssl, char *err, size_t errsz)
 				 peer, SSL_get_peer_cert_chain(ssl)) ||
 	    !X509_STORE_CTX_set_default(
 		    sc, SSL_is_server(ssl) ? "ssl_client" : "ssl_server")) {
-		fail(err, errsz, "peer: cannot check the certificate: %s",
-		     ssl_reason(why, sizeof why));
+		semq_errf(err, errsz, "peer: cannot check the certificate: %s",
+			  ssl_reason(why, sizeof why));
 		goto out;
 	}
 	X509_STORE_CTX_set_verify_cb(sc, check_cb);
@@ -694,8 +682,8 @@ int tls_peer_recheck(SSL *ssl, char *err, size_t errsz)
 		goto out;
 	}
 	e = X509_STORE_CTX_get_error(sc);
-	fail(err, errsz, "peer: certificate no longer verifies: %s",
-	     X509_verify_cert_error_string(e));
+	semq_errf(err, errsz, "peer: certificate no longer verifies: %s",
+		  X509_verify_cert_error_string(e));
 	r = SEMQ_DECLINED;
 out:
 	X509_STORE_CTX_free(sc);
@@ -714,15 +702,15 @@ int tls_check_own(SSL_CTX *ctx, int64_t now, const char *cert, const char *ca,
 	int e;
 
 	if (!own) {
-		fail(err, errsz, "%s: no certificate loaded", cert);
+		semq_errf(err, errsz, "%s: no certificate loaded", cert);
 		goto out;
 	}
 	SSL_CTX_get0_chain_certs(ctx, &chain);
 	sc = X509_STORE_CTX_new();
 	if (!sc ||
 	    !X509_STORE_CTX_init(sc, SSL_CTX_get_cert_store(ctx), own, chain)) {
-		fail(err, errsz, "%s: cannot check the certificate: %s", cert,
-		     ssl_reason(when, sizeof when));
+		semq_errf(err, errsz, "%s: cannot check the certificate: %s",
+			  cert, ssl_reason(when, sizeof when));
 		goto out;
 	}
 	X509_VERIFY_PARAM_set_time(X509_STORE_CTX_get0_param(sc), (time_t)now);
@@ -734,21 +722,23 @@ int tls_check_own(SSL_CTX *ctx, int64_t now, const char *cert, const char *ca,
 	e = X509_STORE_CTX_get_error(sc);
 	switch (e) {
 	case X509_V_ERR_CERT_HAS_EXPIRED:
-		fail(err, errsz,
-		     "%s: certificate expired on %s: peers refuse it; make a "
-		     "new certificate for this node (tools/mkcerts.sh or the "
-		     "deployment's CA) and point [tls] cert and key to it",
-		     cert,
-		     unix_text(asn1_unix(X509_get0_notAfter(own)), when,
-			       sizeof when));
+		semq_errf(err, errsz,
+			  "%s: certificate expired on %s: peers refuse it; "
+			  "make a "
+			  "new certificate for this node (tools/mkcerts.sh or "
+			  "the "
+			  "deployment's CA) and point [tls] cert and key to it",
+			  cert,
+			  unix_text(asn1_unix(X509_get0_notAfter(own)), when,
+				    sizeof when));
 		break;
 	case X509_V_ERR_CERT_NOT_YET_VALID:
-		fail(err, errsz,
-		     "%s: certificate is not valid before %s: check this "
-		     "machine's clock, or use a certificate valid now",
-		     cert,
-		     unix_text(asn1_unix(X509_get0_notBefore(own)), when,
-			       sizeof when));
+		semq_errf(err, errsz,
+			  "%s: certificate is not valid before %s: check this "
+			  "machine's clock, or use a certificate valid now",
+			  cert,
+			  unix_text(asn1_unix(X509_get0_notBefore(own)), when,
+				    sizeof when));
 		break;
 	case X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT:
 	case X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT_LOCALLY:
@@ -756,30 +746,34 @@ int tls_check_own(SSL_CTX *ctx, int64_t now, const char *cert, const char *ca,
 	case X509_V_ERR_DEPTH_ZERO_SELF_SIGNED_CERT:
 	case X509_V_ERR_SELF_SIGNED_CERT_IN_CHAIN:
 	case X509_V_ERR_CERT_SIGNATURE_FAILURE:
-		fail(err, errsz,
-		     "%s: certificate is not signed by the CA in %s (%s): "
-		     "peers refuse it; use a certificate that CA issued, or "
-		     "set [tls] ca to the CA of the deployment",
-		     cert, ca, X509_verify_cert_error_string(e));
+		semq_errf(
+			err, errsz,
+			"%s: certificate is not signed by the CA in %s (%s): "
+			"peers refuse it; use a certificate that CA issued, or "
+			"set [tls] ca to the CA of the deployment",
+			cert, ca, X509_verify_cert_error_string(e));
 		break;
 	case X509_V_ERR_CERT_REVOKED:
-		fail(err, errsz,
-		     "%s: certificate is revoked by %s: peers refuse it; make "
-		     "a new certificate for this node and point [tls] cert and "
-		     "key to it",
-		     cert, crl && *crl ? crl : "a CRL");
+		semq_errf(err, errsz,
+			  "%s: certificate is revoked by %s: peers refuse it; "
+			  "make "
+			  "a new certificate for this node and point [tls] "
+			  "cert and "
+			  "key to it",
+			  cert, crl && *crl ? crl : "a CRL");
 		break;
 	case X509_V_ERR_UNABLE_TO_GET_CRL:
-		fail(err, errsz,
-		     "%s: %s holds no CRL of the CA that signed %s: add that "
-		     "CA's CRL to it",
-		     crl && *crl ? crl : "[tls] crl", crl && *crl ? crl : "",
-		     cert);
+		semq_errf(err, errsz,
+			  "%s: %s holds no CRL of the CA that signed %s: add "
+			  "that "
+			  "CA's CRL to it",
+			  crl && *crl ? crl : "[tls] crl",
+			  crl && *crl ? crl : "", cert);
 		break;
 	default:
-		fail(err, errsz,
-		     "%s: certificate does not verify against %s: %s", cert, ca,
-		     X509_verify_cert_error_string(e));
+		semq_errf(err, errsz,
+			  "%s: certificate does not verify against %s: %s",
+			  cert, ca, X509_verify_cert_error_string(e));
 		break;
 	}
 out:
@@ -799,40 +793,42 @@ SSL_CTX *tls_ctx_new(const char *cert, const char *key, const char *ca,
 	char why[256];
 
 	if (!cert || !*cert || !key || !*key || !ca || !*ca) {
-		fail(err, errsz,
-		     "[tls] cert, key and ca: all three are required");
+		semq_errf(err, errsz,
+			  "[tls] cert, key and ca: all three are required");
 		goto out;
 	}
 	if (!semq_id_valid(node_id)) {
-		fail(err, errsz, "[node] id '%s': not a node id (1-64 of %s)",
-		     node_id ? node_id : "(null)", "A-Za-z0-9._-");
+		semq_errf(err, errsz,
+			  "[node] id '%s': not a node id (1-64 of %s)",
+			  node_id ? node_id : "(null)", "A-Za-z0-9._-");
 		goto out;
 	}
 	ERR_clear_error(); /* so the first queued error is ours */
 
 	ctx = SSL_CTX_new(TLS_method());
 	if (!ctx) {
-		fail(err, errsz, "tls: cannot create a context: %s",
-		     ssl_reason(why, sizeof why));
+		semq_errf(err, errsz, "tls: cannot create a context: %s",
+			  ssl_reason(why, sizeof why));
 		goto out;
 	}
 	if (!SSL_CTX_set_min_proto_version(ctx, TLS1_3_VERSION) ||
 	    !SSL_CTX_set_max_proto_version(ctx, TLS1_3_VERSION)) {
-		fail(err, errsz, "tls: cannot restrict to TLS 1.3: %s",
-		     ssl_reason(why, sizeof why));
+		semq_errf(err, errsz, "tls: cannot restrict to TLS 1.3: %s",
+			  ssl_reason(why, sizeof why));
 		goto out;
 	}
 	SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_TICKET);
 	SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
 	if (!SSL_CTX_set_num_tickets(ctx, 0)) {
-		fail(err, errsz, "tls: cannot turn off session resumption: %s",
-		     ssl_reason(why, sizeof why));
+		semq_errf(err, errsz,
+			  "tls: cannot turn off session resumption: %s",
+			  ssl_reason(why, sizeof why));
 		goto out;
 	}
 
 	if (SSL_CTX_use_certificate_chain_file(ctx, cert) != 1) {
-		fail(err, errsz, "%s: cannot load certificate: %s", cert,
-		     ssl_reason(why, sizeof why));
+		semq_errf(err, errsz, "%s: cannot load certificate: %s", cert,
+			  ssl_reason(why, sizeof why));
 		goto out;
 	}
 	/* Fails with "key values mismatch" when the key is not the cert's. */
@@ -841,24 +837,26 @@ SSL_CTX *tls_ctx_new(const char *cert, const char *key, const char *ca,
 
 		if (ERR_GET_LIB(e) == ERR_LIB_X509 &&
 		    ERR_GET_REASON(e) == X509_R_KEY_VALUES_MISMATCH)
-			fail(err, errsz,
-			     "%s: private key does not match the certificate "
-			     "%s (%s): use the key the certificate was made "
-			     "for, or make a new certificate for this key",
-			     key, cert, ssl_reason(why, sizeof why));
+			semq_errf(
+				err, errsz,
+				"%s: private key does not match the "
+				"certificate "
+				"%s (%s): use the key the certificate was made "
+				"for, or make a new certificate for this key",
+				key, cert, ssl_reason(why, sizeof why));
 		else
-			fail(err, errsz, "%s: cannot use private key: %s", key,
-			     ssl_reason(why, sizeof why));
+			semq_errf(err, errsz, "%s: cannot use private key: %s",
+				  key, ssl_reason(why, sizeof why));
 		goto out;
 	}
 	if (SSL_CTX_check_private_key(ctx) != 1) {
-		fail(err, errsz, "%s: private key does not match %s: %s", key,
-		     cert, ssl_reason(why, sizeof why));
+		semq_errf(err, errsz, "%s: private key does not match %s: %s",
+			  key, cert, ssl_reason(why, sizeof why));
 		goto out;
 	}
 	if (SSL_CTX_load_verify_locations(ctx, ca, NULL) != 1) {
-		fail(err, errsz, "%s: cannot load CA certificates: %s", ca,
-		     ssl_reason(why, sizeof why));
+		semq_errf(err, errsz, "%s: cannot load CA certificates: %s", ca,
+			  ssl_reason(why, sizeof why));
 		goto out;
 	}
 	SSL_CTX_set_verify(ctx,
@@ -874,16 +872,16 @@ SSL_CTX *tls_ctx_new(const char *cert, const char *key, const char *ca,
 
 	own = SSL_CTX_get0_certificate(ctx);
 	if (tls_cert_id(own, id) != SEMQ_OK) {
-		fail(err, errsz,
-		     "%s: certificate names no node id (URI SAN semq://ID "
-		     "or CN of 1-64 A-Za-z0-9._-)",
-		     cert);
+		semq_errf(err, errsz,
+			  "%s: certificate names no node id (URI SAN semq://ID "
+			  "or CN of 1-64 A-Za-z0-9._-)",
+			  cert);
 		goto out;
 	}
 	if (strcmp(id, node_id) != 0) {
-		fail(err, errsz,
-		     "%s: certificate is for '%s', but [node] id is '%s'", cert,
-		     id, node_id);
+		semq_errf(err, errsz,
+			  "%s: certificate is for '%s', but [node] id is '%s'",
+			  cert, id, node_id);
 		goto out;
 	}
 	ret = ctx;

@@ -2,6 +2,7 @@
 /* Helpers for the plain types of types.h. */
 #include "types.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -290,6 +291,31 @@ int semq_utf8_valid(const uint8_t *p, size_t n)
 		n -= k;
 	}
 	return 1;
+}
+
+static void verrf(char *err, size_t errsz, const char *fmt, va_list ap)
+{
+	if (err && errsz)
+		vsnprintf(err, errsz, fmt, ap);
+}
+
+void semq_errf(char *err, size_t errsz, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	verrf(err, errsz, fmt, ap);
+	va_end(ap);
+}
+
+int semq_fail(char *err, size_t errsz, int code, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	verrf(err, errsz, fmt, ap);
+	va_end(ap);
+	return code;
 }
 
 const int semq_out_statuses[SEMQ_N_OUT_STATUS] = {

@@ -156,6 +156,14 @@ extern const int semq_in_statuses[SEMQ_N_IN_STATUS];
 #define SEMQ_N_REDO_STATUS 5
 extern const int semq_redo_statuses[SEMQ_N_REDO_STATUS];
 
+/* Formats an error text into err[errsz] (nothing when err is NULL or errsz
+ * 0): the one helper every module with an `err, errsz` out parameter uses.
+ * semq_fail does the same and returns `code`, for `return semq_fail(...)`. */
+void semq_errf(char *err, size_t errsz, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+int semq_fail(char *err, size_t errsz, int code, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
 /* The name of a verdict (enum msg_result): "processed", "redo",
  * "duplicate", "scheduled", "cancelled", "dead", "conflict", "undecided";
  * "-" for none (-1), "unknown" for another value. */
