@@ -849,9 +849,20 @@ static int differs_typelist(const struct key *k, const char *a, const char *b)
 	return differs_list(k, a, b, sizeof(uint32_t));
 }
 
+/* Ids compared as strings: the bytes of a slot after its NUL are not part
+ * of the value. */
 static int differs_idlist(const struct key *k, const char *a, const char *b)
 {
-	return differs_list(k, a, b, SEMQ_ID_MAX + 1);
+	size_t n = *(const size_t *)(const void *)(a + k->off_n);
+	char(*const *x)[SEMQ_ID_MAX + 1] = (const void *)(a + k->off);
+	char(*const *y)[SEMQ_ID_MAX + 1] = (const void *)(b + k->off);
+
+	if (n != *(const size_t *)(const void *)(b + k->off_n))
+		return 1;
+	for (size_t i = 0; i < n; i++)
+		if (strcmp((*x)[i], (*y)[i]) != 0)
+			return 1;
+	return 0;
 }
 
 static int differs_never(const struct key *k, const char *a, const char *b)

@@ -658,6 +658,7 @@ static int ilist_item(void *ctx, size_t i, const char *item, char *why,
 		}
 	if (grow((void **)&l->v, l->n, sizeof(*l->v)) != SEMQ_OK)
 		return SEMQ_ERR_NOMEM;
+	memset(l->v[l->n], 0, sizeof(l->v[0])); /* no stray bytes after it */
 	snprintf(l->v[l->n++], sizeof(l->v[0]), "%s", item);
 	return SEMQ_OK;
 }
