@@ -4,7 +4,11 @@
  * every value where it enters, and reports every problem found, each as one
  * "FILE:LINE: message" line. One table of keys (section, key, type, default,
  * offset, range, flags, meaning) drives parsing, defaults, required-key checks
- * and config_describe(), so the reference cannot drift from the parser.
+ * and config_describe(), so the reference cannot drift from the parser. Each
+ * key's type names its setter (ktypes[]: one per type, no switch), which
+ * parses the value with the value parsers of config_value.c within the
+ * bounds written beside the key; cross-key checks come after the whole file
+ * (check_all).
  *
  * DESIGN. inih (Debian build: fixed 200-byte line buffer, multi-line values,
  * ';' inline comments, no line number for the handler) reads lines through
@@ -24,8 +28,8 @@
  */
 #define _GNU_SOURCE /* asprintf, vasprintf */
 #include "config.h"
+#include "config_value.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
 #include <ini.h>
 #include <limits.h>
@@ -33,18 +37,15 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define KIB ((int64_t)1024)
-#define MIB (1024 * KIB)
-#define GIB (1024 * MIB)
-#define TIB (1024 * GIB)
-#define SEC ((int64_t)1000)
-#define MIN (60 * SEC)
-#define HOUR (60 * MIN)
-#define DAY (24 * HOUR)
+/* Units of the table's bounds (config_value.h). */
+#define KIB CV_KIB
+#define GIB CV_GIB
+#define TIB CV_TIB
+#define HOUR CV_HOUR
+#define DAY CV_DAY
 
 #define REDO_MAX_LEVELS 32
 #define MAX_FRAME_SLACK (4 * KIB)    /* max_frame >= max_payload + this */
@@ -80,7 +81,24 @@ enum ktype {
 		       (and struct config's db_url set) */
 	T_INSTANCE, /* char[SEMQ_INSTANCE_MAX + 1]: an instance name */
 	T_ROUTE,    /* documentation only: [route] keys */
-	T_OPTION    /* documentation only: plugin options */
+	T_OPTION,   /* documentation only: plugin options */
+	N_KTYPES
+};
+
+struct key;
+struct load;
+
+/* What keys of one type do (ktypes[], beside the setters): nginx's
+ * ngx_conf_set_*_slot functions, redis's typeInterface. */
+struct ktype_ops {
+	/* Parses v into the key's field of `base`; NULL for the types that
+	 * only document keys handled outside the table. */
+	int (*set)(struct load *L, const struct key *k, void *base,
+		   const char *v, char *why, size_t whysz);
+	/* Do the key's values differ between the structs at a and b? */
+	int (*differs)(const struct key *k, const char *a, const char *b);
+	const char *name; /* in the reference; NULL: text() makes it */
+	const char *(*text)(const struct key *k, char *buf, size_t sz);
 };
 
 enum {
@@ -90,10 +108,12 @@ enum {
 	K_DOC = 8       /* only documents keys handled outside the table */
 };
 
-/* One key. `off` (and `off_n`) point into the struct of its section:
- * struct config for [node], [tls] and [redo], struct cfg_peer for [peer],
- * struct cfg_plugin for [plugin]. `def` is written in config syntax and goes
- * through the same parser as the file; NULL = no default. */
+/* One key. `type` names its setter (ktypes[]), which parses the value
+ * within `min`..`max` (or one of `names`). `off` (and `off_n`) point into
+ * the struct of its section: struct config for [node], [tls] and [redo],
+ * struct cfg_peer for [peer], struct cfg_plugin for [plugin]. `def` is
+ * written in config syntax and goes through the same setter as the file;
+ * NULL = no default. */
 struct key {
 	enum sect sect;
 	const char *name;
@@ -491,257 +511,7 @@ static void problems_free(struct problems *p)
 	p->n = 0;
 }
 
-/* ---- value parsers ------------------------------------------------------ */
-
-static int is_digit(char c)
-{
-	return c >= '0' && c <= '9';
-}
-
-/* The leading decimal digits of s (no sign, no blanks) into *v. Returns
- * the number of digits. When the number exceeds UINT64_MAX, *over is set
- * and *v is UINT64_MAX, which every range check of ours refuses too. */
-static size_t digits_u64(const char *s, uint64_t *v, int *over)
-{
-	uint64_t x = 0;
-	size_t n = 0;
-
-	*over = 0;
-	for (; is_digit(s[n]); n++) {
-		unsigned d = (unsigned)(s[n] - '0');
-		if (x > (UINT64_MAX - d) / 10)
-			*over = 1;
-		x = *over ? UINT64_MAX : x * 10 + d;
-	}
-	*v = x;
-	return n;
-}
-
-/* 0 ok; 1 malformed; 2 too large. */
-static int parse_duration(const char *s, int64_t *ms)
-{
-	static const struct {
-		const char *unit;
-		int64_t ms;
-	} units[] = {{"", SEC},  {"ms", 1},   {"s", SEC},
-		     {"m", MIN}, {"h", HOUR}, {"d", DAY}};
-	uint64_t v;
-	size_t n;
-	int over;
-
-	if (!s)
-		return 1;
-	n = digits_u64(s, &v, &over);
-	if (n == 0)
-		return 1;
-	for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
-		if (strcmp(s + n, units[i].unit) != 0)
-			continue;
-		if (over || v > (uint64_t)(INT64_MAX / units[i].ms))
-			return 2;
-		*ms = (int64_t)v * units[i].ms;
-		return 0;
-	}
-	return 1;
-}
-
-int config_parse_duration(const char *s, int64_t *ms_out)
-{
-	int64_t ms;
-
-	if (!ms_out || parse_duration(s, &ms) != 0)
-		return SEMQ_ERR_INVALID;
-	*ms_out = ms;
-	return SEMQ_OK;
-}
-
-/* 0 ok; 1 malformed; 2 too large. */
-static int parse_size(const char *s, size_t *out)
-{
-	static const struct {
-		const char *unit;
-		uint64_t mult;
-	} units[] = {{"", 1},        {"B", 1},         {"K", 1024},
-		     {"k", 1024},    {"KiB", 1024},    {"M", 1 << 20},
-		     {"m", 1 << 20}, {"MiB", 1 << 20}, {"G", 1 << 30},
-		     {"g", 1 << 30}, {"GiB", 1 << 30}};
-	uint64_t v;
-	size_t n;
-	int over;
-
-	if (!s)
-		return 1;
-	n = digits_u64(s, &v, &over);
-	if (n == 0)
-		return 1;
-	for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
-		if (strcmp(s + n, units[i].unit) != 0)
-			continue;
-		if (over || v > SIZE_MAX / units[i].mult)
-			return 2;
-		*out = (size_t)(v * units[i].mult);
-		return 0;
-	}
-	return 1;
-}
-
-int config_parse_size(const char *s, size_t *out)
-{
-	size_t v;
-
-	if (!out || parse_size(s, &v) != 0)
-		return SEMQ_ERR_INVALID;
-	*out = v;
-	return SEMQ_OK;
-}
-
-static int host_char(char c)
-{
-	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-	       is_digit(c) || c == '.' || c == '-' || c == '_';
-}
-
-/* Parses host:port or [v6]:port into *out (host stored without brackets).
- * 0 ok; otherwise 1 with why (MSG_MAX bytes) saying what is wrong. */
-static int parse_addr(const char *s, struct cfg_addr *out, char *why,
-		      size_t whysz)
-{
-	const char *host, *port, *colon;
-	size_t hlen;
-	uint64_t p;
-	size_t n;
-	int over;
-
-	memset(out, 0, sizeof(*out));
-	if (!s || !*s) {
-		snprintf(why, whysz, "%s", "empty address");
-		return 1;
-	}
-	if (s[0] == '[') {
-		const char *rb = strchr(s, ']');
-		char v6[INET6_ADDRSTRLEN + 1];
-		struct in6_addr a6;
-
-		if (!rb || rb[1] != ':') {
-			snprintf(why, whysz,
-				 "'%s' is not host:port or [v6]:port", s);
-			return 1;
-		}
-		host = s + 1;
-		hlen = (size_t)(rb - host);
-		port = rb + 2;
-		if (hlen == 0 || hlen >= sizeof(v6)) {
-			snprintf(why, whysz, "'%s': not an IPv6 address", s);
-			return 1;
-		}
-		memcpy(v6, host, hlen);
-		v6[hlen] = '\0';
-		if (inet_pton(AF_INET6, v6, &a6) != 1) {
-			snprintf(why, whysz,
-				 "'%s': '%s' is not an IPv6 address", s, v6);
-			return 1;
-		}
-	} else {
-		colon = strrchr(s, ':');
-		if (!colon) {
-			snprintf(why, whysz, "'%s': missing ':port'", s);
-			return 1;
-		}
-		host = s;
-		hlen = (size_t)(colon - s);
-		port = colon + 1;
-		if (memchr(host, ':', hlen)) {
-			snprintf(why, whysz,
-				 "'%s': write an IPv6 address in brackets, "
-				 "as in [::1]:7000",
-				 s);
-			return 1;
-		}
-		if (hlen == 0) {
-			snprintf(why, whysz, "'%s': missing host", s);
-			return 1;
-		}
-		for (size_t i = 0; i < hlen; i++) {
-			if (!host_char(host[i])) {
-				snprintf(why, whysz,
-					 "'%s': bad character '%c' in host", s,
-					 host[i]);
-				return 1;
-			}
-		}
-	}
-	if (hlen >= sizeof(out->host)) {
-		snprintf(why, whysz, "'%s': host longer than %zu characters", s,
-			 sizeof(out->host) - 1);
-		return 1;
-	}
-	n = digits_u64(port, &p, &over);
-	if (n == 0 || port[n] != '\0') {
-		snprintf(why, whysz, "'%s': port '%s' is not a number", s,
-			 port);
-		return 1;
-	}
-	if (p < 1 || p > 65535) {
-		snprintf(why, whysz, "'%s': port %s is not between 1 and 65535",
-			 s, port);
-		return 1;
-	}
-	memcpy(out->host, host, hlen);
-	out->host[hlen] = '\0';
-	out->port = (uint16_t)p;
-	out->set = 1;
-	return 0;
-}
-
-int config_parse_addr(const char *s, struct cfg_addr *out)
-{
-	char why[MSG_MAX];
-	struct cfg_addr a;
-
-	if (!out || parse_addr(s, &a, why, sizeof(why)) != 0)
-		return SEMQ_ERR_INVALID;
-	*out = a;
-	return SEMQ_OK;
-}
-
-/* ---- formatting for messages and the reference -------------------------- */
-
-static const char *fmt_duration(int64_t ms, char *buf, size_t sz)
-{
-	static const struct {
-		const char *unit;
-		int64_t ms;
-	} units[] = {{"d", DAY}, {"h", HOUR}, {"m", MIN}, {"s", SEC}};
-
-	if (ms == 0) {
-		snprintf(buf, sz, "%s", "0s");
-		return buf;
-	}
-	for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
-		if (ms % units[i].ms == 0) {
-			snprintf(buf, sz, "%lld%s",
-				 (long long)(ms / units[i].ms), units[i].unit);
-			return buf;
-		}
-	}
-	snprintf(buf, sz, "%lldms", (long long)ms);
-	return buf;
-}
-
-static const char *fmt_size(int64_t b, char *buf, size_t sz)
-{
-	if (b > 0 && b % GIB == 0)
-		snprintf(buf, sz, "%lldGiB", (long long)(b / GIB));
-	else if (b > 0 && b % MIB == 0)
-		snprintf(buf, sz, "%lldMiB", (long long)(b / MIB));
-	else if (b > 0 && b % KIB == 0)
-		snprintf(buf, sz, "%lldKiB", (long long)(b / KIB));
-	else
-		snprintf(buf, sz, "%lld", (long long)b);
-	return buf;
-}
-
-/* ---- typed values ------------------------------------------------------- */
+/* ---- the parse state, and a setter per type ------------------------------ */
 
 /* The parse state of one config_load(). */
 struct load {
@@ -814,472 +584,386 @@ static void *section_base(struct load *L, enum sect s, size_t idx)
 	return L->c;
 }
 
-/* `v` made relative to the directory of the config file (caller frees). */
-static char *resolve_path(const struct load *L, const char *v)
+/*
+ * The setters, one per type (nginx's ngx_conf_set_*_slot): each parses `v`
+ * with its value parser (config_value.h) into the field k->off of `base`,
+ * within the bounds the key table gives beside the key. SEMQ_OK; or
+ * SEMQ_ERR_INVALID with `why` naming the value (the caller adds the file,
+ * line, section and key); or SEMQ_ERR_NOMEM. A refused value leaves the
+ * field as it was, but for an address, which is left unset.
+ */
+#define FIELD(base, k, type) ((type *)(void *)((char *)(base) + (k)->off))
+#define COUNT(base, k) ((size_t *)(void *)((char *)(base) + (k)->off_n))
+
+/* Replaces the string at *field with a copy of v. */
+static int set_dup(char **field, const char *v)
 {
-	char *out = NULL;
-	size_t dl = strlen(L->dir);
-
-	if (v[0] == '/' || dl == 0)
-		return strdup(v);
-	if (asprintf(&out, "%s%s%s", L->dir, L->dir[dl - 1] == '/' ? "" : "/",
-		     v) < 0)
-		return NULL;
-	return out;
-}
-
-/* Checks the file `path` (resolved from `v`) as flags ask. 0 ok; 1 with why;
- * SEMQ_ERR_NOMEM. */
-static int check_path(const char *v, const char *path, unsigned flags,
-		      char *why, size_t whysz)
-{
-	struct stat st;
-
-	if (flags & K_EXISTS) {
-		if (stat(path, &st) != 0 || access(path, R_OK) != 0) {
-			snprintf(why, whysz, "cannot read '%s': %s", v,
-				 strerror(errno));
-			return 1;
-		}
-		if (S_ISDIR(st.st_mode)) {
-			snprintf(why, whysz, "cannot read '%s': %s", v,
-				 strerror(EISDIR));
-			return 1;
-		}
-	}
-	if (flags & K_DIR) {
-		const char *slash = strrchr(path, '/');
-		char *dir;
-		int bad = 0;
-
-		if (!slash)
-			return 0; /* the working directory */
-		dir = strndup(path, slash == path ? 1 : (size_t)(slash - path));
-		if (!dir)
-			return SEMQ_ERR_NOMEM;
-		if (stat(dir, &st) != 0) {
-			snprintf(why, whysz, "'%s': directory '%s': %s", v, dir,
-				 strerror(errno));
-			bad = 1;
-		} else if (!S_ISDIR(st.st_mode)) {
-			snprintf(why, whysz, "'%s': '%s' is not a directory", v,
-				 dir);
-			bad = 1;
-		}
-		free(dir);
-		if (bad)
-			return 1;
-	}
-	return 0;
-}
-
-/* Splits a comma list into trimmed items, calling fn for each.
- * Stops at the first item fn refuses. */
-static int list_items(const char *v, char *why, size_t whysz,
-		      int (*fn)(void *ctx, size_t i, const char *item,
-				char *why, size_t whysz),
-		      void *ctx)
-{
-	const char *p = v;
-	char item[128];
-	size_t i = 0;
-
-	for (;;) {
-		const char *e = strchr(p, ',');
-		size_t n = e ? (size_t)(e - p) : strlen(p);
-
-		while (n && (*p == ' ' || *p == '\t'))
-			p++, n--;
-		while (n && (p[n - 1] == ' ' || p[n - 1] == '\t'))
-			n--;
-		i++;
-		if (n == 0) {
-			snprintf(why, whysz, "item %zu is empty", i);
-			return 1;
-		}
-		if (n >= sizeof(item)) {
-			snprintf(why, whysz, "item %zu is too long", i);
-			return 1;
-		}
-		memcpy(item, p, n);
-		item[n] = '\0';
-		if (fn(ctx, i, item, why, whysz) != 0)
-			return 1;
-		if (!e)
-			return 0;
-		p = e + 1;
-	}
-}
-
-struct dlist {
-	const struct key *k;
-	int64_t v[REDO_MAX_LEVELS];
-	size_t n;
-};
-
-static int dlist_item(void *ctx, size_t i, const char *item, char *why,
-		      size_t whysz)
-{
-	struct dlist *d = ctx;
-	char a[32], b[32];
-	int64_t ms;
-
-	if (d->n == REDO_MAX_LEVELS) {
-		snprintf(why, whysz, "more than %d items", REDO_MAX_LEVELS);
-		return 1;
-	}
-	if (parse_duration(item, &ms) != 0) {
-		snprintf(why, whysz, "item %zu '%s' is not a duration", i,
-			 item);
-		return 1;
-	}
-	if (ms < d->k->min || ms > d->k->max) {
-		snprintf(why, whysz, "item %zu '%s' is not between %s and %s",
-			 i, item, fmt_duration(d->k->min, a, sizeof(a)),
-			 fmt_duration(d->k->max, b, sizeof(b)));
-		return 1;
-	}
-	d->v[d->n++] = ms;
-	return 0;
-}
-
-struct tlist {
-	uint32_t *v;
-	size_t n;
-	int nomem;
-};
-
-/* A list of node ids. */
-struct ilist {
-	char (*v)[SEMQ_ID_MAX + 1];
-	size_t n;
-	int nomem;
-};
-
-static int ilist_item(void *ctx, size_t i, const char *item, char *why,
-		      size_t whysz)
-{
-	struct ilist *l = ctx;
-	void *nv;
-
-	if (!semq_id_valid(item)) {
-		snprintf(why, whysz,
-			 "item %zu '%s' is not a node id (1-64 of "
-			 "A-Za-z0-9._-)",
-			 i, item);
-		return 1;
-	}
-	for (size_t j = 0; j < l->n; j++)
-		if (strcmp(l->v[j], item) == 0) {
-			snprintf(why, whysz, "'%s' is listed twice", item);
-			return 1;
-		}
-	nv = realloc(l->v, (l->n + 1) * sizeof(*l->v));
-	if (!nv) {
-		l->nomem = 1;
-		return 1;
-	}
-	l->v = nv;
-	snprintf(l->v[l->n++], sizeof(l->v[0]), "%s", item);
-	return 0;
-}
-
-static int tlist_item(void *ctx, size_t i, const char *item, char *why,
-		      size_t whysz)
-{
-	struct tlist *t = ctx;
-	uint32_t *nv;
-	uint64_t x;
-	int over;
-	size_t n = digits_u64(item, &x, &over);
-
-	if (strcmp(item, "*") == 0) {
-		snprintf(why, whysz, "%s",
-			 "'*' must stand alone: all types, or a list of "
-			 "numbers");
-		return 1;
-	}
-	if (n == 0 || item[n] != '\0') {
-		snprintf(why, whysz, "item %zu '%s' is not a type number", i,
-			 item);
-		return 1;
-	}
-	if (x > UINT32_MAX) {
-		snprintf(why, whysz, "item %zu '%s' is not between 0 and %u", i,
-			 item, UINT32_MAX);
-		return 1;
-	}
-	for (size_t j = 0; j < t->n; j++) {
-		if (t->v[j] == (uint32_t)x) {
-			snprintf(why, whysz, "type %s is listed twice", item);
-			return 1;
-		}
-	}
-	nv = realloc(t->v, (t->n + 1) * sizeof(*nv));
-	if (!nv) {
-		t->nomem = 1;
-		snprintf(why, whysz, "%s", "out of memory");
-		return 1;
-	}
-	t->v = nv;
-	t->v[t->n++] = (uint32_t)x;
-	return 0;
-}
-
-/* A T_PATH value: resolved, checked as k's flags ask, stored in *field. */
-static int set_path(struct load *L, const struct key *k, char *field,
-		    const char *v, char *why, size_t whysz)
-{
-	char *s = resolve_path(L, v);
-	int n;
+	char *s = strdup(v);
 
 	if (!s)
 		return SEMQ_ERR_NOMEM;
-	n = check_path(v, s, k->flags, why, whysz);
-	if (n != 0) {
+	free(*field);
+	*field = s;
+	return SEMQ_OK;
+}
+
+static int set_string(struct load *L, const struct key *k, void *base,
+		      const char *v, char *why, size_t whysz)
+{
+	(void)L;
+	(void)why;
+	(void)whysz;
+	return set_dup(FIELD(base, k, char *), v);
+}
+
+/* A path: resolved against the directory of the file, checked as k's flags
+ * (K_EXISTS, K_DIR) ask. */
+static int set_path(struct load *L, const struct key *k, void *base,
+		    const char *v, char *why, size_t whysz)
+{
+	unsigned flags = ((k->flags & K_EXISTS) ? CV_PATH_EXISTS : 0) |
+			 ((k->flags & K_DIR) ? CV_PATH_DIR : 0);
+	char **field = FIELD(base, k, char *);
+	char *s = cv_path_resolve(L->dir, v);
+	int r;
+
+	if (!s)
+		return SEMQ_ERR_NOMEM;
+	r = cv_path_check(v, s, flags, why, whysz);
+	if (r != SEMQ_OK) {
 		free(s);
-		return n;
+		return r;
 	}
-	free(*(char **)field);
-	*(char **)field = s;
-	return 0;
+	free(*field);
+	*field = s;
+	return SEMQ_OK;
 }
 
-/* Length of the postgresql:// or postgres:// prefix of v, or 0. */
-static size_t db_url_prefix(const char *v)
+/* [node] db: a path as set_path, or a postgresql:// URL kept as written;
+ * struct config's db_url says which. */
+static int set_db(struct load *L, const struct key *k, void *base,
+		  const char *v, char *why, size_t whysz)
 {
-	static const char *const schemes[] = {"postgresql://", "postgres://"};
+	int r;
 
-	for (size_t i = 0; i < 2; i++)
-		if (strncmp(v, schemes[i], strlen(schemes[i])) == 0)
-			return strlen(schemes[i]);
-	return 0;
+	if (cv_db_url_prefix(v)) {
+		r = cv_db_url(v, why, whysz);
+		if (r == SEMQ_OK)
+			r = set_dup(FIELD(base, k, char *), v);
+		if (r == SEMQ_OK)
+			((struct config *)base)->db_url = 1;
+		return r;
+	}
+	r = set_path(L, k, base, v, why, whysz);
+	if (r == SEMQ_OK)
+		((struct config *)base)->db_url = 0;
+	return r;
 }
 
-/* A database URL: something after the scheme, no blanks or control
- * characters (libpq parses the rest when the store connects). The message
- * never shows the URL, which may hold a password. 0 ok; 1 with why. */
-static int check_db_url(const char *v, char *why, size_t whysz)
+static int set_instance(struct load *L, const struct key *k, void *base,
+			const char *v, char *why, size_t whysz)
 {
-	size_t p = db_url_prefix(v);
+	(void)L;
+	return cv_instance(v, FIELD(base, k, char), why, whysz);
+}
 
-	if (!v[p]) {
-		snprintf(why, whysz, "%.*s: nothing after the scheme", (int)p,
-			 v);
+static int set_id(struct load *L, const struct key *k, void *base,
+		  const char *v, char *why, size_t whysz)
+{
+	(void)L;
+	return cv_id(v, FIELD(base, k, char), why, whysz);
+}
+
+static int set_bool(struct load *L, const struct key *k, void *base,
+		    const char *v, char *why, size_t whysz)
+{
+	(void)L;
+	return cv_bool(v, FIELD(base, k, int), why, whysz);
+}
+
+static int set_duration(struct load *L, const struct key *k, void *base,
+			const char *v, char *why, size_t whysz)
+{
+	(void)L;
+	return cv_duration_in(v, k->min, k->max, FIELD(base, k, int64_t), why,
+			      whysz);
+}
+
+static int set_uint(struct load *L, const struct key *k, void *base,
+		    const char *v, char *why, size_t whysz)
+{
+	(void)L;
+	return cv_uint_in(v, (unsigned)k->min, (unsigned)k->max,
+			  FIELD(base, k, unsigned), why, whysz);
+}
+
+static int set_size(struct load *L, const struct key *k, void *base,
+		    const char *v, char *why, size_t whysz)
+{
+	(void)L;
+	return cv_size_in(v, (uint64_t)k->min, (uint64_t)k->max,
+			  FIELD(base, k, size_t), why, whysz);
+}
+
+static int set_addr(struct load *L, const struct key *k, void *base,
+		    const char *v, char *why, size_t whysz)
+{
+	(void)L;
+	return cv_addr(v, FIELD(base, k, struct cfg_addr), why, whysz);
+}
+
+static int set_enum(struct load *L, const struct key *k, void *base,
+		    const char *v, char *why, size_t whysz)
+{
+	(void)L;
+	return cv_enum(v, k->names, FIELD(base, k, int), why, whysz);
+}
+
+/* Durations, each within the key's bounds, 1 to REDO_MAX_LEVELS of them. */
+static int set_durlist(struct load *L, const struct key *k, void *base,
+		       const char *v, char *why, size_t whysz)
+{
+	int64_t **field = FIELD(base, k, int64_t *);
+	int64_t *nv;
+	size_t n;
+	int r;
+
+	(void)L;
+	r = cv_durations(v, k->min, k->max, REDO_MAX_LEVELS, &nv, &n, why,
+			 whysz);
+	if (r != SEMQ_OK)
+		return r;
+	free(*field);
+	*field = nv;
+	*COUNT(base, k) = n;
+	return SEMQ_OK;
+}
+
+/* [plugin] types: "*" or type numbers, into struct cfg_plugin. */
+static int set_typelist(struct load *L, const struct key *k, void *base,
+			const char *v, char *why, size_t whysz)
+{
+	struct cfg_plugin *pl = base;
+	uint32_t *nv;
+	size_t n;
+	int all, r;
+
+	(void)L;
+	(void)k;
+	r = cv_types(v, &all, &nv, &n, why, whysz);
+	if (r != SEMQ_OK)
+		return r;
+	free(pl->types);
+	pl->types = nv;
+	pl->n_types = n;
+	pl->all_types = all;
+	return SEMQ_OK;
+}
+
+static int set_idlist(struct load *L, const struct key *k, void *base,
+		      const char *v, char *why, size_t whysz)
+{
+	char(**field)[SEMQ_ID_MAX + 1] = (void *)((char *)base + k->off);
+	char(*nv)[SEMQ_ID_MAX + 1];
+	size_t n;
+	int r;
+
+	(void)L;
+	r = cv_ids(v, &nv, &n, why, whysz);
+	if (r != SEMQ_OK)
+		return r;
+	free(*field);
+	*field = nv;
+	*COUNT(base, k) = n;
+	return SEMQ_OK;
+}
+
+/* ---- comparing a key's values, for a reload ----------------------------- */
+
+#define CFIELD(p, k, type) ((const type *)(const void *)((p) + (k)->off))
+
+static int str_differs(const char *a, const char *b)
+{
+	return (a == NULL) != (b == NULL) || (a && strcmp(a, b) != 0);
+}
+
+static int differs_str(const struct key *k, const char *a, const char *b)
+{
+	return str_differs(*CFIELD(a, k, char *), *CFIELD(b, k, char *));
+}
+
+static int differs_chars(const struct key *k, const char *a, const char *b)
+{
+	return strcmp(a + k->off, b + k->off) != 0;
+}
+
+static int differs_int(const struct key *k, const char *a, const char *b)
+{
+	return *CFIELD(a, k, int) != *CFIELD(b, k, int);
+}
+
+static int differs_i64(const struct key *k, const char *a, const char *b)
+{
+	return *CFIELD(a, k, int64_t) != *CFIELD(b, k, int64_t);
+}
+
+static int differs_uint(const struct key *k, const char *a, const char *b)
+{
+	return *CFIELD(a, k, unsigned) != *CFIELD(b, k, unsigned);
+}
+
+static int differs_size(const struct key *k, const char *a, const char *b)
+{
+	return *CFIELD(a, k, size_t) != *CFIELD(b, k, size_t);
+}
+
+static int differs_addr(const struct key *k, const char *a, const char *b)
+{
+	const struct cfg_addr *x = CFIELD(a, k, struct cfg_addr);
+	const struct cfg_addr *y = CFIELD(b, k, struct cfg_addr);
+
+	return x->set != y->set || (x->set && (strcmp(x->host, y->host) != 0 ||
+					       x->port != y->port));
+}
+
+/* A list of n items of `item` bytes at off, its count at off_n. */
+static int differs_list(const struct key *k, const char *a, const char *b,
+			size_t item)
+{
+	size_t n = *(const size_t *)(const void *)(a + k->off_n);
+	const void *x = *CFIELD(a, k, void *);
+	const void *y = *CFIELD(b, k, void *);
+
+	if (n != *(const size_t *)(const void *)(b + k->off_n))
 		return 1;
-	}
-	for (size_t i = p; v[i]; i++) {
-		unsigned char ch = (unsigned char)v[i];
-		if (ch <= ' ' || ch == 0x7f) {
-			snprintf(why, whysz,
-				 "%.*s URL: a blank or control character at "
-				 "offset %zu; percent-encode it (%%20)",
-				 (int)p - 3, v, i);
+	return n && memcmp(x, y, n * item) != 0;
+}
+
+static int differs_durlist(const struct key *k, const char *a, const char *b)
+{
+	return differs_list(k, a, b, sizeof(int64_t));
+}
+
+static int differs_typelist(const struct key *k, const char *a, const char *b)
+{
+	return differs_list(k, a, b, sizeof(uint32_t));
+}
+
+/* Ids compared as strings: the bytes of a slot after its NUL are not part
+ * of the value. */
+static int differs_idlist(const struct key *k, const char *a, const char *b)
+{
+	size_t n = *(const size_t *)(const void *)(a + k->off_n);
+	char(*const *x)[SEMQ_ID_MAX + 1] = (const void *)(a + k->off);
+	char(*const *y)[SEMQ_ID_MAX + 1] = (const void *)(b + k->off);
+
+	if (n != *(const size_t *)(const void *)(b + k->off_n))
+		return 1;
+	for (size_t i = 0; i < n; i++)
+		if (strcmp((*x)[i], (*y)[i]) != 0)
 			return 1;
-		}
-	}
 	return 0;
 }
 
-/*
- * Parses `v` as k's type into the struct `base`. Returns 0, 1 when the value
- * is bad (why says how, naming the value), or SEMQ_ERR_NOMEM.
- */
-static int set_value(struct load *L, const struct key *k, void *base,
-		     const char *v, char *why, size_t whysz)
+static int differs_never(const struct key *k, const char *a, const char *b)
 {
-	char *field = (char *)base + k->off;
-	char a[32], b[32];
-	uint64_t u;
-	int64_t ms;
-	size_t sz, nd;
-	int n, over;
+	(void)k;
+	(void)a;
+	(void)b;
+	return 0;
+}
 
+/* ---- naming a key's type, for the reference ------------------------------ */
+
+static const char *text_duration(const struct key *k, char *buf, size_t sz)
+{
+	char a[32], b[32];
+
+	snprintf(buf, sz, "duration %s..%s",
+		 cv_fmt_duration(k->min, a, sizeof(a)),
+		 cv_fmt_duration(k->max, b, sizeof(b)));
+	return buf;
+}
+
+static const char *text_durlist(const struct key *k, char *buf, size_t sz)
+{
+	char a[32], b[32];
+
+	snprintf(buf, sz, "durations d1,d2,... each %s..%s",
+		 cv_fmt_duration(k->min, a, sizeof(a)),
+		 cv_fmt_duration(k->max, b, sizeof(b)));
+	return buf;
+}
+
+static const char *text_uint(const struct key *k, char *buf, size_t sz)
+{
+	snprintf(buf, sz, "integer %lld..%lld", (long long)k->min,
+		 (long long)k->max);
+	return buf;
+}
+
+static const char *text_size(const struct key *k, char *buf, size_t sz)
+{
+	char a[32], b[32];
+
+	snprintf(buf, sz, "size %s..%s", cv_fmt_size(k->min, a, sizeof(a)),
+		 cv_fmt_size(k->max, b, sizeof(b)));
+	return buf;
+}
+
+static const char *text_enum(const struct key *k, char *buf, size_t sz)
+{
+	buf[0] = '\0';
+	for (int i = 0; k->names[i]; i++) {
+		size_t l = strlen(buf);
+
+		snprintf(buf + l, sz - l, "%s%s", i ? "|" : "", k->names[i]);
+	}
+	return buf;
+}
+
+/* ---- the types ---------------------------------------------------------- */
+
+/* What each type of the key table does: its setter, its comparison for a
+ * reload, and its name in the reference (fixed, or made by text() from the
+ * key's bounds or names). */
+static const struct ktype_ops ktypes[] = {
+	[T_STRING] = {set_string, differs_str, "string", NULL},
+	[T_PATH] = {set_path, differs_str, "path", NULL},
+	[T_ID] = {set_id, differs_chars, "node id", NULL},
+	[T_BOOL] = {set_bool, differs_int, "yes|no", NULL},
+	[T_DURATION] = {set_duration, differs_i64, NULL, text_duration},
+	[T_UINT] = {set_uint, differs_uint, NULL, text_uint},
+	[T_SIZE] = {set_size, differs_size, NULL, text_size},
+	[T_ADDR] = {set_addr, differs_addr, "host:port or [v6]:port", NULL},
+	[T_ENUM] = {set_enum, differs_int, NULL, text_enum},
+	[T_DURLIST] = {set_durlist, differs_durlist, NULL, text_durlist},
+	[T_TYPELIST] = {set_typelist, differs_typelist, "* or type,type,...",
+			NULL},
+	[T_IDLIST] = {set_idlist, differs_idlist, "node id,node id,...", NULL},
+	[T_DB] = {set_db, differs_str, "path or postgresql:// URL", NULL},
+	[T_INSTANCE] = {set_instance, differs_chars, "instance name", NULL},
+	[T_ROUTE] = {NULL, differs_never, "peer name", NULL},
+	[T_OPTION] = {NULL, differs_never, "string", NULL},
+};
+_Static_assert(sizeof(ktypes) / sizeof(ktypes[0]) == N_KTYPES,
+	       "a struct ktype_ops for every enum ktype");
+
+/* Sets key k in `base` from the text `v` (a line of the file or the table's
+ * default) with its type's setter. Returns as the setters do. */
+static int set_key(struct load *L, const struct key *k, void *base,
+		   const char *v, char *why, size_t whysz)
+{
 	if (!*v) {
 		snprintf(why, whysz, "%s", "empty value");
-		return 1;
+		return SEMQ_ERR_INVALID;
 	}
-	switch (k->type) {
-	case T_STRING: {
-		char *s = strdup(v);
-		if (!s)
-			return SEMQ_ERR_NOMEM;
-		free(*(char **)field);
-		*(char **)field = s;
-		return 0;
+	if (!ktypes[k->type].set) {
+		snprintf(why, whysz, "%s",
+			 "internal error: no parser for this key");
+		return SEMQ_ERR_INVALID;
 	}
-	case T_PATH: return set_path(L, k, field, v, why, whysz);
-	case T_DB:
-		if (db_url_prefix(v)) {
-			char *s;
-			n = check_db_url(v, why, whysz);
-			if (n != 0)
-				return n;
-			s = strdup(v);
-			if (!s)
-				return SEMQ_ERR_NOMEM;
-			free(*(char **)field);
-			*(char **)field = s;
-			((struct config *)base)->db_url = 1;
-			return 0;
-		}
-		n = set_path(L, k, field, v, why, whysz);
-		if (n == 0)
-			((struct config *)base)->db_url = 0;
-		return n;
-	case T_INSTANCE:
-		if (!config_instance_valid(v)) {
-			snprintf(why, whysz,
-				 "'%s' is not an instance name (1-64 of "
-				 "A-Za-z0-9._:-)",
-				 v);
-			return 1;
-		}
-		snprintf(field, SEMQ_INSTANCE_MAX + 1, "%s", v);
-		return 0;
-	case T_ID:
-		if (!semq_id_valid(v)) {
-			snprintf(why, whysz,
-				 "'%s' is not a node id (1-64 of "
-				 "A-Za-z0-9._-)",
-				 v);
-			return 1;
-		}
-		snprintf(field, SEMQ_ID_MAX + 1, "%s", v);
-		return 0;
-	case T_BOOL:
-		if (!strcasecmp(v, "yes") || !strcasecmp(v, "true") ||
-		    !strcasecmp(v, "on") || !strcmp(v, "1")) {
-			*(int *)field = 1;
-			return 0;
-		}
-		if (!strcasecmp(v, "no") || !strcasecmp(v, "false") ||
-		    !strcasecmp(v, "off") || !strcmp(v, "0")) {
-			*(int *)field = 0;
-			return 0;
-		}
-		snprintf(why, whysz,
-			 "'%s' is not yes/no (yes, no, true, false, on, off, "
-			 "1, 0)",
-			 v);
-		return 1;
-	case T_DURATION:
-		n = parse_duration(v, &ms);
-		if (n == 1) {
-			snprintf(why, whysz,
-				 "'%s' is not a duration (250ms, 5s, 1m, 6h, "
-				 "2d, or seconds)",
-				 v);
-			return 1;
-		}
-		if (n == 2 || ms < k->min || ms > k->max) {
-			snprintf(why, whysz, "'%s' is not between %s and %s", v,
-				 fmt_duration(k->min, a, sizeof(a)),
-				 fmt_duration(k->max, b, sizeof(b)));
-			return 1;
-		}
-		*(int64_t *)field = ms;
-		return 0;
-	case T_UINT:
-		nd = digits_u64(v, &u, &over);
-		if (nd == 0 || v[nd] != '\0') {
-			snprintf(why, whysz, "'%s' is not a whole number", v);
-			return 1;
-		}
-		if (u < (uint64_t)k->min || u > (uint64_t)k->max) {
-			snprintf(why, whysz,
-				 "'%s' is not between %lld and %lld", v,
-				 (long long)k->min, (long long)k->max);
-			return 1;
-		}
-		*(unsigned *)field = (unsigned)u;
-		return 0;
-	case T_SIZE:
-		n = parse_size(v, &sz);
-		if (n == 1) {
-			snprintf(why, whysz,
-				 "'%s' is not a size (1000, 64KiB, 16MiB, "
-				 "1GiB)",
-				 v);
-			return 1;
-		}
-		if (n == 2 || (uint64_t)sz < (uint64_t)k->min ||
-		    (uint64_t)sz > (uint64_t)k->max) {
-			snprintf(why, whysz, "'%s' is not between %s and %s", v,
-				 fmt_size(k->min, a, sizeof(a)),
-				 fmt_size(k->max, b, sizeof(b)));
-			return 1;
-		}
-		*(size_t *)field = sz;
-		return 0;
-	case T_ADDR: return parse_addr(v, (struct cfg_addr *)field, why, whysz);
-	case T_ENUM:
-		for (int i = 0; k->names[i]; i++) {
-			if (!strcasecmp(v, k->names[i])) {
-				*(int *)field = i;
-				return 0;
-			}
-		}
-		snprintf(why, whysz, "'%s' is not one of", v);
-		for (int i = 0; k->names[i]; i++) {
-			size_t l = strlen(why);
-			snprintf(why + l, whysz - l, "%s%s", i ? ", " : " ",
-				 k->names[i]);
-		}
-		return 1;
-	case T_DURLIST: {
-		struct dlist d = {.k = k};
-		int64_t *nv;
-
-		if (list_items(v, why, whysz, dlist_item, &d) != 0)
-			return 1;
-		nv = malloc(d.n * sizeof(*nv));
-		if (!nv)
-			return SEMQ_ERR_NOMEM;
-		memcpy(nv, d.v, d.n * sizeof(*nv));
-		free(*(int64_t **)field);
-		*(int64_t **)field = nv;
-		*(size_t *)((char *)base + k->off_n) = d.n;
-		return 0;
-	}
-	case T_TYPELIST: {
-		struct cfg_plugin *pl = base;
-		struct tlist t = {0};
-
-		if (strcmp(v, "*") == 0) {
-			free(pl->types);
-			pl->types = NULL;
-			pl->n_types = 0;
-			pl->all_types = 1;
-			return 0;
-		}
-		if (list_items(v, why, whysz, tlist_item, &t) != 0) {
-			free(t.v);
-			return t.nomem ? SEMQ_ERR_NOMEM : 1;
-		}
-		free(pl->types);
-		pl->types = t.v;
-		pl->n_types = t.n;
-		pl->all_types = 0;
-		return 0;
-	}
-	case T_IDLIST: {
-		struct ilist l = {0};
-
-		if (list_items(v, why, whysz, ilist_item, &l) != 0) {
-			free(l.v);
-			return l.nomem ? SEMQ_ERR_NOMEM : 1;
-		}
-		free(*(void **)field);
-		*(void **)field = l.v;
-		*(size_t *)((char *)base + k->off_n) = l.n;
-		return 0;
-	}
-	case T_ROUTE:
-	case T_OPTION: break;
-	}
-	snprintf(why, whysz, "%s", "internal error: no parser for this key");
-	return 1;
+	return ktypes[k->type].set(L, k, base, v, why, whysz);
 }
 
 /* Sets the defaults of section s into base. */
@@ -1292,7 +976,7 @@ static int apply_defaults(struct load *L, enum sect s, void *base)
 
 		if (keys[i].sect != s || !keys[i].def)
 			continue;
-		r = set_value(L, &keys[i], base, keys[i].def, why, sizeof(why));
+		r = set_key(L, &keys[i], base, keys[i].def, why, sizeof(why));
 		if (r == SEMQ_ERR_NOMEM)
 			return r;
 		if (r != 0)
@@ -1511,8 +1195,8 @@ static int on_key(struct load *L, const char *name, const char *value)
 			L->label);
 		return SEMQ_OK;
 	}
-	r = set_value(L, k, section_base(L, L->sect, L->idx), value, why,
-		      sizeof(why));
+	r = set_key(L, k, section_base(L, L->sect, L->idx), value, why,
+		    sizeof(why));
 	if (r == SEMQ_ERR_NOMEM)
 		return r;
 	if (r != 0)
@@ -1756,6 +1440,37 @@ static void check_all(struct load *L)
 
 /* ---- public ------------------------------------------------------------- */
 
+int config_parse_duration(const char *s, int64_t *ms_out)
+{
+	int64_t ms;
+
+	if (!ms_out || cv_duration(s, &ms) != SEMQ_OK)
+		return SEMQ_ERR_INVALID;
+	*ms_out = ms;
+	return SEMQ_OK;
+}
+
+int config_parse_size(const char *s, size_t *out)
+{
+	size_t v;
+
+	if (!out || cv_size(s, &v) != SEMQ_OK)
+		return SEMQ_ERR_INVALID;
+	*out = v;
+	return SEMQ_OK;
+}
+
+int config_parse_addr(const char *s, struct cfg_addr *out)
+{
+	char why[MSG_MAX];
+	struct cfg_addr a;
+
+	if (!out || cv_addr(s, &a, why, sizeof(why)) != SEMQ_OK)
+		return SEMQ_ERR_INVALID;
+	*out = a;
+	return SEMQ_OK;
+}
+
 unsigned config_workers(const struct config *c)
 {
 	long n;
@@ -1778,62 +1493,6 @@ static const char *section_name(enum sect sect)
 		if (sections[i].sect == sect)
 			return sections[i].name;
 	return "?";
-}
-
-static int str_differs(const char *a, const char *b)
-{
-	return (a == NULL) != (b == NULL) || (a && strcmp(a, b) != 0);
-}
-
-/* Does the value of key k differ between the structs at a and b? */
-static int key_differs(const struct key *k, const char *a, const char *b)
-{
-	switch (k->type) {
-	case T_STRING:
-	case T_PATH:
-	case T_DB:
-		return str_differs(*(char *const *)(a + k->off),
-				   *(char *const *)(b + k->off));
-	case T_ID:
-	case T_INSTANCE: return strcmp(a + k->off, b + k->off) != 0;
-	case T_BOOL:
-	case T_ENUM:
-		return *(const int *)(a + k->off) != *(const int *)(b + k->off);
-	case T_DURATION:
-		return *(const int64_t *)(a + k->off) !=
-		       *(const int64_t *)(b + k->off);
-	case T_UINT:
-		return *(const unsigned *)(a + k->off) !=
-		       *(const unsigned *)(b + k->off);
-	case T_SIZE:
-		return *(const size_t *)(a + k->off) !=
-		       *(const size_t *)(b + k->off);
-	case T_ADDR: {
-		const struct cfg_addr *x = (const void *)(a + k->off);
-		const struct cfg_addr *y = (const void *)(b + k->off);
-
-		return x->set != y->set ||
-		       (x->set &&
-			(strcmp(x->host, y->host) != 0 || x->port != y->port));
-	}
-	case T_DURLIST:
-	case T_TYPELIST:
-	case T_IDLIST: {
-		size_t n = *(const size_t *)(a + k->off_n), item;
-		const void *x = *(const void *const *)(a + k->off);
-		const void *y = *(const void *const *)(b + k->off);
-
-		if (n != *(const size_t *)(b + k->off_n))
-			return 1;
-		item = k->type == T_DURLIST    ? sizeof(int64_t)
-		       : k->type == T_TYPELIST ? sizeof(uint32_t)
-					       : SEMQ_ID_MAX + 1;
-		return n && memcmp(x, y, n * item) != 0;
-	}
-	case T_ROUTE:
-	case T_OPTION: return 0;
-	}
-	return 0;
 }
 
 static int plugin_differs(const struct cfg_plugin *a,
@@ -1867,7 +1526,8 @@ void config_diff(const struct config *a, const struct config *b,
 		if (key->sect == S_PEER || key->sect == S_PLUGIN ||
 		    key->sect == S_ROUTE || (key->flags & K_DOC))
 			continue;
-		if (key_differs(key, (const char *)a, (const char *)b))
+		if (ktypes[key->type].differs(key, (const char *)a,
+					      (const char *)b))
 			fn(ctx, section_name(key->sect), NULL, key->name);
 	}
 	for (i = 0; i < a->n_plugins; i++) {
@@ -2099,49 +1759,9 @@ out:
 
 static const char *type_text(const struct key *k, char *buf, size_t sz)
 {
-	char a[32], b[32];
-	size_t l;
+	const struct ktype_ops *t = &ktypes[k->type];
 
-	switch (k->type) {
-	case T_STRING: return "string";
-	case T_PATH: return "path";
-	case T_DB: return "path or postgresql:// URL";
-	case T_INSTANCE: return "instance name";
-	case T_ID: return "node id";
-	case T_BOOL: return "yes|no";
-	case T_ADDR: return "host:port or [v6]:port";
-	case T_ROUTE: return "peer name";
-	case T_OPTION: return "string";
-	case T_TYPELIST: return "* or type,type,...";
-	case T_IDLIST: return "node id,node id,...";
-	case T_DURATION:
-		snprintf(buf, sz, "duration %s..%s",
-			 fmt_duration(k->min, a, sizeof(a)),
-			 fmt_duration(k->max, b, sizeof(b)));
-		return buf;
-	case T_DURLIST:
-		snprintf(buf, sz, "durations d1,d2,... each %s..%s",
-			 fmt_duration(k->min, a, sizeof(a)),
-			 fmt_duration(k->max, b, sizeof(b)));
-		return buf;
-	case T_UINT:
-		snprintf(buf, sz, "integer %lld..%lld", (long long)k->min,
-			 (long long)k->max);
-		return buf;
-	case T_SIZE:
-		snprintf(buf, sz, "size %s..%s", fmt_size(k->min, a, sizeof(a)),
-			 fmt_size(k->max, b, sizeof(b)));
-		return buf;
-	case T_ENUM:
-		buf[0] = '\0';
-		for (int i = 0; k->names[i]; i++) {
-			l = strlen(buf);
-			snprintf(buf + l, sz - l, "%s%s", i ? "|" : "",
-				 k->names[i]);
-		}
-		return buf;
-	}
-	return "?";
+	return t->text ? t->text(k, buf, sz) : t->name;
 }
 
 /* Writes `text` then `tail` as words, wrapped at 79 columns, each line

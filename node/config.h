@@ -18,37 +18,7 @@
 #include <semq/plugin.h>
 #include <semq/semq.h>
 
-/* An instance name ([node] instance, Hello.instance): which semqd of several
- * serving one node id over a shared database this is. */
-#define SEMQ_INSTANCE_MAX 64
-
-/* Is `s` a valid instance name: 0..SEMQ_INSTANCE_MAX chars of
- * [A-Za-z0-9._:-] (empty = the node's only instance)? Used by the config
- * parser and the wire codec alike, hence inline here (the codec does not
- * link the config module). */
-static inline int config_instance_valid(const char *s)
-{
-	size_t n;
-
-	if (!s)
-		return 0;
-	for (n = 0; s[n]; n++) {
-		char ch = s[n];
-		if (n >= SEMQ_INSTANCE_MAX ||
-		    !((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
-		      (ch >= '0' && ch <= '9') || ch == '.' || ch == '_' ||
-		      ch == ':' || ch == '-'))
-			return 0;
-	}
-	return 1;
-}
-
-/* host:port; host is a numeric address or a name, [v6] in brackets. */
-struct cfg_addr {
-	int set;
-	char host[256];
-	uint16_t port;
-};
+#include "config_value.h" /* struct cfg_addr, config_instance_valid() */
 
 struct cfg_peer {
 	char name[SEMQ_ID_MAX + 1]; /* [peer NAME]: the peer's node id */

@@ -1447,23 +1447,155 @@ static void test_relay_keys(void **state)
 			 SEMQ_OK);
 }
 
+/* What config_diff() reported: "sect/key" or "plugin/NAME/what", each
+ * followed by a space. */
+struct diffs {
+	char s[2048];
+};
+
+static void on_diff(void *ctx, const char *sect, const char *name,
+		    const char *key)
+{
+	struct diffs *d = ctx;
+	size_t l = strlen(d->s);
+
+	snprintf(d->s + l, sizeof(d->s) - l, "%s/%s%s%s ", sect,
+		 name ? name : "", name ? "/" : "", key);
+}
+
+/* config_diff() (a reload) names exactly the key whose value changed, for
+ * every key of every type of [node], [tls], [redo] and [relay], and the
+ * [plugin] sections added, removed and changed; nothing for the same file.
+ */
+static void test_diff(void **state)
+{
+	static const char base_fmt[] = "[node]\n%s\n%s\n"
+				       "[tls]\n%s\n[redo]\n%s\n[relay]\n%s\n"
+				       "[plugin p]\npath = /dev/null\n%s\n";
+	static const struct {
+		const char *sect, *line, *want;
+	} cases[] = {
+		{"head", "id = S2\ndb = s1.db\nrelay = yes", "node/id "},
+		{"head", "id = S1\ndb = other.db\nrelay = yes", "node/db "},
+		{"head", "id = S1\ndb = postgresql://h/db\nrelay = yes",
+		 "node/db node/instance "},
+		{"node", "instance = i1", "node/instance "},
+		{"node", "listen = 127.0.0.1:7000", "node/listen "},
+		{"node", "admin = [::1]:7001", "node/admin "},
+		{"node", "admin_token = t", "node/admin_token "},
+		{"node", "allow = listed", "node/allow "},
+		{"head", "id = S1\ndb = s1.db\nrelay = no", "node/relay "},
+		{"node", "store_and_forward = yes", "node/store_and_forward "},
+		{"node", "synchronous = off", "node/synchronous "},
+		{"node", "poll_interval = 1s", "node/poll_interval "},
+		{"node", "receipt_retention = 0", "node/receipt_retention "},
+		{"node", "max_connections = 10", "node/max_connections "},
+		{"node", "workers = 2", "node/workers "},
+		{"node", "memory_budget = 2MiB", "node/memory_budget "},
+		{"node", "max_payload = 1MiB",
+		 "node/max_payload node/max_frame "},
+		{"node", "max_frame = 32MiB", "node/max_frame "},
+		{"node", "log_level = debug", "node/log_level "},
+		{"node", "log_file = x.log", "node/log_file "},
+		{"tls", "deny = A,B\ncert = f.pem", "tls/cert "},
+		{"tls", "deny = A,B\ncrl = f.pem", "tls/crl "},
+		{"tls", "deny = A,C", "tls/deny "},
+		{"tls", "deny = A", "tls/deny "},
+		{"redo", "levels = 1s,2s", "redo/levels "},
+		{"redo", "levels = 5s,30s,1m,10m,30m,1h,6h,1d,3d",
+		 "redo/levels "},
+		{"redo", "max_tries = 3", "redo/max_tries "},
+		{"redo", "retention = 1d", "redo/retention "},
+		{"relay", "quota_bytes = 1MiB", "relay/quota_bytes "},
+		{"relay", "quota_messages_per_origin = 5",
+		 "relay/quota_messages_per_origin "},
+		{"relay", "unknown_dest_after = 1h",
+		 "relay/unknown_dest_after "},
+		{"relay", "relay_ack = no", "relay/relay_ack "},
+		{"relay", "require_connected = S9", "relay/require_connected "},
+		{"plugin", "types = 1,3", "plugin/p/changed "},
+		{"plugin", "types = *", "plugin/p/changed "},
+		{"plugin", "types = 1,2\ndeadline = 1s", "plugin/p/changed "},
+		{"plugin", "types = 1,2\nopt = x", "plugin/p/changed "},
+		{"plugin",
+		 "types = 1,2\n[plugin q]\npath = /dev/null\ntypes = *",
+		 "plugin/q/added "},
+	};
+	static const char head[] = "id = S1\ndb = s1.db\nrelay = yes";
+	static const char deny[] = "deny = A,B";
+	static const char types[] = "types = 1,2";
+	struct fx *f = *state;
+	struct config *base;
+	struct diffs d;
+	char ini[1024];
+
+	put(f, "f.pem", "x\n");
+	snprintf(ini, sizeof(ini), base_fmt, head, "", deny, "", "", types);
+	assert_int_equal(load(f, ini), SEMQ_OK);
+	base = f->c;
+	f->c = NULL;
+	memset(&d, 0, sizeof(d));
+	config_diff(base, base, on_diff, &d);
+	assert_string_equal(d.s, "");
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		const char *x = cases[i].sect, *v = cases[i].line;
+
+		snprintf(ini, sizeof(ini), base_fmt,
+			 !strcmp(x, "head") ? v : head,
+			 !strcmp(x, "node") ? v : "",
+			 !strcmp(x, "tls") ? v : deny,
+			 !strcmp(x, "redo") ? v : "",
+			 !strcmp(x, "relay") ? v : "",
+			 !strcmp(x, "plugin") ? v : types);
+		if (load(f, ini) != SEMQ_OK)
+			fail_msg("%s: %s", v, f->errs);
+		memset(&d, 0, sizeof(d));
+		config_diff(base, f->c, on_diff, &d);
+		if (strcmp(d.s, cases[i].want) != 0)
+			fail_msg("%s: reported '%s', not '%s'", v, d.s,
+				 cases[i].want);
+		/* The other way round: the same keys, a plugin removed. */
+		memset(&d, 0, sizeof(d));
+		config_diff(f->c, base, on_diff, &d);
+		if (!strcmp(cases[i].want, "plugin/q/added "))
+			assert_string_equal(d.s, "plugin/q/removed ");
+		else
+			assert_string_equal(d.s, cases[i].want);
+	}
+	config_free(base);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
-		T(test_full_valid),       T(test_defaults),
-		T(test_layout),           T(test_unknown_key),
-		T(test_unknown_section),  T(test_bad_values),
-		T(test_bad_dir),          T(test_bad_id),
-		T(test_missing_required), T(test_missing_files),
-		T(test_duplicates),       T(test_routes_and_peers),
-		T(test_cross_checks),     T(test_lists),
-		T(test_syntax_errors),    T(test_many_errors),
-		T(test_relative_paths),   T(test_cannot_open),
-		T(test_parse_duration),   T(test_parse_size),
-		T(test_parse_addr),       T(test_check_daemon),
-		T(test_describe),         T(test_instance),
-		T(test_db_url),           T(test_relay_keys),
+		T(test_full_valid),
+		T(test_defaults),
+		T(test_layout),
+		T(test_unknown_key),
+		T(test_unknown_section),
+		T(test_bad_values),
+		T(test_bad_dir),
+		T(test_bad_id),
+		T(test_missing_required),
+		T(test_missing_files),
+		T(test_duplicates),
+		T(test_routes_and_peers),
+		T(test_cross_checks),
+		T(test_lists),
+		T(test_syntax_errors),
+		T(test_many_errors),
+		T(test_relative_paths),
+		T(test_cannot_open),
+		T(test_parse_duration),
+		T(test_parse_size),
+		T(test_parse_addr),
+		T(test_check_daemon),
+		T(test_describe),
+		T(test_instance),
+		T(test_db_url),
+		T(test_relay_keys),
+		T(test_diff),
 #undef T
 	};
 
