@@ -838,18 +838,22 @@ class Proxy:
 
     cut_min=0 (the default here) relays without faults; cut_min/cut_max set
     the interval of fault events, stall_prob the share of links stalled
-    rather than cut, rst_prob the share of cuts sent as RST. listen_port:
+    rather than cut, rst_prob the share of cuts sent as RST; cut_bytes cuts
+    each link once it has carried that many bytes from the dialling node
+    (faults fixed by what is sent, not by the machine's speed: a transfer of
+    B bytes meets at least ceil(B / cut_bytes) - 1 cuts). listen_port:
     None picks a free port now (so configs can be written before start), 0
     lets the proxy choose (read back by start). The control port is chosen
     by the proxy."""
 
     def __init__(self, base_dir, to_port, *, listen_port=None, cut_min=0.0,
                  cut_max=None, stall_prob=0.0, rst_prob=None, seed=None,
-                 name=None):
+                 cut_bytes=None, name=None):
         self.to_port = int(to_port)
         self.port = free_port() if listen_port is None else int(listen_port)
         self.cut_min, self.cut_max = cut_min, cut_max
         self.stall_prob, self.rst_prob, self.seed = stall_prob, rst_prob, seed
+        self.cut_bytes = cut_bytes
         self.name = name or f"proxy-{self.port}-{self.to_port}"
         self.dir = os.path.abspath(base_dir)
         os.makedirs(self.dir, exist_ok=True)
@@ -874,6 +878,8 @@ class Proxy:
             a += ["--stall-prob", str(self.stall_prob)]
         if self.rst_prob is not None:
             a += ["--rst-prob", str(self.rst_prob)]
+        if self.cut_bytes:
+            a += ["--cut-bytes", str(int(self.cut_bytes))]
         if self.seed is not None:
             a += ["--seed", str(self.seed)]
         return a
