@@ -10,7 +10,9 @@ recorded the destination's verdict (status 100, result):
   2. the same while S is killed -9 and restarted five times and R twice, at
      random moments (seeded; the seed is printed and SEMQ_EO_SEED repeats
      it); prints the restarts and the duplicates R was told about.
-  3. the same through faultproxy cutting the link every 0.5-2 s.
+  3. the same through faultproxy cutting the link every 0.5-2 s and, for
+     certain, each time it has carried a sixth of the payload bytes: at
+     least 5 cuts mid-transfer however fast the machine is.
   4. a second copy yields the verdict recorded the first time (processed)
      and no second journal row: (a) after the watermark passed the received
      row, (b) while the tb_0030 row exists behind a gap; (c) an in-doubt row
@@ -59,9 +61,11 @@ FAST = {"poll_interval": "20ms", "query_after": "2s",
 # Tests 2 and 3 use a smaller in-flight window: with the default (1000)
 # the 10,000 messages are through in well under a second, before a kill or
 # a cut could land. With these the run lasts seconds, so the faults hit
-# messages in flight, and the tests check that they did.
+# messages in flight, and the tests check that they did. Test 3's certain
+# cuts come from the proxy's byte budget (PROXY_CUTS), not from its timer.
 KILL_WINDOW = "100"
 PROXY_WINDOW = "50"
+PROXY_CUTS = 5  # test 3: a link carries at most 1/(PROXY_CUTS + 1) of it
 
 # Bounds of the waits; generous, the daemon normally needs a fraction.
 BULK_TIMEOUT = 150.0  # all N_MSGS confirmed
@@ -288,8 +292,14 @@ def bulk_exactly_once_through_kill9_restarts(t):
 @test(timeout=400)
 def bulk_exactly_once_through_fault_proxy(t):
     seed = seed_of("fault proxy")
+    # R must carry at least N_MSGS * len(PAYLOAD) bytes to S, a link at
+    # most cut_bytes of them: PROXY_CUTS + 1 links at least, so at least
+    # PROXY_CUTS cuts while messages remain, on any machine. The timer's
+    # cuts come on top, at random moments.
+    cut_bytes = N_MSGS * len(PAYLOAD) // (PROXY_CUTS + 1)
     r, s, proxy = make_pair(t, {"cut_min": 0.5, "cut_max": 2.0,
-                                "seed": seed}, window=PROXY_WINDOW)
+                                "cut_bytes": cut_bytes, "seed": seed},
+                            window=PROXY_WINDOW)
     s.start(timeout=READY_TIMEOUT)
     r.start(timeout=READY_TIMEOUT)
     committed, keys = enqueue_bulk(r, "S", N_MSGS, N_KEYS)
@@ -305,9 +315,9 @@ def bulk_exactly_once_through_fault_proxy(t):
           f"duplicate_journal_rows={dup_rows} seconds={secs:.1f}",
           flush=True)
     assert dup_rows == 0, f"{dup_rows} duplicate journal rows"
-    min_cuts = max(1, round(3 * SCALE))
-    assert stats["cuts"] >= min_cuts, \
-        f"only {stats['cuts']} cuts during the transfer: it tested little"
+    assert stats["cuts"] >= PROXY_CUTS, \
+        f"{stats['cuts']} cuts where the byte budget ({cut_bytes} B a " \
+        f"link) makes at least {PROXY_CUTS}: a link ended otherwise"
     r.stop()
     s.stop()
     proxy.stop()
