@@ -58,7 +58,7 @@ import traceback
 __all__ = [
     "HarnessError", "free_port", "make_certs", "make_certs_openssl",
     "make_cert_openssl", "Certs", "Node", "Proxy", "connect", "wait_until",
-    "Pending",
+    "Pending", "log_lines", "wait_log",
     "check_exactly_once", "msg_id", "test", "run", "TestContext",
     "SOURCE_DIR", "BUILD_DIR",
 ]
@@ -309,6 +309,23 @@ def wait_until(predicate, timeout=10.0, what="condition", interval=0.05,
         except Exception as e:
             msg += f"\n(on_timeout failed: {e})"
     raise HarnessError(msg)
+
+
+
+def log_lines(node, pattern):
+    """The lines of node's log (every start) matching regex pattern."""
+    pat = re.compile(pattern)
+    return [ln for ln in node.log_text().splitlines() if pat.search(ln)]
+
+
+def wait_log(node, pattern, what, n=1, timeout=30.0, on_timeout=None):
+    """Waits until node's log has n lines matching pattern; returns them.
+    on_timeout: as for wait_until (default: node's log tail)."""
+    def enough():
+        got = log_lines(node, pattern)
+        return got if len(got) >= n else Pending(f"{len(got)} lines")
+    return wait_until(enough, timeout, f"{node.id}'s log: {what}",
+                      interval=0.05, on_timeout=on_timeout or node.log_tail)
 
 
 # ---- nodes ------------------------------------------------------------------
