@@ -43,7 +43,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from semqtest import (HarnessError, Pending, check_exactly_once,  # noqa: E402
-                      connect, run, test, wait_until)
+                      connect, log_lines, run, test, wait_log, wait_until)
 
 SCALE = float(os.environ.get("SEMQ_EO_SCALE") or "1")
 if not 0 < SCALE <= 1:
@@ -171,6 +171,12 @@ def out_row(r, dest, seq):
 def journal_copies(s, origin, seq):
     return s.sql("SELECT count(*) FROM journal WHERE origin = ? AND dest = ?"
                  " AND seq = ?", (origin, s.id, seq))[0][0]
+
+
+def journal_of(s, origin):
+    """S's journal rows of origin's messages."""
+    return s.sql("SELECT count(*) FROM journal WHERE origin = ?",
+                 (origin,))[0][0]
 
 
 def duplicate_journal_rows(s):
@@ -418,8 +424,13 @@ def resend_after_purge_is_held_undecided(t):
 def make_gap(t):
     """R and S running, S holding seqs 2 and 3 of R's stream as AS_OK rows
     of tb_0030 that the watermark cannot pass: R's row of seq 1 was deleted
-    before it was ever sent, so S never gets it."""
+    before it was ever sent, so S never gets it. A second origin R2 (also
+    running) has one message to S, sent once the gap stands: the
+    watermark pass that moves R2's stream to 1 went over R's stream too."""
     r, s, _ = make_pair(t)
+    r2 = t.node("R2", t.certs(["R2"]), listen=False,
+                journal=False, node_options=FAST)
+    connect(r2, s)
     r.start(timeout=READY_TIMEOUT)  # creates R's database, numbers the rows
     r.enqueue("S", type=7, key=None, payload=PAYLOAD, count=3)
     r.stop()
@@ -435,9 +446,14 @@ def make_gap(t):
             f"tb_0030 seq: (ack_status, result) {got}")
     wait_until(acked, SHORT_TIMEOUT, "S: tb_0030 rows 2 and 3 AS_OK",
                interval=0.1, on_timeout=t.logs)
-    time.sleep(0.5)  # several ticks: the watermark must stay put
+    # A watermark pass after the rows were AS_OK must leave R's put: R2's
+    # stream moving to 1 shows that one ran (a pass goes over every stream).
+    r2.start(timeout=READY_TIMEOUT)
+    r2.enqueue("S", type=7, key=None, payload=PAYLOAD, count=1)
+    wait_settled(t, s, "R2", 1)
     assert watermark(s, "R") == 0, watermark(s, "R")
     assert set(received_seqs(s, "R")) == {2, 3}
+    r2.stop()
     return r, s
 
 
@@ -456,7 +472,8 @@ def resend_while_received_row_exists_is_a_duplicate(t):
     assert journal_copies(s, "R", 2) == 1
     assert journal_copies(s, "R", 1) == 0
     assert journal_copies(s, "R", 3) == 1
-    assert s.journal_count() == 2, s.journal_rows()
+    assert journal_of(s, "R") == 2 and journal_of(s, "R2") == 1, \
+        s.journal_rows()
     assert watermark(s, "R") == 0
     assert set(received_seqs(s, "R")) == {2, 3}
     assert out_row(r, "S", 3)[:2] == (100, 0), out_row(r, "S", 3)
@@ -512,7 +529,8 @@ def in_doubt_row_behind_a_gap_is_queried_not_resent(t):
     # S answered from its tb_0030 row: received, processed.
     assert after[1] == 0, f"query answer recorded as result {after[1]}"
     assert journal_copies(s, "R", 3) == 1
-    assert s.journal_count() == 2, s.journal_rows()
+    assert journal_of(s, "R") == 2 and journal_of(s, "R2") == 1, \
+        s.journal_rows()
     assert s.sql("SELECT received_at FROM tb_0030 WHERE origin = 'R' AND "
                  "seq = 3") == received_at
     assert set(received_seqs(s, "R")) == {2, 3}
@@ -531,7 +549,12 @@ def held_key_applied_in_seq_order_when_dest_returns(t):
     assert [q for _, _, q in ids] == list(range(1, n + 1)), ids
     prev = r.sql("SELECT seq, prev_seq FROM tb_0031 ORDER BY seq")
     assert prev == [(q, q - 1) for q in range(1, n + 1)], prev[:5]
-    time.sleep(1.5)  # R dials a closed port a few times meanwhile
+    # R dials S's closed port again (twice) with the rows numbered: it has
+    # had them to send and nowhere to send them.
+    dials = r" peer=S .*cannot connect"
+    seen = len(log_lines(r, dials))
+    wait_log(r, dials, "two more failed dials of S", n=seen + 2,
+             on_timeout=t.logs)
     counts = r.outbound_status_counts("S")
     assert counts == {0: n}, f"S is down, yet R's rows are {counts}"
     s.start(timeout=READY_TIMEOUT)
