@@ -5,7 +5,8 @@
  * semqd nodes).
  *
  *   faultproxy --listen HOST:PORT --to HOST:PORT [--cut-min S] [--cut-max S]
- *              [--stall-prob P] [--rst-prob P] [--seed N] [--control PORT]
+ *              [--stall-prob P] [--rst-prob P] [--cut-bytes N] [--seed N]
+ *              [--control PORT]
  *
  * Every connection accepted on --listen is relayed byte for byte to --to (it
  * knows nothing of TLS). At random intervals drawn uniformly from
@@ -16,6 +17,12 @@
  * --rst-prob as a TCP RST (SO_LINGER 0) instead of a FIN. --cut-min 0 turns
  * fault events off. The PRNG is seeded by --seed (default: time and pid) and
  * the seed is printed, so a failing run can be replayed.
+ *
+ * --cut-bytes N (default 0: off) cuts a link, whatever the timer does, once
+ * it has relayed exactly N bytes from the client to upstream: the faults are
+ * then fixed by what is sent, not by how fast. A transfer that needs the
+ * proxy to carry B bytes from its clients meets at least ceil(B / N) - 1
+ * cuts (each link but the last carries at most N bytes), on any machine.
  *
  * Control interface on 127.0.0.1:--control, one command per line, each
  * answered with one line:
@@ -96,6 +103,7 @@ struct link {
 	struct bufferevent *cli, *up; /* owned; close the socket on free */
 	int up_connected;
 	int stalled;
+	uint64_t up_bytes;     /* relayed client -> upstream (--cut-bytes) */
 	struct event *unstall; /* owned; timer ending a stall */
 	struct dir d[2];       /* [0] cli->up, [1] up->cli */
 	struct link *prev, *next;
@@ -115,6 +123,7 @@ struct proxy {
 	struct sockaddr_storage to;
 	int to_len;
 	double cut_min, cut_max, stall_prob, rst_prob;
+	uint64_t cut_bytes; /* 0, or cut a link after this many bytes up */
 	uint64_t rng;
 	int paused;
 	int holding; /* control "hold": nothing is read until "release" */
@@ -240,16 +249,36 @@ static void dir_update_read(struct dir *d)
 		bufferevent_disable(d->src, EV_READ);
 }
 
-/* Moves what src has read to dst's output. */
+/* Moves what src has read to dst's output; client -> upstream, no more
+ * than what is left of --cut-bytes (the rest stays in src's input, dropped
+ * by the cut that link_spent() then makes). */
 static void dir_move(struct dir *d)
 {
+	struct link *l = d->l;
 	struct evbuffer *in = bufferevent_get_input(d->src);
 	size_t n = evbuffer_get_length(in);
 
-	if (n) {
-		d->l->p->n_bytes += n;
-		evbuffer_add_buffer(bufferevent_get_output(d->dst), in);
+	if (d == &l->d[0] && l->p->cut_bytes) {
+		uint64_t left = l->p->cut_bytes - l->up_bytes;
+
+		if ((uint64_t)n > left)
+			n = (size_t)left;
+		l->up_bytes += n;
 	}
+	if (n) {
+		l->p->n_bytes += n;
+		evbuffer_remove_buffer(in, bufferevent_get_output(d->dst), n);
+	}
+}
+
+/* With --cut-bytes, cuts the link once it has relayed its N bytes up;
+ * returns 1 when it did (the link has then been freed). */
+static int link_spent(struct link *l)
+{
+	if (!l->p->cut_bytes || l->up_bytes < l->p->cut_bytes)
+		return 0;
+	link_cut(l, "bytes");
+	return 1;
 }
 
 /* dir_move(), then backpressure. */
@@ -294,6 +323,7 @@ static struct dir *dir_from_src(struct link *l, struct bufferevent *bev)
 static void relay_readcb(struct bufferevent *bev, void *ctx)
 {
 	dir_pump(dir_from_src(ctx, bev));
+	(void)link_spent(ctx);
 }
 
 /* bev's output fell to its low watermark: the direction into it may resume,
@@ -323,6 +353,8 @@ static void relay_eventcb(struct bufferevent *bev, short what, void *ctx)
 	if (what & BEV_EVENT_EOF) {
 		/* forward what was read before the EOF, then the EOF */
 		dir_move(d);
+		if (link_spent(l))
+			return;
 		d->eof = 1;
 		bufferevent_disable(bev, EV_READ);
 		(void)dir_maybe_shut(d);
@@ -347,6 +379,8 @@ static void unstall_cb(evutil_socket_t fd, short what, void *ctx)
 	logf_(l->p, "link %" PRIu64 ": stall over", l->id);
 	/* bytes read just before the stall may still wait in an input */
 	dir_pump(&l->d[0]);
+	if (link_spent(l))
+		return;
 	dir_pump(&l->d[1]);
 }
 
@@ -503,6 +537,13 @@ static void ctl_command(struct ctl_conn *c, const char *cmd)
 				dir_pump(&l->d[1]);
 			}
 		}
+		/* a release may have spent a link's --cut-bytes */
+		for (l = p->links; l;) {
+			struct link *next = l->next;
+
+			(void)link_spent(l);
+			l = next;
+		}
 		evbuffer_add_printf(out, "ok\n");
 	} else if (!strcmp(cmd, "cut")) {
 		logf_(p, "control: cut");
@@ -611,14 +652,18 @@ static void usage(FILE *f)
 	fprintf(f,
 		"usage: faultproxy --listen HOST:PORT --to HOST:PORT "
 		"[--cut-min S] [--cut-max S]\n"
-		"                  [--stall-prob P] [--rst-prob P] [--seed N] "
-		"[--control PORT]\n"
+		"                  [--stall-prob P] [--rst-prob P] "
+		"[--cut-bytes N] [--seed N]\n"
+		"                  [--control PORT]\n"
 		"  --cut-min/--cut-max  seconds between fault events "
 		"(default 0.5, 2.0; --cut-min 0: none)\n"
 		"  --stall-prob P       share of links stalled 0.1-1 s instead "
 		"of cut (default 0)\n"
 		"  --rst-prob P         share of cuts sent as TCP RST "
 		"(default 0.5)\n"
+		"  --cut-bytes N        cut a link once it has relayed N bytes "
+		"client -> upstream\n"
+		"                       (default 0: never)\n"
 		"  --seed N             PRNG seed (default: time and pid; "
 		"printed)\n"
 		"  --control PORT       command port on 127.0.0.1: pause, "
@@ -743,7 +788,8 @@ static int parse_args(int argc, char **argv, struct proxy *p, struct opts *o)
 		if (strcmp(a, "--listen") && strcmp(a, "--to") &&
 		    strcmp(a, "--cut-min") && strcmp(a, "--cut-max") &&
 		    strcmp(a, "--stall-prob") && strcmp(a, "--rst-prob") &&
-		    strcmp(a, "--seed") && strcmp(a, "--control"))
+		    strcmp(a, "--cut-bytes") && strcmp(a, "--seed") &&
+		    strcmp(a, "--control"))
 			return usage_err("unknown argument '%s' (try --help)",
 					 a);
 		if (i + 1 >= argc)
@@ -763,6 +809,8 @@ static int parse_args(int argc, char **argv, struct proxy *p, struct opts *o)
 			r = parse_double(a, v, 0, 1, &p->stall_prob);
 		} else if (!strcmp(a, "--rst-prob")) {
 			r = parse_double(a, v, 0, 1, &p->rst_prob);
+		} else if (!strcmp(a, "--cut-bytes")) {
+			r = parse_u64(a, v, UINT64_MAX, &p->cut_bytes);
 		} else if (!strcmp(a, "--seed")) {
 			r = parse_u64(a, v, UINT64_MAX, &o->seed);
 			o->have_seed = 1;
@@ -910,6 +958,9 @@ int main(int argc, char **argv)
 	printf("faultproxy: listen %s to %s control %s seed %" PRIu64 "\n",
 	       lis_s, to_s, ctl_s, o.seed);
 	fflush(stdout);
+	if (p.cut_bytes)
+		logf_(&p, "cutting each link after %" PRIu64 " bytes up",
+		      p.cut_bytes);
 	if (p.cut_min > 0)
 		logf_(&p,
 		      "relaying %s -> %s, faults every %g-%g s (stall %g, "

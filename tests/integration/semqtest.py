@@ -58,7 +58,7 @@ import traceback
 __all__ = [
     "HarnessError", "free_port", "make_certs", "make_certs_openssl",
     "make_cert_openssl", "Certs", "Node", "Proxy", "connect", "wait_until",
-    "Pending",
+    "Pending", "log_lines", "wait_log",
     "check_exactly_once", "msg_id", "test", "run", "TestContext",
     "SOURCE_DIR", "BUILD_DIR",
 ]
@@ -309,6 +309,23 @@ def wait_until(predicate, timeout=10.0, what="condition", interval=0.05,
         except Exception as e:
             msg += f"\n(on_timeout failed: {e})"
     raise HarnessError(msg)
+
+
+
+def log_lines(node, pattern):
+    """The lines of node's log (every start) matching regex pattern."""
+    pat = re.compile(pattern)
+    return [ln for ln in node.log_text().splitlines() if pat.search(ln)]
+
+
+def wait_log(node, pattern, what, n=1, timeout=30.0, on_timeout=None):
+    """Waits until node's log has n lines matching pattern; returns them.
+    on_timeout: as for wait_until (default: node's log tail)."""
+    def enough():
+        got = log_lines(node, pattern)
+        return got if len(got) >= n else Pending(f"{len(got)} lines")
+    return wait_until(enough, timeout, f"{node.id}'s log: {what}",
+                      interval=0.05, on_timeout=on_timeout or node.log_tail)
 
 
 # ---- nodes ------------------------------------------------------------------
@@ -838,18 +855,22 @@ class Proxy:
 
     cut_min=0 (the default here) relays without faults; cut_min/cut_max set
     the interval of fault events, stall_prob the share of links stalled
-    rather than cut, rst_prob the share of cuts sent as RST. listen_port:
+    rather than cut, rst_prob the share of cuts sent as RST; cut_bytes cuts
+    each link once it has carried that many bytes from the dialling node
+    (faults fixed by what is sent, not by the machine's speed: a transfer of
+    B bytes meets at least ceil(B / cut_bytes) - 1 cuts). listen_port:
     None picks a free port now (so configs can be written before start), 0
     lets the proxy choose (read back by start). The control port is chosen
     by the proxy."""
 
     def __init__(self, base_dir, to_port, *, listen_port=None, cut_min=0.0,
                  cut_max=None, stall_prob=0.0, rst_prob=None, seed=None,
-                 name=None):
+                 cut_bytes=None, name=None):
         self.to_port = int(to_port)
         self.port = free_port() if listen_port is None else int(listen_port)
         self.cut_min, self.cut_max = cut_min, cut_max
         self.stall_prob, self.rst_prob, self.seed = stall_prob, rst_prob, seed
+        self.cut_bytes = cut_bytes
         self.name = name or f"proxy-{self.port}-{self.to_port}"
         self.dir = os.path.abspath(base_dir)
         os.makedirs(self.dir, exist_ok=True)
@@ -874,6 +895,8 @@ class Proxy:
             a += ["--stall-prob", str(self.stall_prob)]
         if self.rst_prob is not None:
             a += ["--rst-prob", str(self.rst_prob)]
+        if self.cut_bytes:
+            a += ["--cut-bytes", str(int(self.cut_bytes))]
         if self.seed is not None:
             a += ["--seed", str(self.seed)]
         return a

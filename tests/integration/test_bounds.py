@@ -71,9 +71,10 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import wire  # noqa: E402
+from wire import client_context  # noqa: E402
 from semqtest import (HarnessError, Pending, admin_metric,  # noqa: E402
-                      check_exactly_once, connect, free_port, run, test,
-                      wait_until)
+                      check_exactly_once, connect, free_port, log_lines,
+                      run, test, wait_log, wait_until)
 
 GOOD_COUNT = 200   # messages R delivers during an attack
 IO_TIMEOUT = 20.0  # a step of a Python peer
@@ -139,30 +140,7 @@ def metric(node, name, **labels):
     return admin_metric(node, name, labels or None)
 
 
-def log_lines(node, pattern):
-    pat = re.compile(pattern)
-    return [ln for ln in node.log_text().splitlines() if pat.search(ln)]
-
-
-def wait_log(node, pattern, what, n=1, timeout=IO_TIMEOUT):
-    def enough():
-        got = log_lines(node, pattern)
-        return got if len(got) >= n else Pending(f"{len(got)} lines")
-    return wait_until(enough, timeout, f"{node.id}'s log: {what}",
-                      interval=0.1, on_timeout=node.log_tail)
-
-
 # ---- TLS from Python --------------------------------------------------------
-
-def client_context(certs, cert_id):
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-    ctx.check_hostname = False
-    ctx.verify_mode = ssl.CERT_REQUIRED
-    ctx.load_verify_locations(certs.ca)
-    ctx.minimum_version = ctx.maximum_version = ssl.TLSVersion.TLSv1_3
-    ctx.load_cert_chain(certs.crt(cert_id), certs.key(cert_id))
-    return ctx
-
 
 def client_hello(certs):
     """The bytes of a real TLS 1.3 ClientHello (without a certificate: the

@@ -76,6 +76,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import wire  # noqa: E402
+from wire import client_context  # noqa: E402
 from semqtest import (HarnessError, Pending, admin_metric, run,  # noqa: E402
                       test, wait_until)
 
@@ -262,16 +263,6 @@ def query(seqs):
 
 
 # ---- X: a TLS peer over memory BIOs, one thread -----------------------------
-
-def client_context(certs, cert_id):
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-    ctx.check_hostname = False
-    ctx.verify_mode = ssl.CERT_REQUIRED
-    ctx.load_verify_locations(certs.ca)
-    ctx.minimum_version = ctx.maximum_version = ssl.TLSVersion.TLSv1_3
-    ctx.load_cert_chain(certs.crt(cert_id), certs.key(cert_id))
-    return ctx
-
 
 class FloodPeer:
     """X's connection to node: real TLS (ssl.SSLObject over memory BIOs on

@@ -306,6 +306,40 @@ def proxy_cuts_links_at_random(t):
 
 
 @test
+def proxy_cuts_links_after_bytes(t):
+    """--cut-bytes: each link relays exactly N bytes up, then is cut; the
+    number of cuts is fixed by what is sent."""
+    echo = EchoServer()
+    try:
+        p = t.proxy(echo.port, cut_bytes=1000)
+        for i in range(3):
+            with socket.create_connection(("127.0.0.1", p.port)) as s:
+                send_quietly(s, b"%d" % i * 2500)
+                got = bytearray()
+                s.settimeout(10)
+                while True:
+                    try:
+                        b = s.recv(65536)
+                    except ConnectionResetError:
+                        break
+                    if not b:
+                        break
+                    got += b
+                assert len(got) <= 1000, len(got)
+                assert bytes(got) == (b"%d" % i * 2500)[:len(got)]
+        st = wait_until(lambda: p.stats()["cuts"] == 3 and p.stats(), 5,
+                        "three cuts counted")
+        assert st["conns"] == 3 and 3 * 1000 <= st["bytes"] <= 3 * 2000, st
+        assert "(bytes," in open(p.log).read()
+        # what stays under the budget is relayed untouched
+        assert roundtrip(p.port, b"x" * 999) == b"x" * 999
+        assert p.stats()["cuts"] == 3
+        p.stop()
+    finally:
+        echo.close()
+
+
+@test
 def proxy_stalls_without_cutting(t):
     echo = EchoServer()
     try:
@@ -459,6 +493,8 @@ def proxy_usage_errors(t):
           "0", "--stall-prob", "0.5"], "--stall-prob"),
         (["--listen", "127.0.0.1:0", "--to", "127.0.0.1:1", "--seed",
           "-1"], "--seed '-1'"),
+        (["--listen", "127.0.0.1:0", "--to", "127.0.0.1:1", "--cut-bytes",
+          "1k"], "--cut-bytes '1k'"),
         (["--listen", "127.0.0.1:0", "--to", "127.0.0.1:1", "--control",
           "70000"], "--control '70000'"),
         (["--listen", "127.0.0.1:0", "--to", "127.0.0.1:1", "--frob", "1"],

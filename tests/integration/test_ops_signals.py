@@ -36,23 +36,10 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from semqtest import (Certs, Pending, check_exactly_once,  # noqa: E402
-                      dead_port, make_certs, run, test, wait_until)
+                      dead_port, log_lines, make_certs, run, test,
+                      wait_log, wait_until)
 
 FAST = {"reconnect_min": "100ms", "reconnect_max": "500ms"}
-
-
-def log_lines(node, pattern):
-    pat = re.compile(pattern)
-    return [ln for ln in node.log_text().splitlines() if pat.search(ln)]
-
-
-def wait_log(node, pattern, what, n=1, timeout=10.0):
-    """Waits until node's log has n lines matching pattern; returns them."""
-    def enough():
-        got = log_lines(node, pattern)
-        return got if len(got) >= n else Pending(f"{len(got)} lines")
-    return wait_until(enough, timeout, f"{node.id}'s log: {what}",
-                      interval=0.05, on_timeout=node.log_tail)
 
 
 class Notify:

@@ -77,7 +77,6 @@ Run by ctest as integration_pg_instances, or by hand:
 import os
 import re
 import socket
-import ssl
 import sys
 import threading
 import time
@@ -85,6 +84,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import wire  # noqa: E402
+from wire import client_context  # noqa: E402
 from pgharness import (Pg, PgNode, PgSession, db_name_for,  # noqa: E402
                        instance_of, pg_url_or_skip, tag_journal)
 from semqtest import (HarnessError, Pending, check_exactly_once,  # noqa: E402
@@ -463,16 +463,6 @@ def spread_3_instances_one_killed_and_restarted(t):
 
 
 # ---- 4: the same copy at two instances at once ------------------------------
-
-def client_context(certs, cert_id):
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-    ctx.check_hostname = False  # node certificates name ids, not hosts
-    ctx.verify_mode = ssl.CERT_REQUIRED
-    ctx.load_verify_locations(certs.ca)
-    ctx.minimum_version = ssl.TLSVersion.TLSv1_3
-    ctx.load_cert_chain(certs.crt(cert_id), certs.key(cert_id))
-    return ctx
-
 
 class RelayPeer:
     """A TLS link to one instance, as the relay P1 (its certificate and a

@@ -65,7 +65,6 @@ Run by hand (NAME selects tests):
 
 import os
 import random
-import re
 import select
 import socket
 import ssl
@@ -75,12 +74,14 @@ import threading
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import wire  # noqa: E402
+from wire import client_context  # noqa: E402
 from relaytest import (FAST, READY_TIMEOUT, SHORT_TIMEOUT,  # noqa: E402
                        duplicate_journal_rows, enqueue_bulk, link_ready,
                        make_relay, wait_confirmed, wait_held,
                        wait_relay_empty, wait_row)
 from semqtest import (HarnessError, Pending, admin_metric,  # noqa: E402
-                      check_exactly_once, free_port, run, test, wait_until)
+                      check_exactly_once, free_port, log_lines, run, test,
+                      wait_log, wait_until)
 
 IO_TIMEOUT = 20.0  # one step of a Python peer
 U64 = (1 << 64) - 1
@@ -117,36 +118,12 @@ _wire_field("Message", 15, ("hops", "uint32", False))
 
 # ---- logs and metrics -------------------------------------------------------
 
-def log_lines(node, pattern):
-    pat = re.compile(pattern)
-    return [ln for ln in node.log_text().splitlines() if pat.search(ln)]
-
-
-def wait_log(t, node, pattern, what, n=1, timeout=SHORT_TIMEOUT):
-    def enough():
-        got = log_lines(node, pattern)
-        return got if len(got) >= n else Pending(f"{len(got)} lines")
-    return wait_until(enough, timeout, f"{node.id}'s log: {what}",
-                      interval=0.1, on_timeout=t.logs)
-
-
 def loop_refusals(node):
     return admin_metric(node, "semq_relay_refused_total",
                         {"reason": "loop"})
 
 
 # ---- TLS from Python --------------------------------------------------------
-
-def client_context(certs, cert_id):
-    """TLS 1.3 client presenting cert_id's certificate of the test CA."""
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-    ctx.check_hostname = False
-    ctx.verify_mode = ssl.CERT_REQUIRED
-    ctx.load_verify_locations(certs.ca)
-    ctx.minimum_version = ctx.maximum_version = ssl.TLSVersion.TLSv1_3
-    ctx.load_cert_chain(certs.crt(cert_id), certs.key(cert_id))
-    return ctx
-
 
 def server_context(certs, cert_id):
     """TLS 1.3 server presenting cert_id's certificate, requiring a client
@@ -513,9 +490,10 @@ def relay_ack_unreachable_from_third_peer_ignored(t):
     if after_x != base:
         problems.append(f"X's RelayAcks changed R: "
                         f"{diff_state(base, after_x)}")
-    x_lines = wait_log(t, r, r" peer=X .*ignored a RelayAck about "
+    x_lines = wait_log(r, r" peer=X .*ignored a RelayAck about "
                        rf"{n} message\(s\) not sent through X",
-                       "X's RelayAcks ignored")
+                       "X's RelayAcks ignored",
+                       on_timeout=t.logs)
 
     # X may not say what puts a message dead: refused before R's store.
     forbidden = []
@@ -545,9 +523,10 @@ def relay_ack_unreachable_from_third_peer_ignored(t):
     if after_y != base:
         problems.append(f"Y's RelayAcks changed R: "
                         f"{diff_state(base, after_y)}")
-    y_lines = wait_log(t, r, r" peer=Y .*ignored a RelayAck about "
+    y_lines = wait_log(r, r" peer=Y .*ignored a RelayAck about "
                        rf"{n} message\(s\) not sent through Y",
-                       "Y's RelayAcks ignored")
+                       "Y's RelayAcks ignored",
+                       on_timeout=t.logs)
     y.close()
     statuses = sorted(set((row[1], row[2]) for row in after_y["R tb_0031"]))
     assert statuses == [(6, "P")], \
@@ -660,9 +639,10 @@ def loop_body(t, ring, r, s, tap, max_hops):
                on_timeout=t.logs)
     refused = {p.id: loop_refusals(p) for p in ring}
     assert refused == {p.id: (1 if p is want else 0) for p in ring}, refused
-    line = wait_log(t, want, rf"msg=R/NOWHERE/{seq} 1 message\(s\) "
+    line = wait_log(want, rf"msg=R/NOWHERE/{seq} 1 message\(s\) "
                     rf"refused: they have passed \[node\] max_hops "
-                    rf"\({max_hops}\) relays", "the loop refusal")[0]
+                    rf"\({max_hops}\) relays", "the loop refusal",
+                    on_timeout=t.logs)[0]
 
     # Traffic through the ring, after it: two messages R -> S, one at a
     # time, confirmed back through P3, P2, P1.

@@ -50,9 +50,9 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from semqtest import (Certs, HarnessError, Pending,  # noqa: E402
-                      check_exactly_once, connect, make_certs_openssl, run,
-                      test, wait_until)
+from semqtest import (Certs, HarnessError, check_exactly_once,  # noqa: E402
+                      connect, log_lines, make_certs_openssl, run, test,
+                      wait_log)
 
 GOOD_COUNT = 10       # messages the good peer R sends
 REFUSALS = 2          # a dialling node must be refused this often (redial)
@@ -177,20 +177,6 @@ def with_crl(node, crl):
 
 
 # ---- logs and the good peer -------------------------------------------------
-
-def log_lines(node, pattern):
-    pat = re.compile(pattern)
-    return [ln for ln in node.log_text().splitlines() if pat.search(ln)]
-
-
-def wait_log(node, pattern, what, n=1, timeout=IO_TIMEOUT):
-    """Waits until node's log has n lines matching pattern; returns them."""
-    def enough():
-        got = log_lines(node, pattern)
-        return got if len(got) >= n else Pending(f"{len(got)} lines")
-    return wait_until(enough, timeout, f"{node.id}'s log: {what}",
-                      interval=0.1, on_timeout=node.log_tail)
-
 
 # The refusing node's line for a failed handshake (node/peer.c).
 def refused_line(peer=r"conn#\d+"):

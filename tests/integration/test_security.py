@@ -46,6 +46,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import wire  # noqa: E402
+from wire import client_context  # noqa: E402
 from semqtest import (HarnessError, Pending, check_exactly_once,  # noqa: E402
                       connect, make_certs, run, test, wait_until)
 
@@ -118,24 +119,6 @@ def still_serves(s, r, extra_origins=()):
 
 
 # ---- a Python peer -------------------------------------------------------------
-
-def client_context(certs, cert_id=None, *, cert=None, key=None,
-                   min_version=ssl.TLSVersion.TLSv1_3,
-                   max_version=ssl.TLSVersion.TLSv1_3):
-    """A TLS client context that trusts the deployment's CA and presents
-    cert_id's certificate (or cert/key, or none when both are None)."""
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-    ctx.check_hostname = False  # node certificates name ids, not hosts
-    ctx.verify_mode = ssl.CERT_REQUIRED
-    ctx.load_verify_locations(certs.ca)
-    ctx.minimum_version = min_version
-    ctx.maximum_version = max_version
-    if cert_id is not None:
-        cert, key = certs.crt(cert_id), certs.key(cert_id)
-    if cert is not None:
-        ctx.load_cert_chain(cert, key)
-    return ctx
-
 
 def uri_sans(cert):
     return [v for k, v in cert.get("subjectAltName", ()) if k == "URI"]

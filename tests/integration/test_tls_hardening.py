@@ -54,8 +54,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import wire  # noqa: E402
 from semqtest import (Certs, HarnessError, Pending,  # noqa: E402
-                      check_exactly_once, connect, make_certs, run, test,
-                      wait_until)
+                      check_exactly_once, connect, log_lines, make_certs,
+                      run, test, wait_log, wait_until)
 
 GOOD_COUNT = 20       # messages the good peer R sends at the end
 IO_TIMEOUT = 15.0     # a step of an attacker: handshake, answer, close
@@ -113,21 +113,6 @@ def assert_nothing_stored(s, what):
     if c != (0, 0, 0):
         raise HarnessError(f"{what}: S stored something: journal/tb_0030/"
                            f"tb_0033 = {c}\n{s.log_tail()}")
-
-
-def log_lines(node, pattern):
-    pat = re.compile(pattern)
-    return [ln for ln in node.log_text().splitlines() if pat.search(ln)]
-
-
-def wait_log(node, pattern, what, n=1, timeout=IO_TIMEOUT):
-    """Waits until node's log has n lines matching pattern; returns
-    them."""
-    def enough():
-        got = log_lines(node, pattern)
-        return got if len(got) >= n else Pending(f"{len(got)} lines")
-    return wait_until(enough, timeout, f"{node.id}'s log: {what}",
-                      interval=0.1, on_timeout=node.log_tail)
 
 
 def assert_never_ready(s, peer_id, what):

@@ -414,15 +414,23 @@ def read_frame(sock, max_frame=64 << 20):
 
 # ---- a peer's side of a connection, for tests that speak as a node ---------
 
-def client_context(certs, node_id):
-    """A TLS 1.3 client context presenting node_id's certificate (a
-    semqtest.Certs) and verifying the peer against the test CA."""
+def client_context(certs, node_id=None, *, cert=None, key=None,
+                   min_version=ssl.TLSVersion.TLSv1_3,
+                   max_version=ssl.TLSVersion.TLSv1_3):
+    """A TLS client context (TLS 1.3 unless min_version/max_version say
+    otherwise) verifying the peer against the test CA (a semqtest.Certs)
+    and presenting node_id's certificate, or cert/key, or none when both
+    are None."""
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     ctx.check_hostname = False  # node certificates name ids, not hosts
     ctx.verify_mode = ssl.CERT_REQUIRED
     ctx.load_verify_locations(certs.ca)
-    ctx.minimum_version = ssl.TLSVersion.TLSv1_3
-    ctx.load_cert_chain(certs.crt(node_id), certs.key(node_id))
+    ctx.minimum_version = min_version
+    ctx.maximum_version = max_version
+    if node_id is not None:
+        cert, key = certs.crt(node_id), certs.key(node_id)
+    if cert is not None:
+        ctx.load_cert_chain(cert, key)
     return ctx
 
 
