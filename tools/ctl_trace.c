@@ -6,6 +6,8 @@
  */
 #include "ctl_trace.h"
 
+#include "ctl.h"
+
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -381,4 +383,36 @@ void ctl_trace_print(FILE *out, const json_t *doc, int64_t now)
 			fputc('\n', out);
 		}
 	}
+}
+
+/* ---- trace (tools/ctl_trace.c) -------------------------------------------- */
+
+int cmd_trace(struct ctl *c)
+{
+	char path[1024], err[256];
+	json_t *doc = NULL;
+	int r;
+
+	if (c->n_pos)
+		return usage_err(c, "unexpected argument '%s'", c->pos[0]);
+	if (ctl_trace_path(c->val[0], c->val[1], c->val[2], c->val[3],
+			   c->val[4], now_ms(), path, sizeof path, err,
+			   sizeof err))
+		return usage_err(c, "%s", err);
+	r = ctl_load_config(c);
+	if (r)
+		return r;
+	r = admin_get_json(c, "trace", path, "hops", JSON_ARRAY, &doc);
+	if (r)
+		goto out;
+	if (c->json) {
+		r = print_json(doc);
+		doc = NULL;
+		goto out;
+	}
+	ctl_trace_print(stdout, doc, now_ms());
+	r = EXIT_OK;
+out:
+	json_decref(doc);
+	return r;
 }
