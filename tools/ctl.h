@@ -66,21 +66,14 @@ struct ctl {
 
 /* ---- the commands (one file per group) ------------------------------------ */
 
-int cmd_status(struct ctl *c);
-int cmd_send(struct ctl *c);
-int cmd_outbound_list(struct ctl *c);
-int cmd_outbound_show(struct ctl *c);
-int cmd_outbound_cancel(struct ctl *c);
-int cmd_outbound_renumber(struct ctl *c);
-int cmd_lives(struct ctl *c);
-int cmd_lives_drop(struct ctl *c);
-int cmd_redo_list(struct ctl *c);
-int cmd_redo_show(struct ctl *c);
-int cmd_redo_retry(struct ctl *c);
-int cmd_redo_discard(struct ctl *c);
-int cmd_received_list(struct ctl *c);
-int cmd_peers(struct ctl *c);
-int cmd_trace(struct ctl *c);
+extern const struct ctl_cmd ctl_status_commands[];
+extern const struct ctl_cmd ctl_send_commands[];
+extern const struct ctl_cmd ctl_outbound_commands[];
+extern const struct ctl_cmd ctl_redo_commands[];
+extern const struct ctl_cmd ctl_received_commands[];
+extern const struct ctl_cmd ctl_lives_commands[];
+extern const struct ctl_cmd ctl_peers_commands[];
+extern const struct ctl_cmd ctl_trace_commands[];
 
 /* ---- messages (ctl_common.c) ---------------------------------------------- */
 

@@ -83,7 +83,25 @@ static void lives_free(struct lives_data *d)
 	free(d->v);
 }
 
-int cmd_lives(struct ctl *c)
+static const struct ctl_opt lives_opts[] = {{NULL, NULL}};
+
+static const char lives_help[] =
+	"A node's database is one life of the node (docs/PROTOCOL.md,\n"
+	"\"Lives of a node\"): a re-imaged node starts a new life, and its\n"
+	"streams start afresh at every receiver and relay. Shows this\n"
+	"database's LIFE (16 hex digits; 0000000000000001 is the legacy life\n"
+	"of a database from SEMQ 0.1), then one line per origin, life and\n"
+	"stream this node knows: ORIGIN, LIFE, CURRENT (yes: its newest life\n"
+	"here), AS (receiver: the stream to this node; relay: one this node\n"
+	"relayed), DEST, MARK (receiver: the watermark; relay: the highest\n"
+	"seq relayed), ROWS (received rows kept) and SINCE (when the life\n"
+	"began here).\n"
+	"\n"
+	"--json prints {\"node\", \"life\", \"lives\": [{\"origin\",\n"
+	"\"life\", \"current\", \"as\", \"dest\", \"mark\", \"rows\",\n"
+	"\"started_at\"}...]}.\n";
+
+static int cmd_lives(struct ctl *c)
 {
 	struct lives_data d = {0};
 	char lb[SEMQ_LIFE_STRLEN], tbuf[48];
@@ -173,7 +191,24 @@ out:
 	return r;
 }
 
-int cmd_lives_drop(struct ctl *c)
+static const struct ctl_opt lives_drop_opts[] = {{"--force", NULL},
+						 {NULL, NULL}};
+
+static const char lives_drop_help[] =
+	"Forgets a life of ORIGIN this node knows (LIFE as 'lives' shows\n"
+	"it): its watermarks, its received rows and its relay record, one\n"
+	"row each per stream. Refused while it has redo entries that are not\n"
+	"finished or relay copies not delivered, and, without --force, when\n"
+	"it is the current life of one of ORIGIN's streams here (a message\n"
+	"of that life arriving later would start its stream afresh and\n"
+	"could take effect again: drop a current life only when ORIGIN's\n"
+	"database is gone for good).\n"
+	"\n"
+	"  --force  drop it even when it is a current life\n"
+	"\n"
+	"--json prints {\"origin\", \"life\", \"dropped\"}.\n";
+
+static int cmd_lives_drop(struct ctl *c)
 {
 	const char *origin, *ls;
 	uint64_t life = 0;
@@ -215,3 +250,12 @@ int cmd_lives_drop(struct ctl *c)
 	printf("dropped life %s of %s\n", ls, origin);
 	return EXIT_OK;
 }
+
+/* The commands of `semqctl lives`, in the order --help lists them. */
+const struct ctl_cmd ctl_lives_commands[] = {
+	{"lives", cmd_lives, lives_opts, "",
+	 "this database's life and the lives of the origins it heard from",
+	 lives_help},
+	{"lives drop", cmd_lives_drop, lives_drop_opts, "ORIGIN LIFE [--force]",
+	 "forget a retired life of an origin", lives_drop_help},
+	{NULL, NULL, NULL, NULL, NULL, NULL}};

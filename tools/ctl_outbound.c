@@ -254,7 +254,37 @@ static void list_print_text(const struct list_data *d)
 	print_table(d, d->n, LC_N, list_cell);
 }
 
-int cmd_outbound_list(struct ctl *c)
+static const struct ctl_opt outbound_list_opts[] = {
+	{"--status", "S"},   {"--dest", "D"},  {"--key", "K"},
+	{"--since", "WHEN"}, {"--limit", "N"}, {NULL, NULL}};
+
+static const char outbound_list_help[] =
+	"Lists rows of the outbound queue tb_0031, newest first: ID\n"
+	"(origin/dest/seq), TYPE, KEY, STATUS, RESULT (the destination's\n"
+	"verdict), ATTEMPTS, AGE and LAST_ERROR (shortened).\n"
+	"\n"
+	"  --status S   only rows in status S: unsent (0), sent (4),\n"
+	"               relay-acked (6), held (8: for the operator, see\n"
+	"               outbound renumber), confirmed (100), cancelled (-2)\n"
+	"  --dest D     only messages to node D\n"
+	"  --key K      only messages with key K (where is bill K?)\n"
+	"  --since WHEN only rows created since WHEN: a duration back\n"
+	"               (90s, 15m, 2h, 3d) or 2026-11-26T03:00:00Z\n"
+	"  --limit N    at most N rows, 1..100000 (default 100)\n"
+	"\n"
+	"RESULT \"dead at D\": D answered that its redo entry for the\n"
+	"message is dead; a snapshot from the confirmation (a later retry\n"
+	"at D does not come back here): 'semqctl trace' asks D now.\n"
+	"\n"
+	"--json prints an array of objects with every column: id, origin,\n"
+	"dest, seq, rowid, type, key, prev_seq, deliver_at, created_at,\n"
+	"status, status_name, result, result_name, attempts,\n"
+	"next_attempt_at, sent_at, acked_at, last_error, payload_len,\n"
+	"custodian (the relay holding it in custody, status relay-acked)\n"
+	"(times in unix ms; result, key, last_error and custodian null\n"
+	"when none).\n";
+
+static int cmd_outbound_list(struct ctl *c)
 {
 	struct list_data d = {0};
 	struct store_filter f = {0};
@@ -374,7 +404,22 @@ static json_t *show_json(const struct msg *m, const struct out_row *row)
 	return o;
 }
 
-int cmd_outbound_show(struct ctl *c)
+static const struct ctl_opt outbound_id_opts[] = {{"--dest", "D"},
+						  {NULL, NULL}};
+
+static const char outbound_show_help[] =
+	"Shows one message of tb_0031: every column, then the payload as\n"
+	"text when it is printable UTF-8, else as a hex dump; at most 4 KiB\n"
+	"of it, then how many more bytes there are.\n"
+	"\n"
+	"  ORIGIN/DEST/SEQ  the message id, e.g. R1/S1/7\n"
+	"  SEQ --dest D     a message of this node to D, e.g. 7 --dest S1\n"
+	"\n"
+	"--json prints the object of 'outbound list --json' plus \"payload\"\n"
+	"(all of it, base64) and \"payload_text\" when it is UTF-8.\n"
+	"A message that is not there is exit 1.\n";
+
+static int cmd_outbound_show(struct ctl *c)
 {
 	struct target t;
 	struct msg m;
@@ -420,7 +465,26 @@ static int cancel_json(const struct target *t, int cancelled, int status,
 				    woke));
 }
 
-int cmd_outbound_cancel(struct ctl *c)
+static const char outbound_cancel_help[] =
+	"Cancels a message of this node that its destination has not\n"
+	"confirmed (status unsent, sent or relay-acked -> -2 cancelled) and\n"
+	"wakes the daemon, which sends a tombstone for it. The destination\n"
+	"records the tombstone without effect (result 4 cancelled), or, if\n"
+	"the message took effect first, answers that verdict and the row\n"
+	"becomes confirmed with it. Cancelling a cancelled message is a\n"
+	"no-op (exit 0).\n"
+	"\n"
+	"  ORIGIN/DEST/SEQ  the message id, e.g. R1/S1/7\n"
+	"  SEQ --dest D     a message of this node to D, e.g. 7 --dest S1\n"
+	"\n"
+	"Exit 1 when the message is already confirmed, not there, or a copy\n"
+	"held for another origin. --json prints {\"id\", \"cancelled\",\n"
+	"\"status\", \"already_cancelled\", \"woke_daemon\"} (also when the\n"
+	"cancel is refused, with \"cancelled\": false). A held message\n"
+	"(status 8: its destination cannot tell whether it has it) has no\n"
+	"tombstone to send: cancelling it ends it at once, cancelled.\n";
+
+static int cmd_outbound_cancel(struct ctl *c)
 {
 	struct target t;
 	struct msg m;
@@ -490,7 +554,25 @@ out:
 	return r;
 }
 
-int cmd_outbound_renumber(struct ctl *c)
+static const char outbound_renumber_help[] =
+	"Gives an unconfirmed message of this node the next seq of its\n"
+	"stream, and so the unconfirmed later messages of its key, in\n"
+	"order; they go back to unsent and the daemon is woken to send\n"
+	"them. For a held message (status 8) whose destination could not\n"
+	"tell whether it has it: renumber it when you know it is a new\n"
+	"message (it did not take effect), cancel it when it took effect.\n"
+	"The daemon renumbers by itself a message its destination refused\n"
+	"because it holds another message under that seq\n"
+	"(docs/PROTOCOL.md, \"Lives of a node\").\n"
+	"\n"
+	"  ORIGIN/DEST/SEQ  the message id, e.g. R1/S1/7\n"
+	"  SEQ --dest D     a message of this node to D, e.g. 7 --dest S1\n"
+	"\n"
+	"Exit 1 when the message is confirmed, not there, or a copy held\n"
+	"for another origin. --json prints {\"id\", \"new_seq\",\n"
+	"\"renumbered\", \"woke_daemon\"}.\n";
+
+static int cmd_outbound_renumber(struct ctl *c)
 {
 	struct target t;
 	struct msgid *olds = NULL;
@@ -533,3 +615,23 @@ int cmd_outbound_renumber(struct ctl *c)
 	printf("; it will be sent again\n");
 	return EXIT_OK;
 }
+
+/* The commands of `semqctl outbound`, in the order --help lists them. */
+const struct ctl_cmd ctl_outbound_commands[] = {
+	{"outbound list", cmd_outbound_list, outbound_list_opts,
+	 "[--status unsent|sent|relay-acked|held|confirmed|cancelled|N] "
+	 "[--dest D] [--key K] [--since WHEN] [--limit N]",
+	 "list the outbound queue tb_0031, newest first", outbound_list_help},
+	{"outbound show", cmd_outbound_show, outbound_id_opts,
+	 "ORIGIN/DEST/SEQ | SEQ --dest D",
+	 "one outbound message with every column and its payload",
+	 outbound_show_help},
+	{"outbound cancel", cmd_outbound_cancel, outbound_id_opts,
+	 "ORIGIN/DEST/SEQ | SEQ --dest D",
+	 "cancel an unconfirmed message of this node (sends a tombstone)",
+	 outbound_cancel_help},
+	{"outbound renumber", cmd_outbound_renumber, outbound_id_opts,
+	 "ORIGIN/DEST/SEQ | SEQ --dest D",
+	 "send an unconfirmed message of this node again under a new seq",
+	 outbound_renumber_help},
+	{NULL, NULL, NULL, NULL, NULL, NULL}};

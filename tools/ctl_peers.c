@@ -90,7 +90,28 @@ static const char *peer_cell(const void *ctx, size_t i, int col, int64_t now,
 	}
 }
 
-int cmd_peers(struct ctl *c)
+static const struct ctl_opt peers_opts[] = {{NULL, NULL}};
+
+static const char peers_help[] =
+	"Asks the running semqd for its peer connections, over its admin\n"
+	"HTTP ([node] admin in node.ini, GET /peers): one line per\n"
+	"connection with PEER (PEER@INSTANCE for one of several instances\n"
+	"of a node id), STATE (tls, hello, ready, closing),\n"
+	"DIRECTION (dialled or accepted), ADDRESS, SINCE (how long it has\n"
+	"been open) and PENDING (bytes queued for the peer); then every\n"
+	"configured peer without a connection, STATE disconnected, with\n"
+	"NEXT_DIAL (when it is dialled next; - when it only dials in).\n"
+	"\n"
+	"Exit 1 when [node] admin is not set or the daemon does not answer.\n"
+	"--json prints the daemon's answer: {\"node\", \"now\", \"peers\":\n"
+	"[{\"peer\", \"instance\", \"state\", \"direction\", \"address\",\n"
+	"\"conn_id\", \"since\", \"ready_at\", \"pending_bytes\"}...]}, a "
+	"peer\n"
+	"without a connection with \"next_dial_at\", \"next_dial_in_ms\"\n"
+	"and \"attempts\" (times in unix ms, null when none); \"instance\"\n"
+	"is null for a node's only instance.\n";
+
+static int cmd_peers(struct ctl *c)
 {
 	json_t *doc = NULL, *arr;
 	int r;
@@ -120,3 +141,10 @@ out:
 	json_decref(doc);
 	return r;
 }
+
+/* The commands of `semqctl peers`, in the order --help lists them. */
+const struct ctl_cmd ctl_peers_commands[] = {
+	{"peers", cmd_peers, peers_opts, "",
+	 "the running daemon's peer connections (over its admin HTTP)",
+	 peers_help},
+	{NULL, NULL, NULL, NULL, NULL, NULL}};

@@ -214,7 +214,36 @@ out:
 	return doc;
 }
 
-int cmd_received_list(struct ctl *c)
+static const struct ctl_opt received_list_opts[] = {
+	{"--origin", "O"},   {"--dest", "D"},  {"--key", "K"},
+	{"--since", "WHEN"}, {"--limit", "N"}, {NULL, NULL}};
+
+static const char received_list_help[] =
+	"Lists the received record tb_0030, newest first: MESSAGE\n"
+	"(origin/dest/seq), TYPE, KEY, RECEIVED (how long ago), VIA (the\n"
+	"relay that delivered it, - when direct), RESULT (processed, redo,\n"
+	"scheduled, cancelled) and ACK (acked once every 810-Response it\n"
+	"needs arrived; unacked says which are missing). Then one line per\n"
+	"inbound stream (per life of its origin) with its confirmed_through\n"
+	"watermark: the rows at or below it stay for [node]\n"
+	"receipt_retention, then they are purged and no longer listed.\n"
+	"\n"
+	"  --origin O   only messages from node O\n"
+	"  --dest D     only messages to node D (a relay's or instance's)\n"
+	"  --key K      only messages with key K\n"
+	"  --since WHEN only rows received since WHEN: a duration back\n"
+	"               (90s, 15m, 2h, 3d) or 2026-11-26T03:00:00Z\n"
+	"  --limit N    at most N rows, 1..100000 (default 100)\n"
+	"\n"
+	"--json prints {\"received\": [...], \"streams_in\": [{\"origin\",\n"
+	"\"dest\", \"life\", \"confirmed_through\"}...]}, a received row "
+	"with\n"
+	"message, origin, dest, seq, life, rowid, type, key, prev_seq,\n"
+	"received_at, via,\n"
+	"result, result_name, ack_status, ack_name, confirm_need and\n"
+	"confirm_got (bits: 1 origin, 2 relay).\n";
+
+static int cmd_received_list(struct ctl *c)
 {
 	struct recv_data d = {0};
 	struct status_data s = {0};
@@ -289,3 +318,10 @@ out:
 	status_free(&s);
 	return r;
 }
+
+/* The commands of `semqctl received`, in the order --help lists them. */
+const struct ctl_cmd ctl_received_commands[] = {
+	{"received list", cmd_received_list, received_list_opts,
+	 "[--origin O] [--dest D] [--key K] [--since WHEN] [--limit N]",
+	 "list the received record tb_0030, newest first", received_list_help},
+	{NULL, NULL, NULL, NULL, NULL, NULL}};

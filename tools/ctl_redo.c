@@ -252,7 +252,44 @@ static int redo_groups(struct ctl *c, const struct store_filter *f)
 	return EXIT_OK;
 }
 
-int cmd_redo_list(struct ctl *c)
+static const struct ctl_opt redo_list_opts[] = {
+	{"--status", "S"},   {"--dest", "D"},     {"--key", "K"},
+	{"--since", "WHEN"}, {"--where", "EXPR"}, {"--group-by", "error"},
+	{"--limit", "N"},    {"--offset", "N"},   {NULL, NULL}};
+
+static const char redo_list_help[] =
+	"Lists entries of the redo queue tb_0033 (failed messages waiting\n"
+	"for a retry, delayed messages, entries held behind an earlier one\n"
+	"of their key), oldest first: ID (the entry), MESSAGE\n"
+	"(origin/dest/seq), TYPE, KEY, STATUS, TRIES (attempts made), LEVEL\n"
+	"(the backoff level a next failure uses), NEXT (when a pending entry\n"
+	"runs: \"in 25s\", or \"due\"; \"-\" for the others) and LAST_ERROR\n"
+	"(shortened; 'redo show ID' prints it whole).\n"
+	"\n"
+	"  --status S   only entries in status S: pending (0), waiting (1),\n"
+	"               dead (-1), done (2), discarded (-2)\n"
+	"  --dest D     only messages to node D\n"
+	"  --key K      only messages with key K\n"
+	"  --since WHEN only entries created since WHEN: a duration back\n"
+	"               (90s, 15m, 2h, 3d) or 2026-11-26T03:00:00Z\n"
+	"  --where EXPR error~TEXT (last_error contains TEXT, any case)\n"
+	"               or error=TEXT (last_error is TEXT)\n"
+	"  --group-by error  one line per distinct last_error of the\n"
+	"               entries selected: COUNT, OLDEST, NEWEST (ages of\n"
+	"               the first and last entry), DESTS and ERROR, the\n"
+	"               largest group first; --json prints {\"groups\":\n"
+	"               [{\"error\", \"count\", \"oldest\", \"newest\",\n"
+	"               \"dests\": [...]}...]} (times in unix ms)\n"
+	"  --limit N    at most N entries (groups), 1..100000 (default 100)\n"
+	"  --offset N   skip the first N entries (groups)\n"
+	"\n"
+	"--json prints an array of objects with every column: id, message,\n"
+	"origin, dest, seq, type, key, prev_seq, deliver_at, msg_created_at,\n"
+	"status, status_name, tries, level, next_attempt_at, created_at,\n"
+	"updated_at, last_error, discard_reason, payload_len (times in unix\n"
+	"ms; key, last_error and discard_reason null when none).\n";
+
+static int cmd_redo_list(struct ctl *c)
 {
 	struct redo_data d = {0};
 	const char *status = opt(c, "--status"), *limit = opt(c, "--limit");
@@ -423,7 +460,22 @@ static int redo_read(struct ctl *c, int64_t id, struct msg *m,
 	return fail("redo %lld: %s", (long long)id, store_errmsg(c->st));
 }
 
-int cmd_redo_show(struct ctl *c)
+static const struct ctl_opt redo_show_opts[] = {{NULL, NULL}};
+
+static const char redo_show_help[] =
+	"Shows one entry of tb_0033: every column, the whole last_error and\n"
+	"discard_reason, when it runs next (UTC and relative) and what a\n"
+	"further failure would do, then the payload as text when it is\n"
+	"printable UTF-8, else as a hex dump; at most 4 KiB of it, then how\n"
+	"many more bytes there are.\n"
+	"\n"
+	"  ID   the entry's id, as 'redo list' shows it\n"
+	"\n"
+	"--json prints the object of 'redo list --json' plus \"payload\"\n"
+	"(all of it, base64) and \"payload_text\" when it is UTF-8.\n"
+	"An entry that is not there is exit 1.\n";
+
+static int cmd_redo_show(struct ctl *c)
 {
 	struct msg m;
 	struct redo_row row;
@@ -747,7 +799,41 @@ static int bulk_asked(const struct ctl *c)
 	       opt(c, "--since") || opt(c, "--status") || opt(c, "--dry-run");
 }
 
-int cmd_redo_retry(struct ctl *c)
+static const struct ctl_opt redo_retry_opts[] = {
+	{"--all-dead", NULL}, {"--where", "EXPR"}, {"--dest", "D"},
+	{"--key", "K"},       {"--since", "WHEN"}, {"--status", "S"},
+	{"--dry-run", NULL},  {NULL, NULL}};
+
+#define BULK_JSON_HELP                                                         \
+	"BULK --json prints {\"verb\", \"dry_run\", \"count\", \"entries\":\n" \
+	"[{\"id\", \"message\", \"key\", \"status_name\", "                    \
+	"\"last_error\"}...],\n"                                               \
+	"\"woke_daemon\"}: the entries as they were before.\n"
+
+static const char redo_retry_help[] =
+	"Makes a dead entry pending again, due now, and wakes the semqd\n"
+	"serving the database so it runs it at once. The backoff level\n"
+	"starts over; tries are kept, so a retryable failure makes it dead\n"
+	"again at once while tries >= max_tries.\n"
+	"\n"
+	"  ID           the dead entry to retry\n"
+	"  --all-dead   every dead entry\n"
+	"\n"
+	"Bulk (BULK below): every dead entry that --where EXPR (error~TEXT:\n"
+	"last_error contains TEXT, any case; error=TEXT: is TEXT) and the\n"
+	"filters --dest D, --key K, --since WHEN (as 'redo list') select;\n"
+	"--status may only say dead. --dry-run lists exactly those entries\n"
+	"and changes nothing. The real run retries the entries it lists, in\n"
+	"transactions of 500, with progress on stderr (retried 500/1950).\n"
+	"\n" BULK_JSON_HELP
+	"Exit 1 when the entry is not dead or not there. --json prints\n"
+	"{\"id\", \"message\", \"retried\", \"status\", \"status_name\",\n"
+	"\"woke_daemon\"} (also when it is refused, with \"retried\": "
+	"false),\n"
+	"or for --all-dead {\"retried\": [{\"id\", \"message\"}...],\n"
+	"\"count\", \"woke_daemon\"}.\n";
+
+static int cmd_redo_retry(struct ctl *c)
 {
 	int all = opt(c, "--all-dead") != NULL, r;
 	int64_t id = 0;
@@ -922,7 +1008,35 @@ static void discard_text(const struct ctl *c, int64_t id, const char *msgid,
 		note_not_woken(c, "released entries run");
 }
 
-int cmd_redo_discard(struct ctl *c)
+static const struct ctl_opt redo_discard_opts[] = {
+	{"--reason", "TEXT"}, {"--where", "EXPR"}, {"--dest", "D"},
+	{"--key", "K"},       {"--since", "WHEN"}, {"--status", "S"},
+	{"--dry-run", NULL},  {NULL, NULL}};
+
+static const char redo_discard_help[] =
+	"Discards a pending, waiting or dead entry: it will never take\n"
+	"effect, and the reason is kept with it. When it was the head of\n"
+	"its key, the next waiting entry of the key is released (pending,\n"
+	"due now or at its deliver_at), and the daemon is woken to run it.\n"
+	"\n"
+	"  ID             the entry to discard\n"
+	"  --reason TEXT  why, for whoever looks later (required, 1..1000\n"
+	"                 bytes)\n"
+	"\n"
+	"Bulk: every entry that --where EXPR and the filters --dest,\n"
+	"--key, --since select, in status --status (dead unless it says\n"
+	"pending or waiting), discarded one by one as above (each releases\n"
+	"the next waiting entry of its key), in transactions of 500 with\n"
+	"progress on stderr; --dry-run lists them and changes nothing.\n"
+	"\n" BULK_JSON_HELP
+	"Exit 1 when the entry is done or discarded already, or not there.\n"
+	"--json prints {\"id\", \"message\", \"discarded\", \"status\",\n"
+	"\"discard_reason\", \"released\": [{\"id\", \"message\", "
+	"\"status\",\n"
+	"\"next_attempt_at\"}...], \"still_waiting\", \"woke_daemon\"}\n"
+	"(when refused: \"discarded\": false with the entry's status).\n";
+
+static int cmd_redo_discard(struct ctl *c)
 {
 	const char *reason = opt(c, "--reason");
 	struct discard_out o;
@@ -1021,3 +1135,23 @@ out:
 	redo_data_free(&o.released);
 	return r;
 }
+
+/* The commands of `semqctl redo`, in the order --help lists them. */
+const struct ctl_cmd ctl_redo_commands[] = {
+	{"redo list", cmd_redo_list, redo_list_opts,
+	 "[--status pending|waiting|dead|done|discarded|N] [--dest D] "
+	 "[--key K] [--since WHEN] [--where EXPR] [--group-by error] "
+	 "[--limit N] [--offset N]",
+	 "list the redo queue tb_0033, oldest first", redo_list_help},
+	{"redo show", cmd_redo_show, redo_show_opts, "ID",
+	 "one redo entry with every column and its payload", redo_show_help},
+	{"redo retry", cmd_redo_retry, redo_retry_opts,
+	 "ID | --all-dead | --where EXPR [--dest D] [--key K] [--since WHEN] "
+	 "[--dry-run]",
+	 "run dead redo entries again now", redo_retry_help},
+	{"redo discard", cmd_redo_discard, redo_discard_opts,
+	 "ID --reason TEXT | --where EXPR --reason TEXT [--dest D] [--key K] "
+	 "[--since WHEN] [--status dead|pending|waiting] [--dry-run]",
+	 "give up on a redo entry, with a reason; releases its key",
+	 redo_discard_help},
+	{NULL, NULL, NULL, NULL, NULL, NULL}};

@@ -217,7 +217,34 @@ static int send_read_payload(struct ctl *c, struct send_req *q)
 	return r;
 }
 
-int cmd_send(struct ctl *c)
+static const struct ctl_opt send_opts[] = {{"--to", "D"},
+					   {"--type", "T"},
+					   {"--key", "K"},
+					   {"--delay", "DURATION"},
+					   {"--deliver-at", "UNIX_MS"},
+					   {"--data", "S"},
+					   {"--file", "F"},
+					   {NULL, NULL}};
+
+static const char send_help[] =
+	"Queues a message to node D in the outbound table tb_0031, in one\n"
+	"transaction, then wakes the semqd serving the database so it sends\n"
+	"at once. Give exactly one payload source.\n"
+	"\n"
+	"  --to D               destination node id (1-64 of A-Za-z0-9._-)\n"
+	"  --type T             message type, 0..4294967295\n"
+	"  --key K              business object id, at most 255 bytes;\n"
+	"                       messages with one key take effect in order\n"
+	"  --delay DURATION     run at the destination after 5s, 1m, 2h...\n"
+	"  --deliver-at UNIX_MS run at the destination at this time\n"
+	"  --data S             the payload is the text S\n"
+	"  --file F             the payload is the contents of file F\n"
+	"  -                    the payload is read from stdin\n"
+	"\n"
+	"Prints the message id (origin/dest/seq); --json prints\n"
+	"{\"origin\", \"dest\", \"seq\", \"woke_daemon\"}.\n";
+
+static int cmd_send(struct ctl *c)
 {
 	struct send_req q = {0};
 	struct msg m;
@@ -278,3 +305,11 @@ out:
 	free(q.payload);
 	return r;
 }
+
+/* The commands of `semqctl send`, in the order --help lists them. */
+const struct ctl_cmd ctl_send_commands[] = {
+	{"send", cmd_send, send_opts,
+	 "--to D --type T [--key K] [--delay DURATION | --deliver-at UNIX_MS] "
+	 "(--data S | --file F | -)",
+	 "queue a message to node D and wake the daemon", send_help},
+	{NULL, NULL, NULL, NULL, NULL, NULL}};

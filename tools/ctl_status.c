@@ -463,7 +463,24 @@ out:
 	return doc;
 }
 
-int cmd_status(struct ctl *c)
+static const struct ctl_opt status_opts[] = {{NULL, NULL}};
+
+static const char status_help[] =
+	"Shows the node id and database, then one line per table, stream and\n"
+	"status with its count and, for unconfirmed rows (tb_0031 unsent,\n"
+	"sent, relay-acked; tb_0030 unacked), the age of the first of them,\n"
+	"then every inbound stream with its confirmed_through watermark, and\n"
+	"per destination this node's confirmed messages that were dead there\n"
+	"when it confirmed them (its redo entry; a snapshot: 'semqctl trace'\n"
+	"asks the destination now). The\n"
+	"counts are kept by the database (semq_counts): status reads a few\n"
+	"rows per stream, however long the queues. --json prints\n"
+	"{\"node\", \"db\", \"schema_version\", \"dead_at_dest\": "
+	"[{\"dest\",\n"
+	"\"messages\", \"first_at\"}...], \"queues\": [...] (with\n"
+	"\"oldest\" null where none is shown), \"streams_in\": [...]}.\n";
+
+static int cmd_status(struct ctl *c)
 {
 	struct status_data d = {0};
 	int r;
@@ -505,3 +522,10 @@ out:
 	status_free(&d);
 	return r;
 }
+
+/* The commands of `semqctl status`, in the order --help lists them. */
+const struct ctl_cmd ctl_status_commands[] = {
+	{"status", cmd_status, status_opts, "",
+	 "counts per table, status and stream; inbound watermarks",
+	 status_help},
+	{NULL, NULL, NULL, NULL, NULL, NULL}};
