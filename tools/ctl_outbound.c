@@ -486,46 +486,26 @@ static const char outbound_cancel_help[] =
 
 static int cmd_outbound_cancel(struct ctl *c)
 {
+	struct store_verb v;
 	struct target t;
-	struct msg m;
-	struct out_row row;
-	int r, e, woke, already;
+	int r, e, woke;
 
-	memset(&m, 0, sizeof m);
+	memset(&v, 0, sizeof v);
 	r = parse_target(c, &t);
 	if (r)
 		goto out;
 	r = target_open(c, &t, 1);
 	if (r)
 		goto out;
-	/* Read it first: a copy held for another origin is not ours to
-	 * cancel, and a cancelled one needs no second cancel. */
-	e = store_outbound_get(c->st, &t.id, &m, &row);
-	if (e == SEMQ_OK && strcmp(m.id.origin, c->cfg->id)) {
-		if (c->json)
-			(void)cancel_json(&t, 0, row.status, 0, 0);
-		r = fail("%s is a copy this node holds for origin %s; only "
-			 "the origin can cancel it",
-			 t.text, m.id.origin);
-		goto out;
-	}
-	already = e == SEMQ_OK && row.status == SS_CANCELLED;
-	if (e == SEMQ_OK)
-		e = store_cancel(c->st, &t.id, now_ms());
+	e = store_verb_cancel(c->st, &t.id, now_ms(), &v);
 	if (e == SEMQ_ERR_NOT_FOUND) {
-		r = fail("no outbound message %s in %s", t.text, c->db);
+		r = fail("%s in %s", v.why, c->db);
 		goto out;
 	}
 	if (e == SEMQ_DECLINED) {
-		/* Confirmed meanwhile, or before: read the verdict. */
-		msg_clear(&m);
-		if (store_outbound_get(c->st, &t.id, &m, &row) != SEMQ_OK)
-			row.result = -1;
 		if (c->json)
-			(void)cancel_json(&t, 0, SS_ACK2, 0, 0);
-		r = fail("%s is already confirmed (result %s); it cannot be "
-			 "cancelled",
-			 t.text, result_name(row.result));
+			(void)cancel_json(&t, 0, v.status, 0, 0);
+		r = fail("%s", v.why);
 		goto out;
 	}
 	if (e != SEMQ_OK) {
@@ -536,10 +516,10 @@ static int cmd_outbound_cancel(struct ctl *c)
 	 * rows within poll_interval. */
 	woke = !c->cfg->db_url && semq_notify(c->cfg->db) == SEMQ_OK;
 	if (c->json) {
-		r = cancel_json(&t, 1, SS_CANCELLED, already, woke);
+		r = cancel_json(&t, 1, SS_CANCELLED, v.already, woke);
 		goto out;
 	}
-	if (already)
+	if (v.already)
 		printf("%s was already cancelled\n", t.text);
 	else
 		printf("cancelled %s; a tombstone will be sent\n", t.text);
@@ -550,7 +530,7 @@ static int cmd_outbound_cancel(struct ctl *c)
 			c->db);
 	r = EXIT_OK;
 out:
-	msg_clear(&m);
+	store_verb_clear(&v);
 	return r;
 }
 

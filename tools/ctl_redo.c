@@ -27,8 +27,6 @@
 
 /* ---- redo: list, show, retry, discard ------------------------------------ */
 
-#define REASON_MAX 1000 /* bytes of a discard reason */
-
 /* The statuses of tb_0033 that --status accepts, besides the numbers. */
 #define redo_statuses semq_redo_statuses
 
@@ -538,34 +536,27 @@ static int retry_json(int64_t id, const char *msgid, int retried, int status,
 				    "woke_daemon", woke));
 }
 
-/* One dead entry -> pending now, in one transaction with the check. */
+/* One dead entry -> pending now (store_verb_retry: the check and the
+ * change in one transaction). */
 static int redo_retry_one(struct ctl *c, int64_t id)
 {
-	struct msg m;
-	struct redo_row row;
+	struct store_verb v;
 	char idb[MSGID_STRLEN];
-	int r = EXIT_FAIL, woke;
+	int r = EXIT_FAIL, e, woke;
 
-	memset(&m, 0, sizeof m);
-	if (store_begin(c->st) != SEMQ_OK) {
-		r = fail("%s", store_errmsg(c->st));
+	e = store_verb_retry(c->st, id, now_ms(), &v);
+	msgid_str(&v.msg, idb, sizeof idb);
+	if (e == SEMQ_ERR_NOT_FOUND) {
+		r = fail("%s in %s", v.why, c->db);
 		goto out;
 	}
-	r = redo_read(c, id, &m, &row);
-	if (r)
-		goto out;
-	msgid_str(&m.id, idb, sizeof idb);
-	if (!store_redo_verb_applies(STORE_REDO_RETRY, row.status)) {
-		store_rollback(c->st);
+	if (e == SEMQ_DECLINED) {
 		if (c->json)
-			(void)retry_json(id, idb, 0, row.status, 0);
-		r = fail("redo %lld is %s, not dead; %s", (long long)id,
-			 semq_status_name("tb_0033", row.status),
-			 store_redo_verb_rule(STORE_REDO_RETRY));
+			(void)retry_json(id, idb, 0, v.status, 0);
+		r = fail("%s", v.why);
 		goto out;
 	}
-	if (store_redo_retry(c->st, id, now_ms()) != SEMQ_OK ||
-	    store_commit(c->st) != SEMQ_OK) {
+	if (e != SEMQ_OK) {
 		r = fail("retry redo %lld: %s", (long long)id,
 			 store_errmsg(c->st));
 		goto out;
@@ -575,7 +566,7 @@ static int redo_retry_one(struct ctl *c, int64_t id)
 	woke = !c->cfg->db_url && semq_notify(c->cfg->db) == SEMQ_OK;
 	operator_said(c, "retried redo entry %lld (%s)", (long long)id, idb);
 	if (c->json) {
-		r = retry_json(id, idb, 1, RS_PENDING, woke);
+		r = retry_json(id, idb, 1, v.status, woke);
 		goto out;
 	}
 	printf("%s (redo %lld) will be retried now\n", idb, (long long)id);
@@ -583,53 +574,39 @@ static int redo_retry_one(struct ctl *c, int64_t id)
 		note_not_woken(c, "it is retried");
 	r = EXIT_OK;
 out:
-	store_rollback(c->st); /* harmless when committed */
-	msg_clear(&m);
+	store_verb_clear(&v);
 	return r;
 }
 
-/* Every dead entry -> pending now; the entries are listed in the same
- * transaction, so the list is exactly what was retried. */
+/* Every dead entry -> pending now; store_verb_retry_all lists exactly the
+ * entries it retried. */
 static int redo_retry_all(struct ctl *c)
 {
-	struct redo_data d = {0};
+	struct store_verb v;
 	char idb[MSGID_STRLEN];
 	json_t *arr = NULL, *e;
-	unsigned n = 0;
+	size_t i, n;
 	int r = EXIT_FAIL, woke = 0;
-	size_t i;
 
-	if (store_begin(c->st) != SEMQ_OK ||
-	    store_redo_list(c->st, RS_DEAD, UINT_MAX, redo_collect_cb, &d) !=
-		    SEMQ_OK ||
-	    (!d.failed &&
-	     store_redo_retry_all_dead(c->st, now_ms(), &n) != SEMQ_OK) ||
-	    (!d.failed && store_commit(c->st) != SEMQ_OK)) {
+	if (store_verb_retry_all(c->st, now_ms(), &v) != SEMQ_OK) {
 		fail("retry every dead redo entry: %s", store_errmsg(c->st));
 		goto out;
 	}
-	if (d.failed) {
-		fail("out of memory");
-		goto out;
-	}
-	if (n != d.n) {
-		fail("retry every dead redo entry: %u retried but %zu listed",
-		     n, d.n);
-		goto out;
-	}
+	n = v.n_released;
 	if (n) {
 		/* A PostgreSQL database has no wake socket: its instances
 		 * find new rows within poll_interval. */
 		woke = !c->cfg->db_url && semq_notify(c->cfg->db) == SEMQ_OK;
-		operator_said(c, "retried %u dead redo entr%s (--all-dead)", n,
+		operator_said(c, "retried %zu dead redo entr%s (--all-dead)", n,
 			      n == 1 ? "y" : "ies");
 	}
 	if (c->json) {
 		arr = json_array();
-		for (i = 0; arr && i < d.n; i++) {
-			e = json_pack("{s:I, s:s}", "id",
-				      (json_int_t)d.v[i].row.id, "message",
-				      msgid_str(&d.v[i].m.id, idb, sizeof idb));
+		for (i = 0; arr && i < n; i++) {
+			e = json_pack(
+				"{s:I, s:s}", "id",
+				(json_int_t)v.released[i].id, "message",
+				msgid_str(&v.released[i].msg, idb, sizeof idb));
 			if (!e || json_array_append_new(arr, e)) {
 				json_decref(arr);
 				arr = NULL;
@@ -647,17 +624,17 @@ static int redo_retry_all(struct ctl *c)
 		r = EXIT_OK;
 		goto out;
 	}
-	for (i = 0; i < d.n; i++)
+	for (i = 0; i < n; i++)
 		printf("%s (redo %lld) will be retried now\n",
-		       msgid_str(&d.v[i].m.id, idb, sizeof idb),
-		       (long long)d.v[i].row.id);
-	printf("%u dead entr%s will be retried now\n", n, n == 1 ? "y" : "ies");
+		       msgid_str(&v.released[i].msg, idb, sizeof idb),
+		       (long long)v.released[i].id);
+	printf("%zu dead entr%s will be retried now\n", n,
+	       n == 1 ? "y" : "ies");
 	if (!woke)
 		note_not_woken(c, "they are retried");
 	r = EXIT_OK;
 out:
-	store_rollback(c->st); /* harmless when committed */
-	redo_data_free(&d);
+	store_verb_clear(&v);
 	return r;
 }
 
@@ -869,69 +846,6 @@ static int cmd_redo_retry(struct ctl *c)
 
 /* ---- redo discard ---- */
 
-/* What discarding one entry did to the waiting entries of its key. */
-struct discard_out {
-	struct redo_data released; /* entries that became pending */
-	size_t still_waiting;      /* entries of the key still waiting */
-};
-
-/* The waiting entries of m's key other than `id`, into w (read before the
- * discard, in its transaction). */
-static int waiting_of_key(struct ctl *c, const struct msg *m, int64_t id,
-			  struct redo_data *w)
-{
-	struct redo_data all = {0};
-	size_t i;
-	int r = EXIT_FAIL;
-
-	if (store_redo_list(c->st, RS_WAITING, UINT_MAX, redo_collect_cb,
-			    &all) != SEMQ_OK) {
-		fail("%s: reading tb_0033: %s", c->db, store_errmsg(c->st));
-		goto out;
-	}
-	for (i = 0; !all.failed && i < all.n; i++) {
-		const struct redo_item *it = &all.v[i];
-		if (it->row.id == id || !it->m.has_key ||
-		    strcmp(it->m.key, m->key) ||
-		    strcmp(it->m.id.origin, m->id.origin) ||
-		    strcmp(it->m.id.dest, m->id.dest))
-			continue;
-		redo_collect_cb(w, &it->m, &it->row);
-	}
-	if (all.failed || w->failed) {
-		fail("out of memory");
-		goto out;
-	}
-	r = EXIT_OK;
-out:
-	redo_data_free(&all);
-	return r;
-}
-
-/* Sorts the released entries out of `w`, re-reading each. */
-static int released_of(struct ctl *c, const struct redo_data *w,
-		       struct discard_out *o)
-{
-	struct msg m;
-	struct redo_row row;
-	size_t i;
-	int r;
-
-	for (i = 0; i < w->n; i++) {
-		r = redo_read(c, w->v[i].row.id, &m, &row);
-		if (r)
-			return r;
-		if (row.status == RS_PENDING)
-			redo_collect_cb(&o->released, &m, &row);
-		else if (row.status == RS_WAITING)
-			o->still_waiting++;
-		msg_clear(&m);
-		if (o->released.failed)
-			return fail("out of memory");
-	}
-	return EXIT_OK;
-}
-
 /* discard --json when it was refused: {"id", "message", "discarded":
  * false, "status", ...}. */
 static int discard_refused_json(int64_t id, const char *msgid, int status,
@@ -944,20 +858,19 @@ static int discard_refused_json(int64_t id, const char *msgid, int status,
 		"discard_reason", old_reason));
 }
 
-static json_t *discard_json(int64_t id, const char *msgid, const char *reason,
-			    const struct discard_out *o, int woke)
+static json_t *discard_json(const char *reason, const struct store_verb *v,
+			    int woke)
 {
 	json_t *arr = json_array(), *e;
 	char idb[MSGID_STRLEN];
 	size_t i;
 
-	for (i = 0; arr && i < o->released.n; i++) {
-		const struct redo_item *it = &o->released.v[i];
-		e = json_pack("{s:I, s:s, s:i, s:I}", "id",
-			      (json_int_t)it->row.id, "message",
-			      msgid_str(&it->m.id, idb, sizeof idb), "status",
-			      it->row.status, "next_attempt_at",
-			      (json_int_t)it->row.next_attempt_at);
+	for (i = 0; arr && i < v->n_released; i++) {
+		const struct store_released *it = &v->released[i];
+		e = json_pack("{s:I, s:s, s:i, s:I}", "id", (json_int_t)it->id,
+			      "message", msgid_str(&it->msg, idb, sizeof idb),
+			      "status", it->status, "next_attempt_at",
+			      (json_int_t)it->next_attempt_at);
 		if (!e || json_array_append_new(arr, e)) {
 			json_decref(arr);
 			arr = NULL;
@@ -967,44 +880,46 @@ static json_t *discard_json(int64_t id, const char *msgid, const char *reason,
 		return NULL;
 	/* "o" steals the array, even when packing fails. */
 	return json_pack("{s:I, s:s, s:b, s:i, s:s, s:o, s:I, s:b}", "id",
-			 (json_int_t)id, "message", msgid, "discarded", 1,
+			 (json_int_t)v->id, "message",
+			 msgid_str(&v->msg, idb, sizeof idb), "discarded", 1,
 			 "status", RS_DISCARDED, "discard_reason", reason,
 			 "released", arr, "still_waiting",
-			 (json_int_t)o->still_waiting, "woke_daemon", woke);
+			 (json_int_t)v->still_waiting, "woke_daemon", woke);
 }
 
-static void discard_text(const struct ctl *c, int64_t id, const char *msgid,
-			 const struct msg *m, const char *reason,
-			 const struct discard_out *o, int woke)
+static void discard_text(const struct ctl *c, const char *reason,
+			 const struct store_verb *v, int woke)
 {
 	char buf[CELL_MAX], idb[MSGID_STRLEN], rel[32];
 	char *rb = malloc(strlen(reason) + 16); /* cell() never grows it */
 	int64_t now = now_ms();
 	size_t i;
 
-	printf("discarded %s (redo %lld): %s\n", msgid, (long long)id,
+	printf("discarded %s (redo %lld): %s\n",
+	       msgid_str(&v->msg, idb, sizeof idb), (long long)v->id,
 	       rb ? cell(reason, 0, rb, strlen(reason) + 16) : reason);
 	free(rb);
-	for (i = 0; i < o->released.n; i++) {
-		const struct redo_item *it = &o->released.v[i];
+	for (i = 0; i < v->n_released; i++) {
+		const struct store_released *it = &v->released[i];
 		printf("released %s (redo %lld), the next entry of key %s: "
 		       "pending, due %s\n",
-		       msgid_str(&it->m.id, idb, sizeof idb),
-		       (long long)it->row.id, cell(m->key, 0, buf, sizeof buf),
-		       it->row.next_attempt_at <= now
+		       msgid_str(&it->msg, idb, sizeof idb), (long long)it->id,
+		       cell(v->key, 0, buf, sizeof buf),
+		       it->next_attempt_at <= now
 			       ? "now"
-			       : fmt_until(it->row.next_attempt_at, now, rel,
+			       : fmt_until(it->next_attempt_at, now, rel,
 					   sizeof rel));
 	}
-	if (m->has_key && o->still_waiting)
-		printf("%zu more entr%s of key %s still wait%s in key order\n",
-		       o->still_waiting, o->still_waiting == 1 ? "y" : "ies",
-		       cell(m->key, 0, buf, sizeof buf),
-		       o->still_waiting == 1 ? "s" : "");
-	else if (m->has_key && !o->released.n)
+	if (v->has_key && v->still_waiting)
+		printf("%lld more entr%s of key %s still wait%s in key order\n",
+		       (long long)v->still_waiting,
+		       v->still_waiting == 1 ? "y" : "ies",
+		       cell(v->key, 0, buf, sizeof buf),
+		       v->still_waiting == 1 ? "s" : "");
+	else if (v->has_key && !v->n_released)
 		printf("no entry of key %s was waiting behind it\n",
-		       cell(m->key, 0, buf, sizeof buf));
-	if (!woke && o->released.n)
+		       cell(v->key, 0, buf, sizeof buf));
+	if (!woke && v->n_released)
 		note_not_woken(c, "released entries run");
 }
 
@@ -1039,16 +954,12 @@ static const char redo_discard_help[] =
 static int cmd_redo_discard(struct ctl *c)
 {
 	const char *reason = opt(c, "--reason");
-	struct discard_out o;
-	struct redo_data w = {0};
-	struct msg m;
-	struct redo_row row;
+	struct store_verb v;
 	char idb[MSGID_STRLEN];
 	int64_t id = 0;
-	int r, woke;
+	int r, e, woke;
 
-	memset(&m, 0, sizeof m);
-	memset(&o, 0, sizeof o);
+	memset(&v, 0, sizeof v);
 	if (!bulk_asked(c)) {
 		r = parse_redo_id(c, &id);
 		if (r)
@@ -1060,9 +971,9 @@ static int cmd_redo_discard(struct ctl *c)
 	if (!*reason)
 		return usage_err(c, "--reason '' is empty: say why it is "
 				    "discarded");
-	if (strlen(reason) > REASON_MAX)
+	if (strlen(reason) > STORE_REASON_MAX)
 		return usage_err(c, "--reason is %zu bytes long, at most %d",
-				 strlen(reason), REASON_MAX);
+				 strlen(reason), STORE_REASON_MAX);
 	if (bulk_asked(c))
 		return redo_bulk(c, STORE_REDO_DISCARD, reason);
 	r = ctl_load_config(c);
@@ -1073,46 +984,20 @@ static int cmd_redo_discard(struct ctl *c)
 		return r;
 
 	r = EXIT_FAIL;
-	if (store_begin(c->st) != SEMQ_OK) {
-		fail("%s", store_errmsg(c->st));
+	e = store_verb_discard(c->st, id, reason, now_ms(), &v);
+	msgid_str(&v.msg, idb, sizeof idb);
+	if (e == SEMQ_ERR_NOT_FOUND) {
+		r = fail("%s in %s", v.why, c->db);
 		goto out;
 	}
-	r = redo_read(c, id, &m, &row);
-	if (r)
-		goto out;
-	msgid_str(&m.id, idb, sizeof idb);
-	if (!store_redo_verb_applies(STORE_REDO_DISCARD, row.status)) {
-		store_rollback(c->st);
+	if (e == SEMQ_DECLINED) {
 		if (c->json)
-			(void)discard_refused_json(id, idb, row.status,
-						   row.discard_reason);
-		if (row.status == RS_DONE)
-			r = fail("redo %lld (%s) is done: it took effect; %s",
-				 (long long)id, idb,
-				 store_redo_verb_rule(STORE_REDO_DISCARD));
-		else
-			r = fail("redo %lld (%s) is already discarded (reason: "
-				 "%s)",
-				 (long long)id, idb,
-				 row.discard_reason ? row.discard_reason
-						    : "none recorded");
+			(void)discard_refused_json(id, idb, v.status,
+						   v.old_reason);
+		r = fail("%s", v.why);
 		goto out;
 	}
-	if (m.has_key) {
-		r = waiting_of_key(c, &m, id, &w);
-		if (r)
-			goto out;
-	}
-	r = EXIT_FAIL;
-	if (store_redo_discard(c->st, id, reason, now_ms()) != SEMQ_OK) {
-		fail("discard redo %lld: %s", (long long)id,
-		     store_errmsg(c->st));
-		goto out;
-	}
-	r = released_of(c, &w, &o);
-	if (r)
-		goto out;
-	if (store_commit(c->st) != SEMQ_OK) {
+	if (e != SEMQ_OK) {
 		r = fail("discard redo %lld: %s", (long long)id,
 			 store_errmsg(c->st));
 		goto out;
@@ -1123,16 +1008,13 @@ static int cmd_redo_discard(struct ctl *c)
 	operator_said(c, "discarded redo entry %lld (%s): %s", (long long)id,
 		      idb, reason);
 	if (c->json) {
-		r = print_json(discard_json(id, idb, reason, &o, woke));
+		r = print_json(discard_json(reason, &v, woke));
 		goto out;
 	}
-	discard_text(c, id, idb, &m, reason, &o, woke);
+	discard_text(c, reason, &v, woke);
 	r = EXIT_OK;
 out:
-	store_rollback(c->st); /* harmless when committed */
-	msg_clear(&m);
-	redo_data_free(&w);
-	redo_data_free(&o.released);
+	store_verb_clear(&v);
 	return r;
 }
 
