@@ -42,7 +42,6 @@
 
 #define REDO_LIMIT_DEFAULT 100
 #define REDO_LIMIT_MAX 10000
-#define REASON_MAX 1000 /* bytes of a discard reason, as semqctl */
 
 enum {
 	HS_OK = 200,
@@ -535,57 +534,57 @@ static int action_done(struct store *st, const struct admin_req *rq, int64_t id,
 	return reply_json(ob, rq->req_id, HS_OK, o);
 }
 
-/* 409: the entry is not in a status the action applies to. */
-static int refuse_status(const struct admin_req *rq, int64_t id,
-			 const struct msg *m, int status, const char *why,
-			 struct outbox *ob)
+/* 409: the verb refused (store_verb_*: v->why in its one wording). */
+static int refuse_verb(const struct admin_req *rq, const struct store_verb *v,
+		       struct outbox *ob)
 {
 	char idb[MSGID_STRLEN];
-	char text[256];
 
-	snprintf(text, sizeof text, "redo entry %" PRId64 " is %s; %s", id,
-		 semq_status_name("tb_0033", status), why);
 	return reply_json(ob, rq->req_id, HS_CONFLICT,
-			  json_pack("{s:s, s:I, s:s, s:i, s:s}", "error", text,
-				    "id", (json_int_t)id, "message",
-				    msgid_str(&m->id, idb, sizeof idb),
-				    "status", status, "status_name",
-				    semq_status_name("tb_0033", status)));
+			  json_pack("{s:s, s:I, s:s, s:i, s:s}", "error",
+				    v->why, "id", (json_int_t)v->id, "message",
+				    msgid_str(&v->msg, idb, sizeof idb),
+				    "status", v->status, "status_name",
+				    semq_status_name("tb_0033", v->status)));
+}
+
+/* A verb's answer: 404, 409, the entry after it, or its error (logged; the
+ * batch rolls back). */
+static int verb_answer(struct store *st, const struct admin_req *rq, int64_t id,
+		       const char *action, int r, const struct store_verb *v,
+		       struct outbox *ob)
+{
+	char idb[MSGID_STRLEN];
+
+	if (r == SEMQ_ERR_NOT_FOUND)
+		return reply_error(ob, rq->req_id, HS_NOT_FOUND, "%s", v->why);
+	if (r == SEMQ_DECLINED)
+		return refuse_verb(rq, v, ob);
+	if (r == SEMQ_OK)
+		return action_done(st, rq, id, action, ob);
+	log_msg(LOG_ERROR, "admin", NULL, v->msg.origin[0] ? &v->msg : NULL,
+		"%s redo entry %" PRId64 " (%s): %s",
+		!strcmp(action, "retried") ? "retrying" : "discarding", id,
+		msgid_str(&v->msg, idb, sizeof idb), store_errmsg(st));
+	return r;
 }
 
 static int redo_retry(struct store *st, const struct admin_req *rq, int64_t id,
 		      int64_t now, struct outbox *ob, int *changed)
 {
-	struct redo_row row;
-	struct msg m;
-	int answered, r;
+	struct store_verb v;
+	int r;
 
-	r = redo_read(st, rq, id, &m, &row, 0, ob, &answered);
-	if (r != SEMQ_OK || answered)
-		return r;
-	if (!store_redo_verb_applies(STORE_REDO_RETRY, row.status)) {
-		r = refuse_status(rq, id, &m, row.status,
-				  store_redo_verb_rule(STORE_REDO_RETRY), ob);
-		msg_clear(&m);
-		return r;
-	}
-	r = store_redo_retry(st, id, now);
+	r = store_verb_retry(st, id, now, &v);
 	if (r == SEMQ_OK) {
 		*changed = 1;
-		log_msg(LOG_INFO, "admin", NULL, &m.id,
+		log_msg(LOG_INFO, "admin", NULL, &v.msg,
 			"redo entry %" PRId64 " retried by an operator (admin "
 			"HTTP from %s)",
 			id, rq->client);
-		r = action_done(st, rq, id, "retried", ob);
-	} else if (r == SEMQ_DECLINED) {
-		r = refuse_status(rq, id, &m, row.status,
-				  store_redo_verb_rule(STORE_REDO_RETRY), ob);
-	} else {
-		log_msg(LOG_ERROR, "admin", NULL, &m.id,
-			"retrying redo entry %" PRId64 ": %s", id,
-			store_errmsg(st));
 	}
-	msg_clear(&m);
+	r = verb_answer(st, rq, id, "retried", r, &v, ob);
+	store_verb_clear(&v);
 	return r;
 }
 
@@ -625,10 +624,11 @@ static int discard_body(const struct admin_req *rq, json_t **doc,
 	if (!json_is_string(v))
 		return reply_error(ob, rq->req_id, HS_BAD_REQUEST,
 				   "body: \"reason\" is not a string");
-	if (json_string_length(v) == 0 || json_string_length(v) > REASON_MAX)
+	if (json_string_length(v) == 0 ||
+	    json_string_length(v) > STORE_REASON_MAX)
 		return reply_error(ob, rq->req_id, HS_BAD_REQUEST,
 				   "body: \"reason\" must be 1..%d bytes",
-				   REASON_MAX);
+				   STORE_REASON_MAX);
 	if (strlen(json_string_value(v)) != json_string_length(v))
 		return reply_error(ob, rq->req_id, HS_BAD_REQUEST,
 				   "body: \"reason\" contains a NUL character");
@@ -642,41 +642,25 @@ static int redo_discard(struct store *st, const struct admin_req *rq,
 			int *changed)
 {
 	const char *reason = NULL;
-	struct redo_row row;
-	struct msg m;
+	struct store_verb v;
 	json_t *doc = NULL;
 	int answered, r;
 
-	memset(&m, 0, sizeof m);
+	memset(&v, 0, sizeof v);
 	r = discard_body(rq, &doc, &reason, ob, &answered);
 	if (r != SEMQ_OK || answered)
 		goto out;
-	r = redo_read(st, rq, id, &m, &row, 0, ob, &answered);
-	if (r != SEMQ_OK || answered)
-		goto out;
-	if (!store_redo_verb_applies(STORE_REDO_DISCARD, row.status)) {
-		r = refuse_status(rq, id, &m, row.status,
-				  store_redo_verb_rule(STORE_REDO_DISCARD), ob);
-		goto out;
-	}
-	r = store_redo_discard(st, id, reason, now);
+	r = store_verb_discard(st, id, reason, now, &v);
 	if (r == SEMQ_OK) {
 		*changed = 1;
-		log_msg(LOG_WARN, "admin", NULL, &m.id,
+		log_msg(LOG_WARN, "admin", NULL, &v.msg,
 			"redo entry %" PRId64 " discarded by an operator "
 			"(admin HTTP from %s): %s",
 			id, rq->client, reason);
-		r = action_done(st, rq, id, "discarded", ob);
-	} else if (r == SEMQ_DECLINED) {
-		r = refuse_status(rq, id, &m, row.status,
-				  store_redo_verb_rule(STORE_REDO_DISCARD), ob);
-	} else {
-		log_msg(LOG_ERROR, "admin", NULL, &m.id,
-			"discarding redo entry %" PRId64 ": %s", id,
-			store_errmsg(st));
 	}
+	r = verb_answer(st, rq, id, "discarded", r, &v, ob);
 out:
-	msg_clear(&m);
+	store_verb_clear(&v);
 	json_decref(doc);
 	return r;
 }
@@ -684,19 +668,22 @@ out:
 static int retry_all_dead(struct store *st, const struct admin_req *rq,
 			  int64_t now, struct outbox *ob, int *changed)
 {
-	unsigned n = 0;
+	struct store_verb v;
+	size_t n;
 	int r;
 
-	r = store_redo_retry_all_dead(st, now, &n);
+	r = store_verb_retry_all(st, now, &v);
 	if (r != SEMQ_OK) {
 		log_msg(LOG_ERROR, "admin", NULL, NULL,
 			"retrying every dead redo entry: %s", store_errmsg(st));
 		return r;
 	}
+	n = v.n_released;
+	store_verb_clear(&v);
 	if (n) {
 		*changed = 1;
 		log_msg(LOG_INFO, "admin", NULL, NULL,
-			"%u dead redo entries retried by an operator (admin "
+			"%zu dead redo entries retried by an operator (admin "
 			"HTTP from %s, retry-all-dead)",
 			n, rq->client);
 	}
@@ -882,9 +869,10 @@ static int redo_bulk(struct store *st, const struct admin_req *rq,
 	}
 	reason = STR("reason");
 	if (verb == STORE_REDO_DISCARD &&
-	    (!reason || !*reason || strlen(reason) > REASON_MAX)) {
+	    (!reason || !*reason || strlen(reason) > STORE_REASON_MAX)) {
 		r = reply_error(ob, rq->req_id, HS_BAD_REQUEST,
-				"body: reason must be 1..%d bytes", REASON_MAX);
+				"body: reason must be 1..%d bytes",
+				STORE_REASON_MAX);
 		goto out;
 	}
 #undef STR

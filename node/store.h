@@ -650,6 +650,66 @@ int store_redo_retry_all_dead(struct store *st, int64_t now, unsigned *n_out);
 int store_redo_discard(struct store *st, int64_t id, const char *reason,
 		       int64_t now);
 
+/* ---- the operator's verbs (store_verbs.c) --------------------------------- */
+
+/*
+ * retry, retry-all, discard and cancel as an operator asks for them —
+ * semqctl, the admin HTTP and the bulk verbs (store_redo_bulk) all call
+ * these. Each checks the verb's rule, changes the rows in one transaction
+ * (the caller's open one, else one of its own) and reports in a struct
+ * store_verb what it did, or why it refused in one wording that every
+ * presenter shows as it is. Returns SEMQ_OK (done), SEMQ_DECLINED
+ * (refused: v->why, v->status as it is), SEMQ_ERR_NOT_FOUND (v->why: "no
+ * redo entry 7", "no outbound message R/S/7"; the caller may say where it
+ * looked), SEMQ_ERR_INVALID for a missing or too long reason, or another
+ * error (store_errmsg). v is cleared first; store_verb_clear() frees it.
+ */
+#define STORE_REASON_MAX 1000 /* bytes of a discard reason */
+
+/* One entry a verb released (discard: the next waiting entry of the key,
+ * now pending) or retried (retry-all). */
+struct store_released {
+	int64_t id;
+	struct msgid msg;
+	int status;
+	int64_t next_attempt_at;
+};
+
+struct store_verb {
+	int64_t id;       /* the redo entry (cancel: 0) */
+	struct msgid msg; /* its message */
+	int has_key;      /* and the message's key */
+	char key[SEMQ_KEY_MAX + 1];
+	int status;       /* after the verb; refused: as it is */
+	int result;       /* cancel refused as confirmed: its verdict */
+	int already;      /* cancel: it was cancelled already */
+	char *old_reason; /* discard refused as discarded: its reason
+			      (owned, NULL when none) */
+	struct store_released *released; /* owned */
+	size_t n_released;
+	int64_t still_waiting; /* discard: entries of the key still waiting */
+	char why[SEMQ_ERRLEN]; /* refused or not there: one line */
+};
+void store_verb_clear(struct store_verb *v);
+
+/* Dead -> pending now (tries kept, level reset); this node's own message
+ * (held undeliverable at a relay) is sent again and its entry is done. */
+int store_verb_retry(struct store *st, int64_t id, int64_t now,
+		     struct store_verb *v);
+/* Every dead entry, as store_verb_retry, in one transaction: v->released
+ * lists them (status: after). Never refused. */
+int store_verb_retry_all(struct store *st, int64_t now, struct store_verb *v);
+/* Pending, waiting or dead -> discarded with `reason` (1..STORE_REASON_MAX
+ * bytes); a head of its key releases the next waiting entry (v->released,
+ * v->still_waiting). This node's own message is cancelled. */
+int store_verb_discard(struct store *st, int64_t id, const char *reason,
+		       int64_t now, struct store_verb *v);
+/* An unconfirmed message of this node -> cancelled (store_cancel). Refused
+ * for a copy held for another origin and a confirmed message (v->result);
+ * v->already when it was cancelled before (done, nothing changed). */
+int store_verb_cancel(struct store *st, const struct msgid *id, int64_t now,
+		      struct store_verb *v);
+
 /* ---- filters of the listings (semqctl, the admin HTTP) ------------------ */
 
 /*

@@ -171,6 +171,7 @@ enum q {
 	Q_REDO_KEY_BUSY,
 	Q_REDO_KEY_HEAD,
 	Q_REDO_KEY_NEXT,
+	Q_REDO_KEY_WAITING,
 	Q_REDO_RELEASE,
 	Q_REDO_GET,
 	Q_REDO_ORIGIN,
@@ -441,6 +442,13 @@ int store__redo_insert_q(struct store *st, enum q i, const struct msg *m,
 			 const char *last_error, int64_t now, const char *idb);
 int store__redo_key_has(struct store *st, enum q i, const struct msgid *sid,
 			const char *key, int *yes);
+/* How many entries of `key` wait (status 1) in the stream of sid. */
+int store__redo_key_waiting(struct store *st, const struct msgid *sid,
+			    const char *key, int64_t *n);
+/* store_redo_discard, and *released (may be NULL) gets the id of the entry
+ * of its key it released, 0 when none (store_verbs.c reports it). */
+int store__redo_discard(struct store *st, int64_t id, const char *reason,
+			int64_t now, int64_t *released);
 int64_t store__level_ms(const struct store *st, int level);
 
 #define apply_sp store__apply_sp

@@ -69,9 +69,10 @@ int store__redo_key_has(struct store *st, enum q i, const struct msgid *sid,
 }
 
 /* After a head finished: the lowest waiting entry of the key becomes
- * pending (at its deliver_at when that is later), unless a head remains. */
+ * pending (at its deliver_at when that is later), unless a head remains.
+ * *released (may be NULL) gets its id, 0 when none was released. */
 static int redo_release_next(struct store *st, const struct msgid *sid,
-			     const char *key, int64_t now)
+			     const char *key, int64_t now, int64_t *released)
 {
 	struct db_stmt *s = NULL;
 	int64_t id = 0, at = now;
@@ -112,6 +113,8 @@ static int redo_release_next(struct store *st, const struct msgid *sid,
 	q_put(st, Q_REDO_RELEASE, s);
 	s = NULL;
 	r = rc < 0 ? dberr(st, "releasing a waiting entry") : SEMQ_OK;
+	if (!r && released)
+		*released = id;
 out:
 	q_put(st, Q_REDO_KEY_NEXT, s);
 	return r;
@@ -410,7 +413,7 @@ int store_redo_run(struct store *st, int64_t id, int64_t now,
 	if (!r && status == RS_DONE)
 		r = in_set_result(st, &m.id, RES_PROCESSED, idb);
 	if (!r && status == RS_DONE && key_of(&m))
-		r = redo_release_next(st, &m.id, m.key, now);
+		r = redo_release_next(st, &m.id, m.key, now, NULL);
 	if (r)
 		goto out;
 	if (status_out)
@@ -579,6 +582,12 @@ int store_redo_retry_all_dead(struct store *st, int64_t now, unsigned *n_out)
 int store_redo_discard(struct store *st, int64_t id, const char *reason,
 		       int64_t now)
 {
+	return store__redo_discard(st, id, reason, now, NULL);
+}
+
+int store__redo_discard(struct store *st, int64_t id, const char *reason,
+			int64_t now, int64_t *released)
+{
 	struct db_stmt *s = NULL;
 	struct msg m;
 	struct redo_row row;
@@ -626,12 +635,35 @@ int store_redo_discard(struct store *st, int64_t id, const char *reason,
 	r = in_set_result(st, &m.id, RES_CANCELLED, "redo discard");
 	if (r)
 		goto out;
-	r = key_of(&m) ? redo_release_next(st, &m.id, m.key, now) : SEMQ_OK;
+	r = key_of(&m) ? redo_release_next(st, &m.id, m.key, now, released)
+		       : SEMQ_OK;
 out:
 	msg_clear(&m);
 	free(strs[0]);
 	free(strs[1]);
 	return tx_close(st, own, r);
+}
+
+/* How many entries of the key wait in the stream of `sid` (its origin, dest
+ * and life). */
+int store__redo_key_waiting(struct store *st, const struct msgid *sid,
+			    const char *key, int64_t *n)
+{
+	struct db_stmt *s = q_get(st, Q_REDO_KEY_WAITING);
+	int rc, r = SEMQ_OK;
+
+	*n = 0;
+	if (!s)
+		return SEMQ_ERR_DB;
+	bind_stream(s, sid->origin, sid->dest, sid->life);
+	db_bind_text(s, 4, key);
+	rc = db_step(s);
+	if (rc == DB_ROW)
+		*n = db_col_int64(s, 0);
+	else
+		r = dberr(st, "counting the waiting entries of a key");
+	q_put(st, Q_REDO_KEY_WAITING, s);
+	return r;
 }
 
 /* ---- log lines ------------------------------------------------------------ */
@@ -913,11 +945,17 @@ int store_redo_bulk(struct store *st, enum store_redo_verb verb,
 				goto next;
 			if (row.status != g.status) /* changed meanwhile */
 				goto next;
-			if (!dry_run)
+			if (!dry_run) {
+				struct store_verb v;
+
 				r = verb == STORE_REDO_RETRY
-					    ? store_redo_retry(st, row.id, now)
-					    : store_redo_discard(st, row.id,
-								 reason, now);
+					    ? store_verb_retry(st, row.id, now,
+							       &v)
+					    : store_verb_discard(st, row.id,
+								 reason, now,
+								 &v);
+				store_verb_clear(&v);
+			}
 			if (r == SEMQ_DECLINED) {
 				r = SEMQ_OK;
 				goto next;

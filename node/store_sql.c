@@ -216,6 +216,9 @@ const struct q_text store__q[Q__N] = {
 			     " WHERE origin = ?1 AND dest = ?2 AND life = ?3"
 			     " AND msg_key = ?4 AND status = 1"
 			     " ORDER BY seq LIMIT 1"},
+	[Q_REDO_KEY_WAITING] = {"SELECT count(*) FROM tb_0033"
+				" WHERE origin = ?1 AND dest = ?2 AND life = ?3"
+				" AND msg_key = ?4 AND status = 1"},
 	[Q_REDO_RELEASE] = {"UPDATE tb_0033 SET status = 0,"
 			    " next_attempt_at = ?2, updated_at = ?3"
 			    " WHERE id = ?1 AND status = 1"},

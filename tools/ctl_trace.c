@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * `semqctl trace` (see ctl_trace.h): its help, its arguments, and the
- * answer of GET /trace printed for a person — one block per message, one
- * line per hop, statuses by name and times as UTC with their age.
+ * `semqctl trace`: where is a message? Its help, its arguments into the
+ * GET /trace request to the running daemon (ctl_admin.c), and the answer
+ * printed for a person — one block per message, one line per hop,
+ * statuses by name and times as UTC with their age.
  */
-#include "ctl_trace.h"
+#include "ctl.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -16,7 +17,7 @@
 #include "config.h"
 #include "types.h"
 
-const char ctl_trace_help[] =
+static const char ctl_trace_help[] =
 	"Shows where a message is: this node's record of it, then the record\n"
 	"of every hop after it, asked over the protocol (a Trace frame) by\n"
 	"the running semqd ([node] admin, GET /trace): at a relay its custody\n"
@@ -87,9 +88,14 @@ static int add(char *dst, size_t sz, size_t *o, const char *name, const char *v)
 	return enc(dst, sz, o, v);
 }
 
-int ctl_trace_path(const char *key, const char *id, const char *dest,
-		   const char *since, const char *limit, int64_t now,
-		   char *path, size_t sz, char *err, size_t errsz)
+/*
+ * The path and query of GET /trace for the arguments (NULL when not
+ * given) into path[0..sz). 0, or -1 with err naming the argument at fault
+ * (a usage error). now: unix ms, for --since.
+ */
+static int ctl_trace_path(const char *key, const char *id, const char *dest,
+			  const char *since, const char *limit, int64_t now,
+			  char *path, size_t sz, char *err, size_t errsz)
 {
 	size_t o;
 	char num[32];
@@ -281,7 +287,9 @@ static void print_redo(FILE *out, const json_t *rd, int64_t now)
 		fprintf(out, ", last error: %s", le);
 }
 
-void ctl_trace_print(FILE *out, const json_t *doc, int64_t now)
+/* Prints the answer of GET /trace (doc borrowed) for a person. now: unix
+ * ms, for the ages. */
+static void ctl_trace_print(FILE *out, const json_t *doc, int64_t now)
 {
 	const json_t *ids = json_object_get(doc, "messages"),
 		     *hops = json_object_get(doc, "hops"),
@@ -382,3 +390,49 @@ void ctl_trace_print(FILE *out, const json_t *doc, int64_t now)
 		}
 	}
 }
+
+/* ---- trace (tools/ctl_trace.c) -------------------------------------------- */
+
+static const struct ctl_opt trace_opts[] = {
+	{"--key", "K"},   {"--id", "ORIGIN/DEST/SEQ"},
+	{"--dest", "D"},  {"--since", "DURATION"},
+	{"--limit", "N"}, {NULL, NULL}};
+
+static int cmd_trace(struct ctl *c)
+{
+	char path[1024], err[256];
+	json_t *doc = NULL;
+	int r;
+
+	if (c->n_pos)
+		return usage_err(c, "unexpected argument '%s'", c->pos[0]);
+	if (ctl_trace_path(c->val[0], c->val[1], c->val[2], c->val[3],
+			   c->val[4], now_ms(), path, sizeof path, err,
+			   sizeof err))
+		return usage_err(c, "%s", err);
+	r = ctl_load_config(c);
+	if (r)
+		return r;
+	r = admin_get_json(c, "trace", path, "hops", JSON_ARRAY, &doc);
+	if (r)
+		goto out;
+	if (c->json) {
+		r = print_json(doc);
+		doc = NULL;
+		goto out;
+	}
+	ctl_trace_print(stdout, doc, now_ms());
+	r = EXIT_OK;
+out:
+	json_decref(doc);
+	return r;
+}
+
+/* The commands of `semqctl trace`, in the order --help lists them. */
+const struct ctl_cmd ctl_trace_commands[] = {
+	{"trace", cmd_trace, trace_opts,
+	 "(--key K [--dest D] [--since DURATION] [--limit N] | --id "
+	 "ORIGIN/DEST/SEQ)",
+	 "where is a message: its record at every hop (asks the daemon)",
+	 ctl_trace_help},
+	{NULL, NULL, NULL, NULL, NULL, NULL}};

@@ -1252,7 +1252,7 @@ expect_usage_of "redo show" "redo show without an id" "redo show: a redo entry I
 row4=$(s1sql "SELECT * FROM tb_0033 WHERE id = 4")
 run -c "$S1" redo retry 4
 if [ "$rc" -eq 1 ] && [ -z "$out" ] &&
-	[ "$err" = "semqctl: redo 4 is pending, not dead; only dead entries can be retried" ] &&
+	[ "$err" = "semqctl: redo entry 4 (R2/S1/1) is pending; only dead entries can be retried" ] &&
 	[ "$(s1sql "SELECT * FROM tb_0033 WHERE id = 4")" = "$row4" ]; then
 	ok "redo retry of a pending entry: exit 1 naming its status, row unchanged"
 else
@@ -1260,7 +1260,7 @@ else
 fi
 run -c "$S1" redo retry 6
 if [ "$rc" -eq 1 ] &&
-	[ "$err" = "semqctl: redo 6 is done, not dead; only dead entries can be retried" ]; then
+	[ "$err" = "semqctl: redo entry 6 (R2/S1/3) is done; only dead entries can be retried" ]; then
 	ok "redo retry of a done entry: exit 1"
 else
 	bad "redo retry of a done entry: exit 1"
@@ -1269,7 +1269,7 @@ run -c "$S1" redo retry 12 --json
 if [ "$rc" -eq 1 ] && pyjson '
 assert d == {"id": 12, "message": "R1/S1/21", "retried": False, "status": 1,
     "status_name": "waiting", "woke_daemon": False}, d' &&
-	[ "$err" = "semqctl: redo 12 is waiting, not dead; only dead entries can be retried" ]; then
+	[ "$err" = "semqctl: redo entry 12 (R1/S1/21) is waiting; only dead entries can be retried" ]; then
 	ok "redo retry --json of a waiting entry: retried false, exit 1"
 else
 	bad "redo retry --json of a waiting entry: retried false, exit 1"
@@ -1312,7 +1312,7 @@ else
 fi
 run -c "$S1" redo retry 8
 if [ "$rc" -eq 1 ] &&
-	[ "$err" = "semqctl: redo 8 is pending, not dead; only dead entries can be retried" ]; then
+	[ "$err" = "semqctl: redo entry 8 (R3/S1/1) is pending; only dead entries can be retried" ]; then
 	ok "redo retry of an entry just retried: exit 1, it is pending"
 else
 	bad "redo retry of an entry just retried: exit 1, it is pending"
@@ -1406,7 +1406,7 @@ fi
 row6=$(s1sql "SELECT * FROM tb_0033 WHERE id = 6")
 run -c "$S1" redo discard 6 --reason late
 if [ "$rc" -eq 1 ] && [ -z "$out" ] &&
-	[ "$err" = "semqctl: redo 6 (R2/S1/3) is done: it took effect; only pending, waiting or dead entries can be discarded" ] &&
+	[ "$err" = "semqctl: redo entry 6 (R2/S1/3) is done: it took effect; only pending, waiting or dead entries can be discarded" ] &&
 	[ "$(s1sql "SELECT * FROM tb_0033 WHERE id = 6")" = "$row6" ]; then
 	ok "redo discard of a done entry: exit 1, row unchanged"
 else
@@ -1414,7 +1414,7 @@ else
 fi
 run -c "$S1" redo discard 1 --reason again
 if [ "$rc" -eq 1 ] && [ -z "$out" ] &&
-	[ "$err" = "semqctl: redo 1 (R1/S1/7) is already discarded (reason: bill 7 reissued as 12)" ] &&
+	[ "$err" = "semqctl: redo entry 1 (R1/S1/7) is already discarded (reason: bill 7 reissued as 12)" ] &&
 	[ "$(s1sql "SELECT discard_reason FROM tb_0033 WHERE id = 1")" = "bill 7 reissued as 12" ]; then
 	ok "redo discard of a discarded entry: exit 1 with its reason, reason kept"
 else
