@@ -1081,15 +1081,16 @@ static int reader_poison(struct codec_reader *r, int code, const char *msg)
 	return code;
 }
 
-int codec_reader_feed(struct codec_reader *r, const void *data, size_t len)
+int codec_reader_reserve(struct codec_reader *r, size_t len, uint8_t **dst)
 {
 	size_t want, ncap;
 	uint8_t *nbuf;
 
-	if (!r || (!data && len))
+	*dst = NULL;
+	if (!r)
 		return SEMQ_ERR_INVALID;
-	if (r->poison || len == 0)
-		return SEMQ_OK; /* a poisoned reader discards what comes */
+	if (r->poison)
+		return r->poison;
 	if (len > r->cap - r->end && r->start > 0) {
 		memmove(r->buf, r->buf + r->start, r->end - r->start);
 		r->end -= r->start;
@@ -1110,8 +1111,55 @@ int codec_reader_feed(struct codec_reader *r, const void *data, size_t len)
 		r->buf = nbuf;
 		r->cap = ncap;
 	}
-	memcpy(r->buf + r->end, data, len);
+	*dst = r->buf + r->end;
 	r->end += len;
+	return SEMQ_OK;
+}
+
+int codec_reader_feed(struct codec_reader *r, const void *data, size_t len)
+{
+	uint8_t *dst;
+	int rc;
+
+	if (!r || (!data && len))
+		return SEMQ_ERR_INVALID;
+	if (r->poison || len == 0)
+		return SEMQ_OK; /* a poisoned reader discards what comes */
+	if ((rc = codec_reader_reserve(r, len, &dst)) != SEMQ_OK)
+		return rc;
+	memcpy(dst, data, len);
+	return SEMQ_OK;
+}
+
+void codec_reader_set_max(struct codec_reader *r, size_t max_frame)
+{
+	/* The header holds 32 bits: no body is ever larger. */
+	if (r)
+		r->max_frame = max_frame > UINT32_MAX ? UINT32_MAX : max_frame;
+}
+
+int codec_reader_want(struct codec_reader *r, size_t *want, char *err,
+		      size_t errsz)
+{
+	char msg[SEMQ_ERRLEN];
+	size_t avail, len;
+	int rc;
+
+	*want = 0;
+	if (!r)
+		return fail(err, errsz, SEMQ_ERR_INVALID, "reader: NULL");
+	if (r->poison)
+		return fail(err, errsz, r->poison, "%s", r->poison_msg);
+	avail = r->end - r->start;
+	if (avail < CODEC_HDR) {
+		*want = CODEC_HDR - avail;
+		return SEMQ_OK;
+	}
+	rc = codec_frame_len(r->buf + r->start, r->max_frame, &len, msg,
+			     sizeof msg);
+	if (rc)
+		return fail(err, errsz, reader_poison(r, rc, msg), "%s", msg);
+	*want = avail - CODEC_HDR < len ? len - (avail - CODEC_HDR) : 0;
 	return SEMQ_OK;
 }
 

@@ -74,6 +74,27 @@ int codec_reader_next(struct codec_reader *r, Semq__Frame **out, char *err,
 /* Bytes buffered but not yet returned as frames. */
 size_t codec_reader_pending(const struct codec_reader *r);
 
+/*
+ * For a caller that takes bytes from a buffer of its own (peer.c, from the
+ * connection's evbuffer) and should take no more than the next frame needs,
+ * so that the rest stays where it is (a paused connection, a new limit):
+ *
+ * codec_reader_want() checks the next frame's header as soon as it is
+ * complete — SEMQ_ERR_TOO_BIG / SEMQ_ERR_PROTO as next() would, poisoning
+ * the reader, before any of the body is asked for — and sets *want to the
+ * bytes the next frame still lacks: 0 means next() yields it now.
+ *
+ * codec_reader_reserve() appends `len` bytes that the caller writes at
+ * *dst at once (borrowed until the next call on r); SEMQ_ERR_NOMEM.
+ *
+ * codec_reader_set_max() sets the largest body accepted from the next
+ * header checked on (a connection before and after its handshake).
+ */
+int codec_reader_want(struct codec_reader *r, size_t *want, char *err,
+		      size_t errsz);
+int codec_reader_reserve(struct codec_reader *r, size_t len, uint8_t **dst);
+void codec_reader_set_max(struct codec_reader *r, size_t max_frame);
+
 /* ---- conversions between wire messages and struct msg ------------------- */
 
 /* Fills `m` from a validated wire message; m->payload points INTO `w`

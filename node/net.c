@@ -10,8 +10,10 @@
  *    Data must carry the peer's own id as origin unless the peer is a
  *    configured trusted_relay; 810 frames and query replies must come from the
  *    stream's destination (or a trusted relay); queries and responses from
- *    the stream's origin. A violation is an Error(FORBIDDEN) and the link
- *    closes; nothing of that frame is stored, other peers are unaffected.
+ *    the stream's origin (the table is rights.c's). A violation is an
+ *    Error(FORBIDDEN) and the link closes; nothing of that frame is
+ *    stored, other peers are unaffected. A kind the table does not list is
+ *    an Error(PROTOCOL), from any peer, trusted relays included.
  *  - The routing snapshot (which peers are READY on which connection, newest
  *    first) is sent to the store thread whenever it changes. A connection
  *    stands for (peer id, instance): of several ready connections of one
@@ -78,6 +80,7 @@
 #include "fault.h"
 #include "log.h"
 #include "peer.h"
+#include "rights.h"
 #include "sdnotify.h"
 #include "tls.h"
 #include "worker.h"
@@ -291,141 +294,6 @@ static struct conn_info *conn_info_set(struct conn *c, const char *addr)
 	ci->since = clock_real_ms(NULL);
 	conn_set_user(c, ci);
 	return ci;
-}
-
-/* ---- rights of a peer (SPEC §10) ------------------------------------------ */
-
-static int check_rights(struct net *n, const char *peer, const Semq__Frame *f,
-			char *why, size_t whysz)
-{
-	size_t i;
-
-	if (trusted(n, peer))
-		return 0;
-	switch (f->body_case) {
-	case SEMQ__FRAME__BODY_DATA:
-		for (i = 0; i < f->data->n_messages; i++)
-			if (strcmp(f->data->messages[i]->origin, peer)) {
-				snprintf(why, whysz,
-					 "Data from '%s' carries a message of "
-					 "origin '%s'; only a trusted_relay "
-					 "may carry other nodes' messages",
-					 peer, f->data->messages[i]->origin);
-				return -1;
-			}
-		return 0;
-	case SEMQ__FRAME__BODY_ACK_INDICATION:
-		for (i = 0; i < f->ack_indication->n_verdicts; i++)
-			if (strcmp(f->ack_indication->verdicts[i]->id->dest,
-				   peer)) {
-				snprintf(why, whysz,
-					 "810-Indication from '%s' for a "
-					 "message to '%s'",
-					 peer,
-					 f->ack_indication->verdicts[i]
-						 ->id->dest);
-				return -1;
-			}
-		return 0;
-	case SEMQ__FRAME__BODY_QUERY_REPLY:
-		for (i = 0; i < f->query_reply->n_answers; i++)
-			if (strcmp(f->query_reply->answers[i]->id->dest,
-				   peer)) {
-				snprintf(why, whysz,
-					 "QueryReply from '%s' about a "
-					 "message to '%s'",
-					 peer,
-					 f->query_reply->answers[i]->id->dest);
-				return -1;
-			}
-		return 0;
-	case SEMQ__FRAME__BODY_ACK_RESPONSE:
-		if (strcmp(f->ack_response->from, peer)) {
-			snprintf(why, whysz,
-				 "810-Response from '%s' claims to "
-				 "come from '%s'",
-				 peer, f->ack_response->from);
-			return -1;
-		}
-		for (i = 0; i < f->ack_response->n_ids; i++)
-			if (strcmp(f->ack_response->ids[i]->origin, peer)) {
-				snprintf(why, whysz,
-					 "810-Response from '%s' for a "
-					 "message of origin '%s'",
-					 peer, f->ack_response->ids[i]->origin);
-				return -1;
-			}
-		return 0;
-	case SEMQ__FRAME__BODY_RELAY_ACK:
-		/* "Not delivered" from anyone only delays a resend; a claim
-		 * of custody (forwarded, stored), or that nobody knows the
-		 * destination or a routing loop (the origin puts the message
-		 * dead) only from a trusted relay. */
-		if (f->relay_ack->kind == SEMQ__RELAY_ACK__KIND__UNREACHABLE &&
-		    f->relay_ack->reason != SEMQ__RELAY_REFUSAL__UNKNOWN_DEST &&
-		    f->relay_ack->reason != SEMQ__RELAY_REFUSAL__LOOP)
-			return 0;
-		snprintf(why, whysz,
-			 "RelayAck (%s) from '%s', which is not a "
-			 "trusted_relay",
-			 f->relay_ack->kind ==
-					 SEMQ__RELAY_ACK__KIND__UNREACHABLE
-				 ? "undeliverable"
-				 : "custody",
-			 peer);
-		return -1;
-	case SEMQ__FRAME__BODY_QUERY:
-		for (i = 0; i < f->query->n_ids; i++)
-			if (strcmp(f->query->ids[i]->origin, peer)) {
-				snprintf(why, whysz,
-					 "Query from '%s' about a message of "
-					 "origin '%s'",
-					 peer, f->query->ids[i]->origin);
-				return -1;
-			}
-		return 0;
-	case SEMQ__FRAME__BODY_TRACE:
-		/* as a Query: a peer asks about its own messages only */
-		for (i = 0; i < f->trace->n_ids; i++)
-			if (strcmp(f->trace->ids[i]->origin, peer)) {
-				snprintf(why, whysz,
-					 "Trace from '%s' about a message of "
-					 "origin '%s'",
-					 peer, f->trace->ids[i]->origin);
-				return -1;
-			}
-		return 0;
-	case SEMQ__FRAME__BODY_TRACE_REPLY:
-		/* taken only as the answer to a Trace this node sent on
-		 * that connection (the store thread matches the request) */
-		return 0;
-	case SEMQ__FRAME__BODY_STREAM_QUERY:
-		if (strcmp(f->stream_query->origin, peer)) {
-			snprintf(why, whysz,
-				 "StreamQuery from '%s' about the streams of "
-				 "'%s'",
-				 peer, f->stream_query->origin);
-			return -1;
-		}
-		return 0;
-	case SEMQ__FRAME__BODY_STREAM_STATE:
-		if (strcmp(f->stream_state->reporter, peer)) {
-			snprintf(why, whysz,
-				 "StreamState from '%s' reporting for '%s'",
-				 peer, f->stream_state->reporter);
-			return -1;
-		}
-		return 0;
-	case SEMQ__FRAME__BODY_PING:
-	case SEMQ__FRAME__BODY_PONG:
-	case SEMQ__FRAME__BODY_ERROR: return 0;
-	default:
-		/* A body this table does not know is refused, never let
-		 * through (a new frame kind must be given its rights here). */
-		snprintf(why, whysz, "a frame of body %d has no rights here",
-			 (int)f->body_case);
-		return -1;
-	}
 }
 
 /* ---- admission ([node] max_*, [tls] deny) ---------------------------------- */
@@ -902,12 +770,20 @@ static int on_frame(void *ctx, struct conn *c, Semq__Frame *f)
 	struct net *n = ctx;
 	char why[256];
 	struct job *j;
+	int r;
 
-	if (check_rights(n, conn_peer(c), f, why, sizeof why) != 0) {
+	/* the rights of a peer (SPEC §10, rights.h): a kind the table does
+	 * not list is refused, never let through */
+	r = rights_check(f, conn_peer(c), trusted(n, conn_peer(c)), why,
+			 sizeof why);
+	if (r != SEMQ_OK) {
 		log_msg(LOG_WARN, "net", conn_peer(c), NULL, "refused: %s",
 			why);
 		codec_frame_free(f);
-		conn_close(c, SEMQ__ERROR__CODE__FORBIDDEN, why);
+		conn_close(c,
+			   r == SEMQ_DECLINED ? SEMQ__ERROR__CODE__FORBIDDEN
+					      : SEMQ__ERROR__CODE__PROTOCOL,
+			   why);
 		return -1;
 	}
 	if (f->body_case == SEMQ__FRAME__BODY_DATA && n->w &&

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * A peer connection (see peer.h). One bufferevent per connection with
- * BEV_OPT_CLOSE_ON_FREE and an OpenSSL layer; frames are read straight out of
- * the input evbuffer: the 4-byte header is checked against max_frame before
+ * BEV_OPT_CLOSE_ON_FREE and an OpenSSL layer; frames are read by the codec's
+ * incremental reader (codec.h), fed from the input evbuffer only what the
+ * next frame lacks: the 4-byte header is checked against max_frame before
  * any of the body is waited for, so an oversized frame is refused without
  * buffering it.
  *
@@ -37,6 +38,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdarg.h>
@@ -82,6 +84,7 @@ struct conn {
 	unsigned peer_features;
 	size_t peer_max_frame; /* from its Hello */
 	int paused; /* conn_pause(): no frame is read until it resumes */
+	struct codec_reader *rd; /* the frame being read; owned */
 	int hello_sent;
 	int closed; /* on_close called */
 	struct bufferevent *bev;
@@ -294,6 +297,7 @@ static void destroy(struct conn *c, const char *why)
 		event_free(c->flush_deadline);
 	if (c->hs_deadline)
 		event_free(c->hs_deadline);
+	codec_reader_free(c->rd);
 	if (c->bev) {
 		SSL *ssl = bufferevent_openssl_get_ssl(c->bev);
 		if (ssl)
@@ -619,29 +623,33 @@ static void no_delay(struct conn *c)
 			 strerror(errno));
 }
 
+/*
+ * Frames come out of the codec's reader (codec.h), which is given from the
+ * input evbuffer only what the next frame still lacks: the header is
+ * checked against the limit as soon as it is there, before any of the body
+ * is waited for, and whatever follows the frame stays in the evbuffer
+ * while the connection is paused.
+ */
 static void read_cb(struct bufferevent *bev, void *arg)
 {
 	struct conn *c = arg;
 	struct evbuffer *in = bufferevent_get_input(bev);
 
 	while (c->state == CONN_HELLO || c->state == CONN_READY) {
-		uint8_t hdr[CODEC_HDR];
 		char err[SEMQ_ERRLEN];
 		Semq__Frame *f = NULL;
-		size_t len;
-		uint8_t *body;
+		size_t want, have, limit;
+		uint8_t *dst;
 		int r;
 
-		if (c->paused || evbuffer_get_length(in) < CODEC_HDR)
+		if (c->paused)
 			return;
-		evbuffer_copyout(in, hdr, CODEC_HDR);
 		/* Before Hello only a Hello may come: a small frame. */
-		r = codec_frame_len(
-			hdr,
-			c->state == CONN_HELLO && c->prm->max_frame > HELLO_MAX
-				? HELLO_MAX
-				: c->prm->max_frame,
-			&len, err, sizeof err);
+		limit = c->prm->max_frame;
+		if (c->state == CONN_HELLO && limit > HELLO_MAX)
+			limit = HELLO_MAX;
+		codec_reader_set_max(c->rd, limit);
+		r = codec_reader_want(c->rd, &want, err, sizeof err);
 		if (r != SEMQ_OK) {
 			conn_log(c, LOG_WARN, who(c), "refused: %s", err);
 			conn_close(c,
@@ -651,20 +659,39 @@ static void read_cb(struct bufferevent *bev, void *arg)
 				   err);
 			return;
 		}
-		if (evbuffer_get_length(in) < CODEC_HDR + len) {
-			bufferevent_setwatermark(bev, EV_READ, CODEC_HDR + len,
-						 0);
-			return;
+		if (want) {
+			have = evbuffer_get_length(in);
+			if (have == 0) {
+				/* wake when the rest of the frame is there
+				 * (no earlier than a whole header) */
+				bufferevent_setwatermark(bev, EV_READ, want, 0);
+				return;
+			}
+			if (have > want)
+				have = want;
+			if (have > INT_MAX) /* evbuffer_remove's int */
+				have = INT_MAX;
+			if (codec_reader_reserve(c->rd, have, &dst) !=
+				    SEMQ_OK ||
+			    evbuffer_remove(in, dst, have) != (int)have) {
+				conn_log(c, LOG_ERROR, who(c),
+					 "out of memory reading a frame");
+				conn_close(c, SEMQ__ERROR__CODE__INTERNAL,
+					   "out of memory");
+				return;
+			}
+			continue;
 		}
 		bufferevent_setwatermark(bev, EV_READ, 0, 0);
-		body = evbuffer_pullup(in, (ev_ssize_t)(CODEC_HDR + len));
-		r = codec_decode_body(body + CODEC_HDR, len, &f, err,
-				      sizeof err);
-		evbuffer_drain(in, CODEC_HDR + len);
+		r = codec_reader_next(c->rd, &f, err, sizeof err);
 		if (r != SEMQ_OK) {
 			conn_log(c, LOG_WARN, who(c), "refused a bad frame: %s",
 				 err);
-			conn_close(c, SEMQ__ERROR__CODE__PROTOCOL, err);
+			conn_close(c,
+				   r == SEMQ_ERR_TOO_BIG
+					   ? SEMQ__ERROR__CODE__FRAME_TOO_BIG
+					   : SEMQ__ERROR__CODE__PROTOCOL,
+				   err);
 			return;
 		}
 		if (dispatch(c, f) != 0)
@@ -957,7 +984,8 @@ static void hs_deadline_cb(evutil_socket_t fd, short what, void *arg)
 			 "TLS done%s, the peer's Hello incomplete (%zu bytes "
 			 "of it received)",
 			 c->hello_sent ? " and our Hello sent" : "",
-			 evbuffer_get_length(bufferevent_get_input(c->bev)));
+			 evbuffer_get_length(bufferevent_get_input(c->bev)) +
+				 codec_reader_pending(c->rd));
 	snprintf(why, sizeof why,
 		 "handshake not finished within %lld ms (handshake_timeout) "
 		 "of being %s: %s",
@@ -1052,7 +1080,8 @@ struct conn *conn_new(struct event_base *base, SSL_CTX *tls, int fd,
 	}
 	live++;
 	c->hs_deadline = evtimer_new(base, hs_deadline_cb, c);
-	if (!c->hs_deadline) {
+	c->rd = codec_reader_new(params->max_frame);
+	if (!c->hs_deadline || !c->rd) {
 		c->closed = 1; /* never started: no on_close */
 		destroy(c, "out of memory");
 		return NULL;

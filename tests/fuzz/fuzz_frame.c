@@ -11,7 +11,10 @@
  *    that is not complete;
  *  - through a codec_reader fed in pieces whose sizes come from a small
  *    generator seeded with the settings byte, calling codec_reader_next after
- *    every piece until it asks for more.
+ *    every piece until it asks for more;
+ *  - through a codec_reader given those pieces the way peer.c reads a
+ *    connection: never more than codec_reader_want() asks for, into
+ *    codec_reader_reserve(), next() once want is 0.
  *
  * DESIGN (what is checked beyond "no crash, no leak, no UB")
  *  - A body that decodes is valid (codec_validate agrees), encodes, and its
@@ -19,7 +22,8 @@
  *  - The reader yields exactly the frames of the hand path, in order and
  *    byte-identical once encoded, whatever the pieces; then it stops with the
  *    hand path's error (and stays poisoned), or asks for more with every
- *    byte after the last frame still pending.
+ *    byte after the last frame still pending. So does peer.c's way, which
+ *    besides never holds a byte of the frame after the one it reads.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -156,6 +160,85 @@ static uint32_t next_rand(uint32_t *s)
 	return x;
 }
 
+/*
+ * The stream read as peer.c reads a connection: pieces arrive (sizes from
+ * the same generator as the reader path), and the reader takes from what
+ * has arrived only what codec_reader_want() asks for.
+ */
+static void peer_way(const uint8_t *data, size_t size, size_t max_frame,
+		     uint8_t settings, const struct encs *hand, int want_end,
+		     size_t rest)
+{
+	struct codec_reader *rd = codec_reader_new(max_frame);
+	char err[SEMQ_ERRLEN];
+	uint32_t seed = 0x9e3779b9u ^ settings ^ ((uint32_t)(size + 1) << 8);
+	size_t arrived = 0, off = 0, got = 0, frame_start = 0;
+	int r = SEMQ_AGAIN;
+
+	if (!rd)
+		die("out of memory", NULL);
+	for (;;) {
+		size_t want = 0, n;
+		uint8_t *dst = NULL;
+		Semq__Frame *f = NULL;
+		struct enc e = {0};
+
+		r = codec_reader_want(rd, &want, err, sizeof err);
+		if (r != SEMQ_OK)
+			break;
+		if (want && off == arrived) {
+			uint32_t x;
+			size_t piece;
+
+			r = SEMQ_AGAIN;
+			if (arrived == size)
+				break; /* the stream ends inside a frame */
+			/* the next piece arrives */
+			x = next_rand(&seed);
+			piece = (x & 0x700) == 0 ? size - arrived
+						 : 1 + (x & 63);
+			arrived +=
+				piece > size - arrived ? size - arrived : piece;
+			continue;
+		}
+		if (want) {
+			n = arrived - off < want ? arrived - off : want;
+			if (codec_reader_reserve(rd, n, &dst) != SEMQ_OK)
+				die("codec_reader_reserve failed", NULL);
+			memcpy(dst, data + off, n);
+			off += n;
+			continue;
+		}
+		if (codec_reader_pending(rd) != off - frame_start)
+			die("peer way: the reader holds bytes of the next "
+			    "frame",
+			    NULL);
+		r = codec_reader_next(rd, &f, err, sizeof err);
+		if (r != SEMQ_OK)
+			break;
+		if (got >= hand->n)
+			die("peer way: more frames than the stream holds",
+			    NULL);
+		check_frame(f, &e);
+		if (e.n != hand->v[got].n ||
+		    memcmp(e.b, hand->v[got].b, e.n) != 0)
+			die("peer way: another frame than the stream holds",
+			    NULL);
+		got++;
+		frame_start = off;
+		free(e.b);
+		codec_frame_free(f);
+	}
+	if (got != hand->n)
+		die("peer way: fewer frames than the stream holds", NULL);
+	if (r != want_end)
+		die("peer way: ends with another code than the stream", err);
+	if (r == SEMQ_AGAIN && codec_reader_pending(rd) != rest)
+		die("peer way: pending bytes differ from the unread rest",
+		    NULL);
+	codec_reader_free(rd);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct encs hand = {0};
@@ -163,10 +246,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	char err[SEMQ_ERRLEN];
 	size_t max_frame, rest = 0, off = 0, got = 0;
 	uint32_t seed;
+	uint8_t settings;
 	int want, r = SEMQ_AGAIN;
 
 	if (size < 1)
 		return 0;
+	settings = data[0];
 	max_frame = (data[0] & 0x80) ? SMALL_FRAME : BIG_FRAME;
 	seed = 0x9e3779b9u ^ data[0] ^ ((uint32_t)size << 8);
 	data++;
@@ -231,6 +316,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			die("a poisoned reader recovered", NULL);
 	}
 	codec_reader_free(rd);
+	peer_way(data, size, max_frame, settings, &hand, want, rest);
 	encs_free(&hand);
 	return 0;
 }

@@ -619,6 +619,149 @@ static void test_truncated_frame(void **state)
 	codec_reader_free(r);
 }
 
+/* ---- the reader, taking only what the next frame lacks (peer.c) ---------- */
+
+/* Moves at most `avail` bytes of src into r the way peer.c does: no more
+ * than codec_reader_want() asks for. Returns the bytes taken. */
+static size_t take(struct codec_reader *r, const uint8_t *src, size_t avail)
+{
+	char err[SEMQ_ERRLEN] = "";
+	size_t want = 0, n;
+	uint8_t *dst = NULL;
+
+	assert_int_equal(codec_reader_want(r, &want, err, sizeof err), SEMQ_OK);
+	n = avail < want ? avail : want;
+	if (!n)
+		return 0;
+	assert_int_equal(codec_reader_reserve(r, n, &dst), SEMQ_OK);
+	assert_non_null(dst);
+	memcpy(dst, src, n);
+	return n;
+}
+
+/*
+ * Two frames back to back, offered in pieces of every size: the reader
+ * takes the header, then exactly the body, never a byte of the next frame;
+ * want is 0 exactly when next() yields the frame.
+ */
+static void test_want_takes_one_frame(void **state)
+{
+	struct data1 x;
+	Semq__Frame pf;
+	Semq__Ping pp;
+	uint8_t *a, *b, *all;
+	size_t la, lb, piece;
+
+	(void)state;
+	mk_data1(&x, 9);
+	enc(&x.f, &a, &la);
+	mk_ping(&pf, &pp, 5);
+	enc(&pf, &b, &lb);
+	all = malloc(la + lb);
+	assert_non_null(all);
+	memcpy(all, a, la);
+	memcpy(all + la, b, lb);
+	for (piece = 1; piece <= la + lb; piece++) {
+		struct codec_reader *r = codec_reader_new(MAXF);
+		char err[SEMQ_ERRLEN] = "";
+		size_t off = 0, want = 0, frames = 0;
+		Semq__Frame *o = NULL;
+
+		assert_non_null(r);
+		while (off < la + lb) {
+			size_t avail = la + lb - off;
+
+			off += take(r, all + off,
+				    avail < piece ? avail : piece);
+			assert_int_equal(
+				codec_reader_want(r, &want, err, sizeof err),
+				SEMQ_OK);
+			if (want) {
+				assert_int_equal(codec_reader_next(r, &o, err,
+								   sizeof err),
+						 SEMQ_AGAIN);
+				continue;
+			}
+			/* whole: not a byte of the next frame taken */
+			assert_int_equal(off, frames ? la + lb : la);
+			assert_int_equal(codec_reader_pending(r),
+					 frames ? lb : la);
+			assert_int_equal(
+				codec_reader_next(r, &o, err, sizeof err),
+				SEMQ_OK);
+			if (frames++)
+				assert_int_equal(o->ping->nonce, 5);
+			else
+				assert_int_equal(o->data->messages[0]->seq, 9);
+			codec_frame_free(o);
+		}
+		assert_int_equal(frames, 2);
+		assert_int_equal(codec_reader_want(r, &want, err, sizeof err),
+				 SEMQ_OK);
+		assert_int_equal(want, CODEC_HDR);
+		codec_reader_free(r);
+	}
+	free(all);
+	free(a);
+	free(b);
+}
+
+/* want refuses an oversized or empty header before any body is asked for,
+ * poisons the reader, and the limit set_max gives applies to the next
+ * header (a connection's limit before and after its handshake). */
+static void test_want_checks_header(void **state)
+{
+	struct codec_reader *r = codec_reader_new(1024);
+	uint8_t big[CODEC_HDR] = {0, 0, 4, 1}, zero[CODEC_HDR] = {0};
+	char err[SEMQ_ERRLEN] = "", err2[SEMQ_ERRLEN] = "";
+	size_t want = 99;
+	uint8_t *dst = NULL;
+	Semq__Frame *o = NULL;
+
+	(void)state;
+	assert_non_null(r);
+	assert_int_equal(take(r, big, 2), 2);
+	assert_int_equal(codec_reader_want(r, &want, err, sizeof err), SEMQ_OK);
+	assert_int_equal(want, 2);
+	assert_int_equal(take(r, big + 2, 2), 2);
+	assert_int_equal(codec_reader_want(r, &want, err, sizeof err),
+			 SEMQ_ERR_TOO_BIG);
+	assert_int_equal(want, 0);
+	assert_non_null(strstr(err, "1025"));
+	assert_non_null(strstr(err, "1024"));
+	/* poisoned: the same error, nothing more taken */
+	assert_int_equal(codec_reader_want(r, &want, err2, sizeof err2),
+			 SEMQ_ERR_TOO_BIG);
+	assert_string_equal(err, err2);
+	assert_int_equal(codec_reader_reserve(r, 1, &dst), SEMQ_ERR_TOO_BIG);
+	assert_null(dst);
+	assert_int_equal(codec_reader_next(r, &o, err2, sizeof err2),
+			 SEMQ_ERR_TOO_BIG);
+	assert_null(o);
+	codec_reader_free(r);
+
+	r = codec_reader_new(1024);
+	assert_non_null(r);
+	assert_int_equal(take(r, zero, sizeof zero), CODEC_HDR);
+	assert_int_equal(codec_reader_want(r, &want, err, sizeof err),
+			 SEMQ_ERR_PROTO);
+	assert_non_null(strstr(err, "length 0"));
+	codec_reader_free(r);
+
+	/* 1025 bytes: over a limit of 1024, within one raised to 2048 */
+	r = codec_reader_new(1024);
+	assert_non_null(r);
+	codec_reader_set_max(r, 2048);
+	assert_int_equal(take(r, big, sizeof big), CODEC_HDR);
+	assert_int_equal(codec_reader_want(r, &want, err, sizeof err), SEMQ_OK);
+	assert_int_equal(want, 1025);
+	codec_reader_set_max(r, 1024);
+	assert_int_equal(codec_reader_want(r, &want, err, sizeof err),
+			 SEMQ_ERR_TOO_BIG);
+	codec_reader_free(r);
+	codec_reader_set_max(NULL, 1); /* accepts NULL */
+}
+
 /* ---- the reader: bad frames --------------------------------------------- */
 
 static void test_frame_len(void **state)
@@ -2292,6 +2435,8 @@ int main(void)
 		cmocka_unit_test(test_one_byte_at_a_time),
 		cmocka_unit_test(test_many_frames_one_feed),
 		cmocka_unit_test(test_truncated_frame),
+		cmocka_unit_test(test_want_takes_one_frame),
+		cmocka_unit_test(test_want_checks_header),
 		cmocka_unit_test(test_frame_len),
 		cmocka_unit_test(test_oversized_header),
 		cmocka_unit_test(test_unpack_budget),

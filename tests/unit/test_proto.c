@@ -4801,10 +4801,87 @@ static void test_trace_relay(void **state)
 	assert_non_null(strstr(tr->hops[0]->note, "max_hops"));
 }
 
+/* ---- kinds without a handler: refused, never ignored ----------------------- */
+
+/* The Error frame sent to conn, or fails. */
+static const Semq__Error *error_to(const struct fx *fx, uint64_t conn)
+{
+	assert_int_equal(count_frames(fx, conn, SEMQ__FRAME__BODY_ERROR), 1);
+	return frame_at(fx, conn, SEMQ__FRAME__BODY_ERROR, 0)->error;
+}
+
+/*
+ * A frame kind the store thread has no handler for (a Ping that should have
+ * stayed on the network thread; a body number nobody listed) is refused:
+ * the peer gets a fatal Error(PROTOCOL) naming the kind, and the rest of
+ * the batch (a Data frame beside it) goes on and commits.
+ */
+static void test_unknown_kind_refused(void **state)
+{
+	struct fx *fx = *state;
+	const struct mspec m1 = {"R1", "S1", 1, NULL, 0, 0};
+	Semq__Frame f = SEMQ__FRAME__INIT;
+	Semq__Ping ping = SEMQ__PING__INIT;
+	const Semq__Error *e;
+	struct outbox ob;
+	struct job *j;
+	uint64_t seqs[4];
+	int res[4];
+
+	start(fx);
+	ping.nonce = 7;
+	f.body_case = SEMQ__FRAME__BODY_PING;
+	f.ping = &ping;
+	push_frame(fx, 5, "R1", &f);
+	push_data(fx, 3, "R1", &m1, 1);
+	assert_int_equal(batch(fx, T0), 2);
+	e = error_to(fx, 5);
+	assert_int_equal(e->code, SEMQ__ERROR__CODE__PROTOCOL);
+	assert_true(e->fatal);
+	assert_non_null(strstr(e->text, "Ping"));
+	assert_int_equal(verdicts_to(fx, 3, seqs, res, 4), 1);
+	assert_int_equal(res[0], RES_PROCESSED);
+	assert_int_equal(recv_result(fx, "R1", 1), RES_PROCESSED);
+
+	/* A body number semq.proto does not have: the job is run by hand
+	 * so that its frame gets its real body back before it is freed. */
+	push_frame(fx, 6, "R1", &f);
+	j = fx->jobs;
+	fx->jobs = fx->last = NULL;
+	j->frame->body_case = (Semq__Frame__BodyCase)99;
+	outbox_init(&ob);
+	assert_int_equal(store_begin(fx->st), SEMQ_OK);
+	assert_int_equal(proto_job(fx->p, j, T0 + 1, &ob), SEMQ_OK);
+	assert_int_equal(store_commit(fx->st), SEMQ_OK);
+	proto_committed(fx->p);
+	j->frame->body_case = SEMQ__FRAME__BODY_PING;
+	job_free(j);
+	assert_int_equal(ob.n, 1);
+	{
+		char err[SEMQ_ERRLEN] = "";
+		Semq__Frame *got = NULL;
+
+		assert_int_equal(ob.head->conn_id, 6);
+		if (codec_decode_body(ob.head->bytes + CODEC_HDR,
+				      ob.head->len - CODEC_HDR, &got, err,
+				      sizeof err) != SEMQ_OK)
+			fail_msg("outbox frame does not decode: %s", err);
+		assert_int_equal(got->body_case, SEMQ__FRAME__BODY_ERROR);
+		assert_int_equal(got->error->code, SEMQ__ERROR__CODE__PROTOCOL);
+		assert_true(got->error->fatal);
+		assert_non_null(strstr(got->error->text, "unknown"));
+		assert_non_null(strstr(got->error->text, "body 99"));
+		codec_frame_free(got);
+	}
+	outbox_clear(&ob);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_receipt, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_unknown_kind_refused,
+						setup, teardown),
 		cmocka_unit_test_setup_teardown(
 			test_redo_done_purged_after_retention, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_redo_levels, setup,
