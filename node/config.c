@@ -29,6 +29,7 @@
 #define _GNU_SOURCE /* asprintf, vasprintf */
 #include "config.h"
 #include "config_value.h"
+#include "types.h" /* the redo policy's defaults */
 
 #include <errno.h>
 #include <ini.h>
@@ -142,6 +143,9 @@ static const char *const allow_names[] = {"any", "listed", NULL};
 #define NODE(f) offsetof(struct config, f)
 #define PEER(f) offsetof(struct cfg_peer, f)
 #define PLUG(f) offsetof(struct cfg_plugin, f)
+/* A number's macro as the text of a default: TEXT_OF(SEMQ_REDO_MAX_TRIES). */
+#define TEXT_OF_(x) #x
+#define TEXT_OF(x) TEXT_OF_(x)
 
 static const struct section sections[] = {
 	{S_NODE, "node", 0,
@@ -358,11 +362,12 @@ static const struct key keys[] = {
 	 "Any other key is an option handed to the plugin, which checks "
 	 "it."},
 
-	{S_REDO, "levels", T_DURLIST, "5s,30s,1m,10m,30m,1h,6h,1d,2d",
+	{S_REDO, "levels", T_DURLIST, SEMQ_REDO_LEVELS_TEXT,
 	 NODE(redo_levels_ms), NODE(n_redo_levels), 1, 365 * DAY, NULL, 0,
 	 "Delays before the 1st, 2nd, ... retry of a failed message; 1 to "
 	 "32 levels."},
-	{S_REDO, "max_tries", T_UINT, "9", NODE(max_tries), 0, 1, 1000, NULL, 0,
+	{S_REDO, "max_tries", T_UINT, TEXT_OF(SEMQ_REDO_MAX_TRIES),
+	 NODE(max_tries), 0, 1, 1000, NULL, 0,
 	 "Attempts before a message is dead and left to an operator."},
 	{S_REDO, "retention", T_DURATION, "7d", NODE(redo_retention_ms), 0, 0,
 	 3650 * DAY, NULL, 0,

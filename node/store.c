@@ -11,12 +11,6 @@
  */
 #include "store_int.h"
 
-/* SPEC §7: 5s, 30s, 1m, 10m, 30m, 1h, 6h, 1d, 2d. */
-static const int64_t default_levels[] = {
-	5000,    30000,    60000,    600000,    1800000,
-	3600000, 21600000, 86400000, 172800000,
-};
-
 int store__seterr(struct store *st, int code, const char *fmt, ...)
 {
 	va_list ap;
@@ -632,11 +626,10 @@ int store_open(const struct store_opts *o, struct store **out, char *err,
 	st->name = "(not open)";
 	snprintf(st->node_id, sizeof st->node_id, "%s", o->node_id);
 	st->max_payload = o->max_payload ? o->max_payload : DEFAULT_MAX_PAYLOAD;
-	st->max_tries = o->max_tries ? o->max_tries : DEFAULT_MAX_TRIES;
-	lv = o->redo_levels_ms ? o->redo_levels_ms : default_levels;
-	st->n_levels = o->redo_levels_ms ? o->n_redo_levels
-					 : sizeof default_levels /
-						   sizeof default_levels[0];
+	st->max_tries = o->max_tries ? o->max_tries : SEMQ_REDO_MAX_TRIES;
+	lv = o->redo_levels_ms ? o->redo_levels_ms : semq_redo_levels;
+	st->n_levels =
+		o->redo_levels_ms ? o->n_redo_levels : SEMQ_REDO_N_LEVELS;
 	st->levels = calloc(st->n_levels, sizeof *st->levels);
 	if (!st->levels) {
 		r = seterr(st, SEMQ_ERR_NOMEM, "store_open: out of memory");

@@ -58,9 +58,9 @@ struct store_opts {
 				   synchronous_commit off */
 	int busy_timeout_ms; /* 0 = default (5000); PostgreSQL: lock_timeout */
 	const int64_t
-		*redo_levels_ms; /* backoff levels; NULL = SPEC defaults */
+		*redo_levels_ms; /* backoff levels; NULL = semq_redo_levels */
 	size_t n_redo_levels;
-	unsigned max_tries; /* attempts before dead; 0 = default (9) */
+	unsigned max_tries; /* attempts before dead; 0 = SEMQ_REDO_MAX_TRIES */
 	int no_create;      /* 1: a database that does not exist (SQLite: no
 			       file) or has no SEMQ schema yet is not created
 			       but refused, SEMQ_ERR_NOT_FOUND (semqctl) */

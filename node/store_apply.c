@@ -235,7 +235,7 @@ int store_receive(struct store *st, const struct msg *m, const char *via,
 	r = in_set_result(st, &m->id, RES_REDO, idb);
 	if (r)
 		goto out;
-	if (v == SEMQ_PLUGIN_RETRY && 1 < st->max_tries) {
+	if (v == SEMQ_PLUGIN_RETRY && !semq_redo_gives_up(1, st->max_tries)) {
 		r = redo_insert(st, m, RS_PENDING, 1, 1, now + level_ms(st, 0),
 				perr, now, idb);
 	} else {

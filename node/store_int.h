@@ -77,7 +77,8 @@
  *  - Redo levels: `level` is the index of the next backoff level to use. A
  *    failure waits levels[min(level, n-1)] and increments level; `tries`
  *    counts the attempts made, and a retryable failure is dead once
- *    tries >= max_tries.
+ *    tries >= max_tries. Both rules are the redo policy of types.h
+ *    (semq_redo_delay, semq_redo_gives_up), which semqctl shows.
  *  - A lost PostgreSQL connection fails the call that saw it; the next
  *    transaction (store_begin, or a call outside a batch) connects again
  *    first.
@@ -105,7 +106,6 @@
 #include "migrations.h"
 
 #define DEFAULT_MAX_PAYLOAD ((size_t)16 * 1024 * 1024)
-#define DEFAULT_MAX_TRIES 9
 #define STORE_ERRMAX 1024
 #define LOCKS_MAX 16 /* streams remembered as locked in one transaction */
 

@@ -122,9 +122,7 @@ out:
 
 int64_t store__level_ms(const struct store *st, int level)
 {
-	size_t i = level < 0 ? 0 : (size_t)level;
-
-	return st->levels[i < st->n_levels ? i : st->n_levels - 1];
+	return semq_redo_delay(st->levels, st->n_levels, level);
 }
 
 /* ---- redo queue: tb_0033 -------------------------------------------------- */
@@ -398,7 +396,8 @@ int store_redo_run(struct store *st, int64_t id, int64_t now,
 	next_at = row.next_attempt_at;
 	if (v == SEMQ_PLUGIN_OK) {
 		status = RS_DONE;
-	} else if (v == SEMQ_PLUGIN_RETRY && (unsigned)tries < st->max_tries) {
+	} else if (v == SEMQ_PLUGIN_RETRY &&
+		   !semq_redo_gives_up((unsigned)tries, st->max_tries)) {
 		status = RS_PENDING;
 		next_at = now + level_ms(st, level);
 		level++;

@@ -324,6 +324,24 @@ const int semq_in_statuses[SEMQ_N_IN_STATUS] = {AS_INIT, AS_OK};
 const int semq_redo_statuses[SEMQ_N_REDO_STATUS] = {
 	RS_PENDING, RS_WAITING, RS_DONE, RS_DEAD, RS_DISCARDED};
 
+/* SPEC §7: 5s, 30s, 1m, 10m, 30m, 1h, 6h, 1d, 2d (SEMQ_REDO_LEVELS_TEXT). */
+const int64_t semq_redo_levels[SEMQ_REDO_N_LEVELS] = {
+	5000,    30000,    60000,    600000,    1800000,
+	3600000, 21600000, 86400000, 172800000,
+};
+
+int64_t semq_redo_delay(const int64_t *levels, size_t n, int level)
+{
+	size_t i = level < 0 ? 0 : (size_t)level;
+
+	return levels[i < n ? i : n - 1];
+}
+
+int semq_redo_gives_up(unsigned tries, unsigned max_tries)
+{
+	return tries >= max_tries;
+}
+
 const char *semq_result_name(int result)
 {
 	switch (result) {

@@ -156,6 +156,26 @@ extern const int semq_in_statuses[SEMQ_N_IN_STATUS];
 #define SEMQ_N_REDO_STATUS 5
 extern const int semq_redo_statuses[SEMQ_N_REDO_STATUS];
 
+/*
+ * The redo policy (SPEC §7), its one home: the backoff levels and max_tries
+ * a node uses unless its [redo] section says otherwise, how long a
+ * retryable failure waits, and when a failure makes an entry dead. The
+ * store applies it, config's key table takes its defaults from here (the
+ * text and the numbers below say the same levels: test_config checks it),
+ * semqctl shows it.
+ */
+#define SEMQ_REDO_LEVELS_TEXT "5s,30s,1m,10m,30m,1h,6h,1d,2d"
+#define SEMQ_REDO_N_LEVELS 9
+extern const int64_t semq_redo_levels[SEMQ_REDO_N_LEVELS]; /* ms */
+#define SEMQ_REDO_MAX_TRIES 9
+/* The wait after a retryable failure of an entry at `level` (0 for the
+ * first failure) under levels[0..n), n >= 1: levels[level], and the last
+ * level for every level beyond them; a negative level counts as 0. */
+int64_t semq_redo_delay(const int64_t *levels, size_t n, int level);
+/* Does a retryable failure make an entry dead, when its attempts, this one
+ * counted, are `tries`? (A permanent failure always does.) */
+int semq_redo_gives_up(unsigned tries, unsigned max_tries);
+
 /* Formats an error text into err[errsz] (nothing when err is NULL or errsz
  * 0): the one helper every module with an `err, errsz` out parameter uses.
  * semq_fail does the same and returns `code`, for `return semq_fail(...)`. */

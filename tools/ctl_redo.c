@@ -30,25 +30,6 @@
 /* The statuses of tb_0033 that --status accepts, besides the numbers. */
 #define redo_statuses semq_redo_statuses
 
-/* A duration in the largest unit that divides it: "5s", "10m", "2d". */
-static const char *fmt_dur(int64_t ms, char *buf, size_t sz)
-{
-	static const struct {
-		int64_t ms;
-		const char *unit;
-	} u[] = {{86400000, "d"}, {3600000, "h"}, {60000, "m"}, {1000, "s"}};
-	size_t i;
-
-	for (i = 0; i < sizeof u / sizeof u[0]; i++)
-		if (ms > 0 && ms % u[i].ms == 0) {
-			snprintf(buf, sz, "%lld%s", (long long)(ms / u[i].ms),
-				 u[i].unit);
-			return buf;
-		}
-	snprintf(buf, sz, "%lldms", (long long)ms);
-	return buf;
-}
-
 /* The NEXT column: when a pending entry runs; "-" for every other status,
  * which no attempt is scheduled for. */
 static const char *redo_next(const struct redo_row *row, int64_t now, char *buf,
@@ -381,21 +362,21 @@ static void show_level(const struct ctl *c, const struct redo_row *row)
 {
 	const struct config *cfg = c->cfg;
 	size_t n = cfg->n_redo_levels;
-	size_t i = row->level < 0 ? 0 : (size_t)row->level;
 	char buf[32];
 
 	if ((row->status != RS_PENDING && row->status != RS_WAITING) || !n) {
 		printf("%-16s %d\n", "level", row->level);
 		return;
 	}
-	if ((unsigned)row->tries + 1 >= cfg->max_tries)
+	if (semq_redo_gives_up((unsigned)row->tries + 1, cfg->max_tries))
 		printf("%-16s %d (a retryable failure would make it dead)\n",
 		       "level", row->level);
 	else
 		printf("%-16s %d (a retryable failure would wait %s)\n",
 		       "level", row->level,
-		       fmt_dur(cfg->redo_levels_ms[i < n ? i : n - 1], buf,
-			       sizeof buf));
+		       cv_fmt_duration(semq_redo_delay(cfg->redo_levels_ms, n,
+						       row->level),
+				       buf, sizeof buf));
 }
 
 static void redo_show_text(const struct ctl *c, const struct msg *m,

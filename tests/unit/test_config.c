@@ -32,6 +32,7 @@
 #include <semq/error.h>
 
 #include "config.h"
+#include "types.h"
 
 /* ---- helpers ------------------------------------------------------------- */
 
@@ -411,6 +412,13 @@ static void test_defaults(void **state)
 	for (size_t i = 0; i < 9; i++)
 		assert_int_equal(c->redo_levels_ms[i], levels[i]);
 	assert_int_equal(c->max_tries, 9);
+	/* The key table's defaults are the redo policy's: the store opened
+	 * without levels (its tests) runs what a node.ini without [redo]
+	 * runs. */
+	assert_int_equal(c->n_redo_levels, SEMQ_REDO_N_LEVELS);
+	assert_memory_equal(c->redo_levels_ms, semq_redo_levels,
+			    sizeof semq_redo_levels);
+	assert_int_equal(c->max_tries, SEMQ_REDO_MAX_TRIES);
 	assert_int_equal(c->node_line, 1);
 	assert_int_equal(c->tls_line, 0);
 	assert_int_equal(c->redo_line, 0);

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Unit tests for types.c's parsers of the listings' filters: WHEN (--since,
- * since=) and the bulk redo verbs' --where expression; msgid_str.
+ * since=) and the bulk redo verbs' --where expression; msgid_str; the redo
+ * policy (semq_redo_delay, semq_redo_gives_up).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -151,6 +152,37 @@ static void test_msgid_str(void **state)
 	assert_string_equal(msgid_str(&id, got, sizeof got), "R1/S1/42");
 }
 
+/* The delay of each level, the last one beyond them, a negative level as
+ * 0; dead when the attempts reach max_tries. */
+static void test_redo_policy(void **state)
+{
+	static const int64_t three[] = {1000, 20000, 300000};
+
+	(void)state;
+	assert_int_equal(semq_redo_delay(three, 3, 0), 1000);
+	assert_int_equal(semq_redo_delay(three, 3, 1), 20000);
+	assert_int_equal(semq_redo_delay(three, 3, 2), 300000);
+	assert_int_equal(semq_redo_delay(three, 3, 3), 300000);
+	assert_int_equal(semq_redo_delay(three, 3, 1000), 300000);
+	assert_int_equal(semq_redo_delay(three, 3, -1), 1000);
+	assert_int_equal(semq_redo_delay(three, 1, 5), 1000);
+	/* SPEC §7's defaults: 5s first, 2d from the 9th failure on. */
+	assert_int_equal(
+		semq_redo_delay(semq_redo_levels, SEMQ_REDO_N_LEVELS, 0), 5000);
+	assert_int_equal(
+		semq_redo_delay(semq_redo_levels, SEMQ_REDO_N_LEVELS, 8),
+		2LL * 86400 * 1000);
+	assert_int_equal(
+		semq_redo_delay(semq_redo_levels, SEMQ_REDO_N_LEVELS, 40),
+		2LL * 86400 * 1000);
+	assert_int_equal(SEMQ_REDO_MAX_TRIES, 9);
+	assert_false(semq_redo_gives_up(1, 9));
+	assert_false(semq_redo_gives_up(8, 9));
+	assert_true(semq_redo_gives_up(9, 9));
+	assert_true(semq_redo_gives_up(10, 9));
+	assert_true(semq_redo_gives_up(1, 1));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -159,6 +191,7 @@ int main(void)
 		cmocka_unit_test(test_when_bad),
 		cmocka_unit_test(test_where),
 		cmocka_unit_test(test_msgid_str),
+		cmocka_unit_test(test_redo_policy),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
