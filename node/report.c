@@ -281,36 +281,50 @@ static int group_cb(void *ctx, const struct redo_group *g)
 	return 0;
 }
 
-/* The answer of a listing's page: {"status", "limit", "offset", "total",
- * "count", NAME: arr (borrowed)}. */
+/* The answer of a listing's page: {"status", "statuses" (every status name
+ * of `table`, in semq_statuses' order: what status= takes besides "all"),
+ * "limit", "offset", "total", "count", NAME: arr (borrowed)}. */
 static int reply_page(const struct admin_req *rq, struct outbox *ob,
 		      const char *table, int status, int64_t limit,
 		      int64_t offset, int64_t total, const char *name,
 		      json_t *arr)
 {
-	json_t *doc = json_pack(
-		"{s:s, s:I, s:I, s:I, s:I, s:O}", "status",
-		status == -100 ? "all" : semq_status_name(table, status),
-		"limit", (json_int_t)limit, "offset", (json_int_t)offset,
-		"total", (json_int_t)total, "count",
-		(json_int_t)json_array_size(arr), name, arr);
+	const int *v;
+	size_t n = semq_statuses(table, &v), i;
+	json_t *names = json_array(), *doc = NULL;
+	int failed = !names;
 
+	for (i = 0; i < n && names; i++)
+		if (json_array_append_new(
+			    names, json_string(semq_status_name(table, v[i]))))
+			failed = 1;
+	if (!failed)
+		doc = json_pack(
+			"{s:s, s:o, s:I, s:I, s:I, s:I, s:O}", "status",
+			status == -100 ? "all"
+				       : semq_status_name(table, status),
+			"statuses", names, "limit", (json_int_t)limit, "offset",
+			(json_int_t)offset, "total", (json_int_t)total, "count",
+			(json_int_t)json_array_size(arr), name, arr);
+	else
+		json_decref(names);
 	return doc ? reply_json(ob, rq->req_id, HS_OK, doc) : SEMQ_ERR_NOMEM;
 }
 
-/* The page of a listing: status= (a status name of `table` among
- * statuses[n], `names` listing them for the error; "all" or none: -100),
- * limit= (1..REDO_LIMIT_MAX, else REDO_LIMIT_DEFAULT) and offset=
- * (0..INT32_MAX). SEMQ_OK, with *answered = 1 when a 400 was queued. */
+/* The page of a listing: status= (a status name of `table`, semq_statuses;
+ * "all" or none: -100), limit= (1..REDO_LIMIT_MAX, else REDO_LIMIT_DEFAULT)
+ * and offset= (0..INT32_MAX). SEMQ_OK, with *answered = 1 when a 400 was
+ * queued. */
 static int parse_page(const struct admin_req *rq, struct evkeyvalq *q,
-		      const char *table, const int *statuses, size_t n,
-		      const char *names, struct outbox *ob, int *answered,
+		      const char *table, struct outbox *ob, int *answered,
 		      int *status, int64_t *limit, int64_t *offset)
 {
 	const char *sv = evhttp_find_header(q, "status");
 	const char *lv = evhttp_find_header(q, "limit");
 	const char *ov = evhttp_find_header(q, "offset");
-	size_t i;
+	const int *statuses;
+	size_t n = semq_statuses(table, &statuses), i;
+	char names[128];
 
 	*status = -100;
 	*limit = REDO_LIMIT_DEFAULT;
@@ -321,10 +335,11 @@ static int parse_page(const struct admin_req *rq, struct evkeyvalq *q,
 			if (!strcmp(sv, semq_status_name(table, statuses[i])))
 				break;
 		if (i == n)
-			return reply_error(ob, rq->req_id, HS_BAD_REQUEST,
-					   "query: status '%s' is not one of "
-					   "%s, all",
-					   sv, names);
+			return reply_error(
+				ob, rq->req_id, HS_BAD_REQUEST,
+				"query: status '%s' is not one of %s, all", sv,
+				semq_status_list(table, 0, names,
+						 sizeof names));
 		*status = statuses[i];
 	}
 	if (lv &&
@@ -359,9 +374,8 @@ static int redo_list(struct store *st, const struct admin_req *rq, int64_t now,
 	r = parse_query(rq, allowed, &q, ob, &answered);
 	if (r != SEMQ_OK || answered)
 		goto out;
-	r = parse_page(rq, &q, "tb_0033", redo_statuses, N_REDO,
-		       "pending, waiting, dead, done, discarded", ob, &answered,
-		       &status, &limit, &offset);
+	r = parse_page(rq, &q, "tb_0033", ob, &answered, &status, &limit,
+		       &offset);
 	if (r != SEMQ_OK || answered)
 		goto out;
 	orv = evhttp_find_header(&q, "order");
@@ -724,9 +738,8 @@ static int outbound_list(struct store *st, const struct admin_req *rq,
 	r = parse_query(rq, allowed, &q, ob, &answered);
 	if (r != SEMQ_OK || answered)
 		goto out;
-	r = parse_page(rq, &q, "tb_0031", out_statuses, N_OUT,
-		       "unsent, sent, relay-acked, held, confirmed, cancelled",
-		       ob, &answered, &status, &limit, &offset);
+	r = parse_page(rq, &q, "tb_0031", ob, &answered, &status, &limit,
+		       &offset);
 	if (r != SEMQ_OK || answered)
 		goto out;
 	r = parse_filter(rq, &q, now, &f, &w, ob, &answered);

@@ -16,9 +16,13 @@
  * three or more constants: SQLite evaluates such a list through an
  * ephemeral b-tree it builds and frees on every execution (measured: a third
  * of a single-row UPDATE). Over the status domains of the CHECK constraints
- * (tb_0031: 0, 4, 6, 100, -2; tb_0033: 0, 1, 2, -1, -2) the ranges are the
- * same sets: `BETWEEN -1 AND 1` is pending, waiting or dead; `<> 100` is
+ * (tb_0031: 0, 4, 6, 8, 100, -2; tb_0033: 0, 1, 2, -1, -2) the ranges are
+ * the same sets: `BETWEEN -1 AND 1` is pending, waiting or dead; `<> 100` is
  * anything unconfirmed; `BETWEEN 0 AND 6` is unsent or in flight.
+ *
+ * The texts spell statuses by number: the numbers and their names are the
+ * enums of types.h (enum out_status, enum redo_status, AS_*) and
+ * semq_status_name(), the one table of names every presenter reads.
  */
 #include "store_int.h"
 

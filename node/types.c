@@ -397,6 +397,48 @@ const char *semq_status_name(const char *table, int status)
 	return "unknown";
 }
 
+size_t semq_statuses(const char *table, const int **v)
+{
+	if (!strcmp(table, "tb_0031")) {
+		*v = semq_out_statuses;
+		return SEMQ_N_OUT_STATUS;
+	}
+	if (!strcmp(table, "tb_0030")) {
+		*v = semq_in_statuses;
+		return SEMQ_N_IN_STATUS;
+	}
+	if (!strcmp(table, "tb_0033")) {
+		*v = semq_redo_statuses;
+		return SEMQ_N_REDO_STATUS;
+	}
+	*v = NULL;
+	return 0;
+}
+
+const char *semq_status_list(const char *table, int numbers, char *buf,
+			     size_t bufsz)
+{
+	const int *v;
+	size_t i, n = semq_statuses(table, &v), at = 0;
+	int k;
+
+	if (bufsz)
+		buf[0] = '\0';
+	for (i = 0; i < n && at < bufsz; i++) {
+		if (numbers)
+			k = snprintf(buf + at, bufsz - at, "%s%d",
+				     i ? ", " : "", v[i]);
+		else
+			k = snprintf(buf + at, bufsz - at, "%s%s",
+				     i ? ", " : "",
+				     semq_status_name(table, v[i]));
+		if (k < 0)
+			break;
+		at += (size_t)k;
+	}
+	return buf;
+}
+
 /* Digits of s[0..n) as a number in *v; 0 when they are not all digits or
  * overflow 10^15. */
 static int digits(const char *s, size_t n, int64_t *v)

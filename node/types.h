@@ -193,6 +193,16 @@ const char *semq_result_name(int result);
  * ("tb_0031", "tb_0030" — its ack_status —, "tb_0033"): "unsent",
  * "confirmed", "dead", ...; "unknown" for a value outside the table's. */
 const char *semq_status_name(const char *table, int status);
+/* The statuses of `table` ("tb_0031", "tb_0030", "tb_0033") in *v, in the
+ * order of semq_out_statuses, semq_in_statuses, semq_redo_statuses
+ * (borrowed, static); how many, 0 for another table. */
+size_t semq_statuses(const char *table, const int **v);
+/* The statuses of `table` for a message naming what is accepted, in that
+ * order: their names ("pending, waiting, done, dead, discarded"), or with
+ * `numbers` their numbers ("0, 1, 2, -1, -2"). Returns buf, cut short to
+ * bufsz like snprintf. */
+const char *semq_status_list(const char *table, int numbers, char *buf,
+			     size_t bufsz);
 /* What human output calls `table`: "outbound" (tb_0031), "received"
  * (tb_0030), "redo" (tb_0033); the table name itself for another. Table
  * names stay in --json fields and the docs. */

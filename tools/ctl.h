@@ -111,8 +111,6 @@ int print_json(json_t *doc);
 #define ERROR_COLS 40         /* characters of LAST_ERROR in a listing */
 #define CELL_MAX 1024         /* bytes of one cleaned table cell */
 
-/* The names of tb_0031.status that --status accepts, besides the numbers. */
-#define out_statuses semq_out_statuses
 #define result_name semq_result_name
 
 /* The text of column `col` of row i of a listing (i == TABLE_HEAD: the
@@ -128,8 +126,9 @@ size_t next_cap(size_t cap);
 char *dup_or_null(const char *s);
 int strcmp_null(const char *a, const char *b);
 const char *fmt_oldest(int64_t oldest, int64_t now, char *buf, size_t sz);
-int parse_status(const char *table, const int *v, size_t n, const char *s,
-		 int *out);
+/* --status S of `table`: SEMQ_OK with *out, else SEMQ_ERR_INVALID (the
+ * caller says what is accepted: semq_status_list). */
+int parse_status(const char *table, const char *s, int *out);
 int parse_filter(struct ctl *c, struct store_filter *f, struct semq_where *w);
 const char *cell(const char *s, size_t max_chars, char *buf, size_t bufsz);
 void print_table(const void *ctx, size_t n, int n_cols, table_cell_fn fn);

@@ -247,13 +247,13 @@ const char *fmt_oldest(int64_t oldest, int64_t now, char *buf, size_t sz)
 
 /* ---- listings: filters, cells, tables, times ----------------------------- */
 
-/* --status: one of the n statuses v of `table`, by its semq_status_name() or
- * its number. */
-int parse_status(const char *table, const int *v, size_t n, const char *s,
-		 int *out)
+/* --status: one of the statuses of `table` (semq_statuses), by its
+ * semq_status_name() or its number. */
+int parse_status(const char *table, const char *s, int *out)
 {
+	const int *v;
+	size_t n = semq_statuses(table, &v), i;
 	char num[16];
-	size_t i;
 
 	for (i = 0; i < n; i++) {
 		snprintf(num, sizeof num, "%d", v[i]);

@@ -293,18 +293,16 @@ static int cmd_outbound_list(struct ctl *c)
 	json_t *arr = NULL, *e;
 	uint64_t v = LIST_LIMIT_DEFAULT;
 	int r, want = -100;
+	char names[128], nums[64];
 	size_t i;
 
 	if (c->n_pos)
 		return usage_err(c, "unexpected argument '%s'", c->pos[0]);
-	if (status && parse_status("tb_0031", out_statuses,
-				   sizeof out_statuses / sizeof out_statuses[0],
-				   status, &want))
-		return usage_err(c,
-				 "--status '%s' is not unsent, sent, "
-				 "relay-acked, held, confirmed, cancelled or "
-				 "0, 4, 6, 8, 100, -2",
-				 status);
+	if (status && parse_status("tb_0031", status, &want))
+		return usage_err(
+			c, "--status '%s' is not %s or %s", status,
+			semq_status_list("tb_0031", 0, names, sizeof names),
+			semq_status_list("tb_0031", 1, nums, sizeof nums));
 	r = parse_filter(c, &f, &w);
 	if (r)
 		return r;

@@ -89,16 +89,17 @@ nomem:
 	return 1;
 }
 
-/* "acked", or "unacked (awaits origin+relay)": the 810-Responses missing. */
+/* The ack status's name, "acked"; for an unacked one the 810-Responses
+ * missing: "unacked (awaits origin+relay)". */
 static const char *ack_text(const struct recv_item *it, char *buf, size_t sz)
 {
 	unsigned miss = it->need & ~it->got;
+	const char *name = semq_status_name("tb_0030", it->ack_status);
 
-	if (it->ack_status == AS_OK)
-		return "acked";
-	if (!(miss & (CONFIRM_ORIGIN | CONFIRM_RELAY)))
-		return "unacked";
-	snprintf(buf, sz, "unacked (awaits %s%s%s)",
+	if (it->ack_status == AS_OK ||
+	    !(miss & (CONFIRM_ORIGIN | CONFIRM_RELAY)))
+		return name;
+	snprintf(buf, sz, "%s (awaits %s%s%s)", name,
 		 miss & CONFIRM_ORIGIN ? "origin" : "",
 		 (miss & CONFIRM_ORIGIN) && (miss & CONFIRM_RELAY) ? "+" : "",
 		 miss & CONFIRM_RELAY ? "relay" : "");

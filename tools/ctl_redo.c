@@ -27,9 +27,6 @@
 
 /* ---- redo: list, show, retry, discard ------------------------------------ */
 
-/* The statuses of tb_0033 that --status accepts, besides the numbers. */
-#define redo_statuses semq_redo_statuses
-
 /* The NEXT column: when a pending entry runs; "-" for every other status,
  * which no attempt is scheduled for. */
 static const char *redo_next(const struct redo_row *row, int64_t now, char *buf,
@@ -278,18 +275,16 @@ static int cmd_redo_list(struct ctl *c)
 	json_t *arr = NULL, *e;
 	uint64_t v = LIST_LIMIT_DEFAULT, off = 0;
 	int r, want = -100;
+	char names[128], nums[64];
 	size_t i;
 
 	if (c->n_pos)
 		return usage_err(c, "unexpected argument '%s'", c->pos[0]);
-	if (status &&
-	    parse_status("tb_0033", redo_statuses,
-			 sizeof redo_statuses / sizeof redo_statuses[0], status,
-			 &want))
-		return usage_err(c,
-				 "--status '%s' is not pending, waiting, "
-				 "dead, done, discarded or 0, 1, -1, 2, -2",
-				 status);
+	if (status && parse_status("tb_0033", status, &want))
+		return usage_err(
+			c, "--status '%s' is not %s or %s", status,
+			semq_status_list("tb_0033", 0, names, sizeof names),
+			semq_status_list("tb_0033", 1, nums, sizeof nums));
 	if (limit && (parse_uint(limit, LIST_LIMIT_MAX, &v) || v == 0))
 		return usage_err(c, "--limit '%s' is not a number 1..%d", limit,
 				 LIST_LIMIT_MAX);
@@ -679,10 +674,7 @@ static int redo_bulk(struct ctl *c, enum store_redo_verb verb,
 	r = parse_filter(c, &f, &w);
 	if (r)
 		return r;
-	if (status &&
-	    parse_status("tb_0033", redo_statuses,
-			 sizeof redo_statuses / sizeof redo_statuses[0], status,
-			 &want))
+	if (status && parse_status("tb_0033", status, &want))
 		return usage_err(c, "--status '%s' is not a status of tb_0033",
 				 status);
 	if (status && !store_redo_verb_applies(verb, want))

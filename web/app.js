@@ -527,7 +527,31 @@
 	const STATUS_KIND = {pending: 'warn', waiting: 'warn', done: 'ok',
 			     dead: 'bad', discarded: 'muted'};
 
+	/* The Status filter's choices: "all" and the statuses the node names
+	 * in its answer (doc.statuses, the node's one table of names), kept
+	 * as they are while the list is the same. */
+	function statusOptions(doc) {
+		const sel = $('redo-status');
+		if (!Array.isArray(doc.statuses))
+			return;
+		const want = ['all'].concat(doc.statuses.filter((x) =>
+			typeof x === 'string'));
+		const have = Array.from(sel.options, (o) => o.value);
+		if (want.join('\n') === have.join('\n'))
+			return;
+		const keep = sel.value;
+		sel.textContent = '';
+		for (const name of want) {
+			const o = document.createElement('option');
+			o.value = name;
+			o.textContent = name;
+			sel.appendChild(o);
+		}
+		sel.value = want.includes(keep) ? keep : 'all';
+	}
+
 	function showRedo(doc) {
+		statusOptions(doc);
 		const entries = Array.isArray(doc.entries) ? doc.entries : [];
 		const now = nodeNow();
 		redraw($('redo-body'), (tb) => {

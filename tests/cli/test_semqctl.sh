@@ -1074,7 +1074,7 @@ else
 fi
 R="redo list"
 expect_usage_of "$R" "redo list --status bogus" \
-	"redo list: --status 'bogus' is not pending, waiting, dead, done, discarded or 0, 1, -1, 2, -2" \
+	"redo list: --status 'bogus' is not pending, waiting, done, dead, discarded or 0, 1, 2, -1, -2" \
 	-c "$S1" redo list --status bogus
 expect_usage_of "$R" "redo list --status 3" "--status '3' is not" \
 	-c "$S1" redo list --status 3

@@ -2,7 +2,8 @@
 /*
  * Unit tests for types.c's parsers of the listings' filters: WHEN (--since,
  * since=) and the bulk redo verbs' --where expression; msgid_str; the redo
- * policy (semq_redo_delay, semq_redo_gives_up).
+ * policy (semq_redo_delay, semq_redo_gives_up); the tables' statuses and
+ * their names (semq_statuses, semq_status_list).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -183,6 +184,59 @@ static void test_redo_policy(void **state)
 	assert_true(semq_redo_gives_up(1, 1));
 }
 
+/* Every status of each table has a name of its own; the lists that messages
+ * show follow the table. */
+static void test_status_lists(void **state)
+{
+	static const char *const tables[] = {"tb_0031", "tb_0030", "tb_0033"};
+	char buf[128];
+	const int *v;
+	size_t t, i, j, n;
+
+	(void)state;
+	for (t = 0; t < 3; t++) {
+		n = semq_statuses(tables[t], &v);
+		assert_true(n > 0);
+		for (i = 0; i < n; i++) {
+			assert_string_not_equal(
+				semq_status_name(tables[t], v[i]), "unknown");
+			for (j = 0; j < i; j++)
+				assert_string_not_equal(
+					semq_status_name(tables[t], v[i]),
+					semq_status_name(tables[t], v[j]));
+		}
+	}
+	assert_int_equal(semq_statuses("tb_0031", &v), SEMQ_N_OUT_STATUS);
+	assert_ptr_equal(v, semq_out_statuses);
+	assert_int_equal(semq_statuses("tb_0030", &v), SEMQ_N_IN_STATUS);
+	assert_ptr_equal(v, semq_in_statuses);
+	assert_int_equal(semq_statuses("tb_0033", &v), SEMQ_N_REDO_STATUS);
+	assert_ptr_equal(v, semq_redo_statuses);
+	assert_int_equal(semq_statuses("tb_0032", &v), 0);
+	assert_null(v);
+
+	assert_string_equal(semq_status_list("tb_0031", 0, buf, sizeof buf),
+			    "unsent, sent, relay-acked, held, confirmed, "
+			    "cancelled");
+	assert_string_equal(semq_status_list("tb_0031", 1, buf, sizeof buf),
+			    "0, 4, 6, 8, 100, -2");
+	assert_string_equal(semq_status_list("tb_0030", 0, buf, sizeof buf),
+			    "unacked, acked");
+	assert_string_equal(semq_status_list("tb_0033", 0, buf, sizeof buf),
+			    "pending, waiting, done, dead, discarded");
+	assert_string_equal(semq_status_list("tb_0033", 1, buf, sizeof buf),
+			    "0, 1, 2, -1, -2");
+	assert_string_equal(semq_status_list("nope", 0, buf, sizeof buf), "");
+	/* Cut short like snprintf, always terminated. */
+	assert_string_equal(semq_status_list("tb_0033", 0, buf, 12),
+			    "pending, wa");
+	assert_string_equal(semq_status_list("tb_0033", 0, buf, 8), "pending");
+	assert_string_equal(semq_status_list("tb_0033", 0, buf, 9), "pending,");
+	buf[0] = '#';
+	semq_status_list("tb_0033", 0, buf, 0);
+	assert_int_equal(buf[0], '#');
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -192,6 +246,7 @@ int main(void)
 		cmocka_unit_test(test_where),
 		cmocka_unit_test(test_msgid_str),
 		cmocka_unit_test(test_redo_policy),
+		cmocka_unit_test(test_status_lists),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
