@@ -29,41 +29,19 @@ JOURNAL=$(realpath "$3")
 VERSION=$4
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 
-dir=$(mktemp -d "${TMPDIR:-/tmp}/test_cli_basics.XXXXXX")
-pass=0
-fail=0
-finished=0
-on_exit() {
-	local rc=$?
-	rm -rf "$dir"
-	if [ "$finished" -eq 0 ]; then
-		echo "aborted (exit $rc) after $pass passed, $fail failed"
-		exit 1
-	fi
-}
-trap on_exit EXIT
-ok() {
-	pass=$((pass + 1))
-	echo "ok   - $1"
-}
-bad() {
-	fail=$((fail + 1))
-	echo "FAIL - $1"
-	echo "       rc=$rc"
-	sed 's/^/       stdout: /' "$dir/out" | head -20
-	sed 's/^/       stderr: /' "$dir/err" | head -20
-}
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+. "$(dirname "$0")/lib.sh"
+cli_begin test_cli_basics
+CLI_BAD_SHOWS=run
+CLI_BAD_LINES=20
 # run PROGRAM ARGS...: sets rc, out and err (also in $dir/out, $dir/err),
 # with SEMQ_CONFIG unset unless the caller exports SEMQ_CONFIG_FOR_RUN.
 run() {
-	rc=0
 	if [ -n "${SEMQ_CONFIG_FOR_RUN:-}" ]; then
-		env SEMQ_CONFIG="$SEMQ_CONFIG_FOR_RUN" "$@" >"$dir/out" 2>"$dir/err" || rc=$?
+		capture env SEMQ_CONFIG="$SEMQ_CONFIG_FOR_RUN" "$@"
 	else
-		env -u SEMQ_CONFIG "$@" >"$dir/out" 2>"$dir/err" || rc=$?
+		capture env -u SEMQ_CONFIG "$@"
 	fi
-	out=$(cat "$dir/out")
-	err=$(cat "$dir/err")
 }
 
 # ---- --version -----------------------------------------------------------------
@@ -177,7 +155,7 @@ else
 fi
 SEMQ_CONFIG_FOR_RUN=$dir/n/node.ini run "$SEMQCTL" --create status --json
 if [ "$rc" -eq 0 ] && [ -s "$dir/n/node.db" ] &&
-	python3 -c 'import json,sys; d = json.load(open(sys.argv[1])); assert d["node"] == "R1", d' "$dir/out"; then
+	pyjson 'assert d["node"] == "R1", d'; then
 	ok "\$SEMQ_CONFIG is read when -c is not given"
 else
 	bad "\$SEMQ_CONFIG is read when -c is not given"
@@ -189,7 +167,7 @@ db = other.db
 EOF
 SEMQ_CONFIG_FOR_RUN=$dir/n/node.ini run "$SEMQCTL" -c "$dir/n/other.ini" --create status --json
 if [ "$rc" -eq 0 ] &&
-	python3 -c 'import json,sys; d = json.load(open(sys.argv[1])); assert d["node"] == "R2", d' "$dir/out"; then
+	pyjson 'assert d["node"] == "R2", d'; then
 	ok "-c wins over \$SEMQ_CONFIG"
 else
 	bad "-c wins over \$SEMQ_CONFIG"
@@ -377,6 +355,4 @@ want "-c completes file names" "typo.ini " semqctl -c typ
 want "global options" "--config --create " semqctl --c
 want "help redo -> its subcommands" "discard list retry show " semqctl help redo ""
 
-finished=1
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+cli_end

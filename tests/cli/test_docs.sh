@@ -31,42 +31,9 @@ CMAKE=$3
 BUILD=$(realpath "$4")
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 
-dir=$(mktemp -d "${TMPDIR:-/tmp}/test_docs.XXXXXX")
-pass=0
-fail=0
-finished=0
-pids=()
-on_exit() {
-	local rc=$? p
-	for p in "${pids[@]}"; do
-		kill -TERM "$p" 2>/dev/null || true
-	done
-	for p in "${pids[@]}"; do
-		wait "$p" 2>/dev/null || true
-	done
-	rm -rf "$dir"
-	if [ "$finished" -eq 0 ]; then
-		echo "aborted (exit $rc) after $pass passed, $fail failed"
-		exit 1
-	fi
-}
-trap on_exit EXIT
-ok() {
-	pass=$((pass + 1))
-	echo "ok   - $1"
-}
-bad() {
-	fail=$((fail + 1))
-	echo "FAIL - $1"
-	[ -s "$dir/log" ] && sed 's/^/       /' "$dir/log" | tail -20
-	return 0
-}
-# check NAME COMMAND...: runs the command with its output in $dir/log.
-check() {
-	local name=$1
-	shift
-	if "$@" >"$dir/log" 2>&1; then ok "$name"; else bad "$name"; fi
-}
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+. "$(dirname "$0")/lib.sh"
+cli_begin test_docs # $pids: the nodes it starts, stopped on exit
 free_port() {
 	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
 }
@@ -406,6 +373,4 @@ else
 	bad "both nodes stop cleanly on SIGTERM (exit 0)"
 fi
 
-finished=1
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+cli_end

@@ -24,34 +24,9 @@ BUILD=$(realpath "$1")
 CPACK=$2
 VERSION=$3
 
-dir=$(mktemp -d "${TMPDIR:-/tmp}/test_package.XXXXXX")
-pass=0
-fail=0
-finished=0
-on_exit() {
-	local rc=$?
-	rm -rf "$dir"
-	if [ "$finished" -eq 0 ]; then
-		echo "aborted (exit $rc) after $pass passed, $fail failed"
-		exit 1
-	fi
-}
-trap on_exit EXIT
-ok() {
-	pass=$((pass + 1))
-	echo "ok   - $1"
-}
-bad() {
-	fail=$((fail + 1))
-	echo "FAIL - $1"
-	[ -s "$dir/log" ] && sed 's/^/       /' "$dir/log" | tail -20
-	return 0
-}
-check() {
-	local name=$1
-	shift
-	if "$@" >"$dir/log" 2>&1; then ok "$name"; else bad "$name"; fi
-}
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+. "$(dirname "$0")/lib.sh"
+cli_begin test_package
 for tool in dpkg-deb lintian man; do
 	if ! command -v "$tool" >/dev/null; then
 		echo "FAIL - $tool is not installed (tools/deps.sh installs it)"
@@ -178,6 +153,4 @@ else
 	bad "lintian reports no error (exit $lrc)"
 fi
 
-finished=1
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+cli_end

@@ -19,41 +19,16 @@ fi
 SEMQCTL=$(realpath "$1")
 JOURNAL=$(realpath "$2")
 
-dir=$(mktemp -d "${TMPDIR:-/tmp}/test_semqctl.XXXXXX")
-pass=0
-fail=0
-finished=0
-# On exit: remove the directory; if a command outside a check failed (set -e),
-# say so, so that an abort is not mistaken for a short run.
-on_exit() {
-	local rc=$?
-	rm -rf "$dir"
-	if [ "$finished" -eq 0 ]; then
-		echo "aborted (exit $rc) after $pass passed, $fail failed"
-		exit 1
-	fi
-}
-trap on_exit EXIT
-ok() {
-	pass=$((pass + 1))
-	echo "ok   - $1"
-}
-bad() {
-	fail=$((fail + 1))
-	echo "FAIL - $1"
-	echo "       rc=$rc"
-	sed 's/^/       stdout: /' "$dir/out"
-	sed 's/^/       stderr: /' "$dir/err"
-}
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+. "$(dirname "$0")/lib.sh"
+cli_begin test_semqctl
+CLI_BAD_SHOWS=run
 
 # run ARGS...: runs semqctl with stdin from $IN (default /dev/null); sets rc,
 # and leaves stdout/stderr in $dir/out and $dir/err (and in $out, $err).
 IN=/dev/null
 run() {
-	rc=0
-	"$SEMQCTL" "$@" <"$IN" >"$dir/out" 2>"$dir/err" || rc=$?
-	out=$(cat "$dir/out")
-	err=$(cat "$dir/err")
+	capture "$SEMQCTL" "$@" <"$IN"
 }
 
 # The operator's line semqctl prints for a change it made ("semqctl:
@@ -84,13 +59,6 @@ expect_usage() {
 	else
 		bad "$name (want exit 2 and a line naming: $needle)"
 	fi
-}
-
-# pyjson EXPR: evaluates python assertions on `d`, the JSON in $dir/out.
-pyjson() {
-	python3 -c "import json,sys
-d = json.load(open(sys.argv[1]))
-$1" "$dir/out" 2>>"$dir/err"
 }
 
 # sql QUERY: runs a query on the node database.
@@ -1604,6 +1572,4 @@ for args in "redo list" "redo show 1" "redo retry 1" "redo retry --all-dead" \
 	fi
 done
 
-finished=1
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+cli_end
