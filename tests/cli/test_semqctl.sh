@@ -1046,6 +1046,24 @@ expect_usage_of "$R" "redo list --status bogus" \
 	-c "$S1" redo list --status bogus
 expect_usage_of "$R" "redo list --status 3" "--status '3' is not" \
 	-c "$S1" redo list --status 3
+# The --status values of each listing's synopsis (what the bash completion
+# offers) are the names its refusal lists, which come from the table of
+# names (semq_status_list): a status added to one is added to the other.
+for lc in "outbound list:$INI" "redo list:$S1"; do
+	# shellcheck disable=SC2086 # the command's two words
+	run help ${lc%%:*}
+	syn=$(head -1 "$dir/out" | grep -oE -- '--status [a-z|-]+' |
+		cut -d' ' -f2 | tr '|' '\n' | grep . | sort | tr '\n' ' ')
+	# shellcheck disable=SC2086
+	run -c "${lc#*:}" ${lc%%:*} --status bogus
+	names=$(sed -n "1s/.* is not \(.*\) or [-0-9, ]*\$/\1/p" "$dir/err" |
+		sed 's/, /\n/g' | sort | tr '\n' ' ')
+	if [ -n "$names" ] && [ "$syn" = "$names" ]; then
+		ok "${lc%%:*}: the synopsis' --status values are the table's names"
+	else
+		bad "${lc%%:*}: the synopsis' --status values ($syn) are the table's names ($names)"
+	fi
+done
 expect_usage_of "$R" "redo list --status sent" "--status 'sent' is not" \
 	-c "$S1" redo list --status sent
 expect_usage_of "$R" "redo list --limit 0" "--limit '0' is not a number 1..100000" \
