@@ -980,7 +980,14 @@ static int ilist_item(void *ctx, size_t i, const char *item, char *why,
 		return 1;
 	}
 	l->v = nv;
-	snprintf(l->v[l->n++], sizeof(l->v[0]), "%s", item);
+	/* semq_id_valid() bounds it; a longer one would be refused, never cut */
+	if ((size_t)snprintf(l->v[l->n], sizeof(l->v[0]), "%s", item) >=
+	    sizeof(l->v[0])) {
+		snprintf(why, whysz, "item %zu is longer than %d characters", i,
+			 SEMQ_ID_MAX);
+		return 1;
+	}
+	l->n++;
 	return 0;
 }
 
