@@ -1346,7 +1346,9 @@ static void default_instance(char *out, size_t outsz)
 		if (!config_instance_valid(one))
 			host[i] = '-';
 	}
-	snprintf(out, outsz, "%s%s", host, pid);
+	/* hl + pl <= SEMQ_INSTANCE_MAX, the room of the caller's field: the
+	 * precision says so to the compiler too */
+	snprintf(out, outsz, "%.*s%s", (int)hl, host, pid);
 }
 
 /* [relay] relay_ack and require_connected: what they need of [node]. */

@@ -659,7 +659,14 @@ static int ilist_item(void *ctx, size_t i, const char *item, char *why,
 	if (grow((void **)&l->v, l->n, sizeof(*l->v)) != SEMQ_OK)
 		return SEMQ_ERR_NOMEM;
 	memset(l->v[l->n], 0, sizeof(l->v[0])); /* no stray bytes after it */
-	snprintf(l->v[l->n++], sizeof(l->v[0]), "%s", item);
+	/* semq_id_valid() bounds it; a longer one would be refused, never cut */
+	if ((size_t)snprintf(l->v[l->n], sizeof(l->v[0]), "%s", item) >=
+	    sizeof(l->v[0])) {
+		snprintf(why, whysz, "item %zu is longer than %d characters", i,
+			 SEMQ_ID_MAX);
+		return SEMQ_ERR_INVALID;
+	}
+	l->n++;
 	return SEMQ_OK;
 }
 

@@ -2,7 +2,7 @@
 /*
  * Crash points for tests (see fault.h): reads SEMQ_CRASH_AT once, before
  * main(), and kills the process with _exit(99) when the armed point is
- * reached for the N-th time. Built only with -DSEMQ_FAULTS=ON.
+ * reached for the N-th time. Built only when SEMQ_FAULTS says so (fault.h).
  *
  * DESIGN
  *  - The variable is read in a constructor, so every thread sees the same

@@ -2,10 +2,12 @@
 /*
  * Crash points: a simulated power loss between the steps of the handshake
  * (SPEC §6), for the integration tests (tests/integration/
- * test_crash_points.py). They are compiled only when CMake's SEMQ_FAULTS is
- * on — the default, so that the tests can use them; packagers build with
- * -DSEMQ_FAULTS=OFF, and then fault_point() is an empty inline function and
- * nothing of this module is in the binary.
+ * test_crash_points.py). They are compiled only when CMake's SEMQ_FAULTS
+ * says so: by default in Debug and RelWithDebInfo builds (the tests'), not
+ * in Release or MinSizeRel (a packager's; -DSEMQ_FAULTS=ON|OFF decides
+ * otherwise). Without them fault_point() is an empty inline function,
+ * nothing of this module is in the binary, and the crash tests are not
+ * registered.
  *
  * SEMQ_CRASH_AT=NAME[:N] in the environment when the process starts arms the
  * point NAME: the N-th time (default 1) any thread reaches

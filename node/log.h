@@ -50,7 +50,8 @@ void log_msg(int level, const char *subsys, const char *peer,
 	     const struct msgid *id, const char *fmt, ...)
 	__attribute__((format(printf, 5, 6)));
 void log_vmsg(int level, const char *subsys, const char *peer,
-	      const struct msgid *id, const char *fmt, va_list ap);
+	      const struct msgid *id, const char *fmt, va_list ap)
+	__attribute__((format(printf, 5, 0)));
 
 #define log_error(sub, ...) log_msg(LOG_ERROR, sub, NULL, NULL, __VA_ARGS__)
 #define log_warn(sub, ...) log_msg(LOG_WARN, sub, NULL, NULL, __VA_ARGS__)

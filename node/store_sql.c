@@ -110,21 +110,24 @@ _Static_assert(sizeof(MSG_COLS REDO_TAIL) == sizeof(REDO_COLS),
 
 const struct q_text store__q[Q__N] = {
 	[Q_BEGIN] = {"BEGIN IMMEDIATE", "BEGIN ISOLATION LEVEL READ COMMITTED"},
-	[Q_COMMIT] = {"COMMIT"},
-	[Q_ROLLBACK] = {"ROLLBACK"},
-	[Q_SP] = {"SAVEPOINT semq_apply"},
-	[Q_SP_UNDO] = {"ROLLBACK TO semq_apply"},
-	[Q_SP_RELEASE] = {"RELEASE semq_apply"},
+	[Q_COMMIT] = {"COMMIT", NULL},
+	[Q_ROLLBACK] = {"ROLLBACK", NULL},
+	[Q_SP] = {"SAVEPOINT semq_apply", NULL},
+	[Q_SP_UNDO] = {"ROLLBACK TO semq_apply", NULL},
+	[Q_SP_RELEASE] = {"RELEASE semq_apply", NULL},
 
 	/* ---- inbound streams ---- */
 	[Q_W_GET] = {"SELECT confirmed_through FROM semq_stream_in"
-		     " WHERE origin = ?1 AND dest = ?2 AND life = ?3"},
+		     " WHERE origin = ?1 AND dest = ?2 AND life = ?3",
+		     NULL},
 	/* ?4: now, when the stream starts here (its life's first message) */
 	[Q_W_CREATE] = {"INSERT INTO semq_stream_in(origin, dest, life,"
 			" confirmed_through, started_at) VALUES (?1, ?2, ?3,"
-			" 0, ?4) ON CONFLICT (origin, dest, life) DO NOTHING"},
+			" 0, ?4) ON CONFLICT (origin, dest, life) DO NOTHING",
+			NULL},
 	[Q_W_SET] = {"UPDATE semq_stream_in SET confirmed_through = ?4"
-		     " WHERE origin = ?1 AND dest = ?2 AND life = ?3"},
+		     " WHERE origin = ?1 AND dest = ?2 AND life = ?3",
+		     NULL},
 	/* per (origin, dest) the current life last */
 	[Q_W_LIST] = {"SELECT origin, dest, life, confirmed_through"
 		      " FROM semq_stream_in"
@@ -135,7 +138,8 @@ const struct q_text store__q[Q__N] = {
 	/* The life of (?1, ?2) that began here last: its current life. */
 	[Q_W_CURRENT] = {"SELECT life FROM semq_stream_in"
 			 " WHERE origin = ?1 AND dest = ?2"
-			 " ORDER BY started_at DESC, life DESC LIMIT 1"},
+			 " ORDER BY started_at DESC, life DESC LIMIT 1",
+			 NULL},
 	/* The life of origin ?1 whose stream began here last, as receiver or
 	 * relay. */
 	[Q_ORIGIN_LIFE] = {"SELECT life FROM (SELECT life, started_at FROM"
@@ -150,7 +154,8 @@ const struct q_text store__q[Q__N] = {
 			   " life DESC LIMIT 1"},
 	/* The highest seq recorded of a stream (its watermark aside). */
 	[Q_W_HIGH] = {"SELECT max(seq) FROM tb_0030"
-		      " WHERE origin = ?1 AND dest = ?2 AND life = ?3"},
+		      " WHERE origin = ?1 AND dest = ?2 AND life = ?3",
+		      NULL},
 	[Q_W_LOCK] = {NULL, "SELECT confirmed_through FROM semq_stream_in"
 			    " WHERE origin = ?1 AND dest = ?2 AND life = ?3"
 			    " FOR UPDATE"},
@@ -161,7 +166,8 @@ const struct q_text store__q[Q__N] = {
 
 	/* ---- tb_0030 ---- */
 	[Q_IN_GET] = {"SELECT result, digest FROM tb_0030 WHERE origin = ?1"
-		      " AND dest = ?2 AND seq = ?3 AND life = ?4"},
+		      " AND dest = ?2 AND seq = ?3 AND life = ?4",
+		      NULL},
 	/* A copy recorded meanwhile by another connection (an instance that
 	 * does not hold the stream's lock) is a duplicate, not an error that
 	 * would abort the batch. */
@@ -170,9 +176,11 @@ const struct q_text store__q[Q__N] = {
 			 " ack_status, confirm_need, confirm_got, digest)"
 			 " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, 0,"
 			 " ?11, 0, ?12)"
-			 " ON CONFLICT (origin, dest, life, seq) DO NOTHING"},
+			 " ON CONFLICT (origin, dest, life, seq) DO NOTHING",
+			 NULL},
 	[Q_IN_SET_RESULT] = {"UPDATE tb_0030 SET result = ?5 WHERE origin = ?1"
-			     " AND dest = ?2 AND seq = ?3 AND life = ?4"},
+			     " AND dest = ?2 AND seq = ?3 AND life = ?4",
+			     NULL},
 	/* SQLite: without RETURNING, which gathers its rows in an ephemeral
 	 * table opened and freed on every run (13,000 of the 143,000 SQLite
 	 * instructions of a received message, callgrind); Q_IN_ACK_STATUS
@@ -188,14 +196,17 @@ const struct q_text store__q[Q__N] = {
 		      " ELSE ack_status END WHERE origin = ?1 AND dest = ?2"
 		      " AND seq = ?3 AND life = ?4 RETURNING ack_status"},
 	[Q_IN_ACK_STATUS] = {"SELECT ack_status FROM tb_0030 WHERE origin = ?1"
-			     " AND dest = ?2 AND seq = ?3 AND life = ?4"},
+			     " AND dest = ?2 AND seq = ?3 AND life = ?4",
+			     NULL},
 	[Q_IN_UNACKED] = {"SELECT origin, dest, seq, result, confirm_need,"
 			  " confirm_got, via, life, digest FROM tb_0030"
 			  " WHERE ack_status = 0 AND received_at < ?1"
-			  " ORDER BY received_at, id LIMIT ?2"},
+			  " ORDER BY received_at, id LIMIT ?2",
+			  NULL},
 	[Q_IN_RUN] = {"SELECT seq, ack_status FROM tb_0030 WHERE origin = ?1"
 		      " AND dest = ?2 AND life = ?3 AND seq > ?4"
-		      " ORDER BY seq"},
+		      " ORDER BY seq",
+		      NULL},
 	/* Rows the watermark passed, received before ?1, at most ?2, from
 	 * the bottom of each stream up to its first row received at or after
 	 * ?1 (IN_PURGE_SQLITE): a row received late holds back the rows
@@ -203,79 +214,99 @@ const struct q_text store__q[Q__N] = {
 	 * message that came late: rare, and for at most the retention). */
 	[Q_IN_PURGE] = {IN_PURGE_SQLITE, IN_PURGE_PG},
 	[Q_IN_LIST_ALL] = {"SELECT " IN_COLS " FROM tb_0030"
-			   " ORDER BY id DESC LIMIT ?1"},
+			   " ORDER BY id DESC LIMIT ?1",
+			   NULL},
 	[Q_IN_LIST] = {"SELECT " IN_COLS " FROM tb_0030 WHERE origin = ?1"
-		       " ORDER BY id DESC LIMIT ?2"},
+		       " ORDER BY id DESC LIMIT ?2",
+		       NULL},
 
 	/* ---- tb_0033 (a key of a stream: ?1 origin, ?2 dest, ?3 life,
 	 * ?4 msg_key) ---- */
-	[Q_REDO_INSERT] = {REDO_INSERT_SQL},
+	[Q_REDO_INSERT] = {REDO_INSERT_SQL, NULL},
 	[Q_REDO_KEY_BUSY] = {"SELECT 1 FROM tb_0033 WHERE origin = ?1"
 			     " AND dest = ?2 AND life = ?3 AND msg_key = ?4"
-			     " AND status BETWEEN -1 AND 1 LIMIT 1"},
+			     " AND status BETWEEN -1 AND 1 LIMIT 1",
+			     NULL},
 	[Q_REDO_KEY_HEAD] = {"SELECT 1 FROM tb_0033 WHERE origin = ?1"
 			     " AND dest = ?2 AND life = ?3 AND msg_key = ?4"
-			     " AND status IN (0, -1) LIMIT 1"},
+			     " AND status IN (0, -1) LIMIT 1",
+			     NULL},
 	[Q_REDO_KEY_NEXT] = {"SELECT id, deliver_at FROM tb_0033"
 			     " WHERE origin = ?1 AND dest = ?2 AND life = ?3"
 			     " AND msg_key = ?4 AND status = 1"
-			     " ORDER BY seq LIMIT 1"},
+			     " ORDER BY seq LIMIT 1",
+			     NULL},
 	[Q_REDO_KEY_WAITING] = {"SELECT count(*) FROM tb_0033"
 				" WHERE origin = ?1 AND dest = ?2 AND life = ?3"
-				" AND msg_key = ?4 AND status = 1"},
+				" AND msg_key = ?4 AND status = 1",
+				NULL},
 	[Q_REDO_RELEASE] = {"UPDATE tb_0033 SET status = 0,"
 			    " next_attempt_at = ?2, updated_at = ?3"
-			    " WHERE id = ?1 AND status = 1"},
-	[Q_REDO_GET] = {"SELECT " REDO_COLS " FROM tb_0033 WHERE id = ?1"},
-	[Q_REDO_ORIGIN] = {"SELECT origin FROM tb_0033 WHERE id = ?1"},
+			    " WHERE id = ?1 AND status = 1",
+			    NULL},
+	[Q_REDO_GET] = {"SELECT " REDO_COLS " FROM tb_0033 WHERE id = ?1",
+			NULL},
+	[Q_REDO_ORIGIN] = {"SELECT origin FROM tb_0033 WHERE id = ?1", NULL},
 	[Q_REDO_STATUS_OF] = {"SELECT status FROM tb_0033 WHERE origin = ?1"
-			      " AND dest = ?2 AND seq = ?3 AND life = ?4"},
+			      " AND dest = ?2 AND seq = ?3 AND life = ?4",
+			      NULL},
 	[Q_REDO_ID_OF] = {"SELECT id FROM tb_0033 WHERE origin = ?1"
-			  " AND dest = ?2 AND seq = ?3 AND life = ?4"},
+			  " AND dest = ?2 AND seq = ?3 AND life = ?4",
+			  NULL},
 	[Q_REDO_DUE] = {"SELECT " REDO_COLS_LEN " FROM tb_0033"
 			" WHERE status = 0 AND next_attempt_at <= ?1"
-			" ORDER BY next_attempt_at, id LIMIT ?2"},
+			" ORDER BY next_attempt_at, id LIMIT ?2",
+			NULL},
 	[Q_REDO_NEXT_DUE] = {"SELECT min(next_attempt_at) FROM tb_0033"
-			     " WHERE status = 0"},
+			     " WHERE status = 0",
+			     NULL},
 	[Q_REDO_LIST_ALL] = {"SELECT " REDO_COLS_LEN " FROM tb_0033"
-			     " ORDER BY id LIMIT ?1"},
+			     " ORDER BY id LIMIT ?1",
+			     NULL},
 	[Q_REDO_LIST] = {"SELECT " REDO_COLS_LEN
 			 " FROM tb_0033 WHERE status = ?1"
-			 " ORDER BY id LIMIT ?2"},
+			 " ORDER BY id LIMIT ?2",
+			 NULL},
 	[Q_REDO_UPDATE] = {"UPDATE tb_0033 SET status = ?2, tries = ?3,"
 			   " level = ?4, next_attempt_at = ?5,"
-			   " last_error = ?6, updated_at = ?7 WHERE id = ?1"},
+			   " last_error = ?6, updated_at = ?7 WHERE id = ?1",
+			   NULL},
 	[Q_REDO_RETRY] = {"UPDATE tb_0033 SET status = 0, level = 0,"
 			  " next_attempt_at = ?2, updated_at = ?2"
-			  " WHERE id = ?1 AND status = -1"},
+			  " WHERE id = ?1 AND status = -1",
+			  NULL},
 	/* A discarded entry will not run: its next_attempt_at is no later
 	 * than the discard, so that the purge's range finds it. */
 	[Q_REDO_DISCARD] = {"UPDATE tb_0033 SET status = -2,"
 			    " discard_reason = ?2, updated_at = ?3,"
 			    " next_attempt_at = CASE WHEN next_attempt_at > ?3"
 			    " THEN ?3 ELSE next_attempt_at END"
-			    " WHERE id = ?1 AND status BETWEEN -1 AND 1"},
+			    " WHERE id = ?1 AND status BETWEEN -1 AND 1",
+			    NULL},
 	/* The head of a key (?1..?3 its stream, ?4 the key): what a waiting
 	 * entry waits for. */
 	[Q_REDO_HEAD_OF] = {"SELECT id, seq, status, next_attempt_at,"
 			    " deliver_at FROM tb_0033 WHERE origin = ?1"
 			    " AND dest = ?2 AND life = ?3 AND msg_key = ?4"
-			    " AND status IN (0, -1) ORDER BY seq LIMIT 1"},
+			    " AND status IN (0, -1) ORDER BY seq LIMIT 1",
+			    NULL},
 	/* Done and discarded entries finished before ?1: next_attempt_at is
 	 * at or before the finish (a run is never early), so the range on
 	 * idx_0033_due bounds the scan. */
 	[Q_REDO_PURGE] = {"DELETE FROM tb_0033 WHERE id IN (SELECT id"
 			  " FROM tb_0033 WHERE (status = 2 OR status = -2)"
 			  " AND next_attempt_at < ?1 AND updated_at < ?1"
-			  " LIMIT ?2)"},
+			  " LIMIT ?2)",
+			  NULL},
 
 	/* ---- tb_0031 ---- */
 	/* The application's insert: the row is numbered by store_number_new
 	 * (store_enqueue does it at once, then reads the seq by id). */
 	[Q_OUT_INSERT] = {"INSERT INTO tb_0031(dest, type, msg_key, payload,"
 			  " deliver_at, created_at)"
-			  " VALUES (?1, ?2, ?3, ?4, ?5, ?6) RETURNING id"},
-	[Q_OUT_SEQ] = {"SELECT seq FROM tb_0031 WHERE id = ?1"},
+			  " VALUES (?1, ?2, ?3, ?4, ?5, ?6) RETURNING id",
+			  NULL},
+	[Q_OUT_SEQ] = {"SELECT seq FROM tb_0031 WHERE id = ?1", NULL},
 	/* The counter of stream (?1 origin, ?2 dest) as numbering reads it:
 	 * on PostgreSQL locked to the end of the batch, so that a renumbering
 	 * by semqctl meanwhile hands out no seq that this batch does. */
@@ -300,13 +331,15 @@ const struct q_text store__q[Q__N] = {
 	 * ?2 dest, ?3 key), as the fill trigger of 0001-0006 looked it up. */
 	[Q_OUT_KEY_LAST] = {"SELECT max(seq) FROM tb_0031 WHERE origin = ?1"
 			    " AND dest = ?2 AND msg_key = ?3"
-			    " AND seq IS NOT NULL"},
+			    " AND seq IS NOT NULL",
+			    NULL},
 	/* Numbers row ?1: ?2 origin, ?3 life, ?4 seq, ?5 prev_seq — only the
 	 * columns numbering gives, so that SQLite rewrites the four index
 	 * entries that hold them and no other (every column in SET moves
 	 * the entries of each index that has it). */
 	[Q_OUT_NUMBER] = {"UPDATE tb_0031 SET origin = ?2, life = ?3, seq = ?4,"
-			  " prev_seq = ?5 WHERE id = ?1 AND seq IS NULL"},
+			  " prev_seq = ?5 WHERE id = ?1 AND seq IS NULL",
+			  NULL},
 	/* Row ?1 after its numbering, if Q_OUT_NEW found that the
 	 * application wrote into a column that is the node's (NEEDS_FIX; ?2
 	 * now): reset as the fill trigger of 0001-0006 did. A deliver_at left
@@ -318,7 +351,8 @@ const struct q_text store__q[Q__N] = {
 		 " attempts = 0, next_attempt_at = 0, sent_at = NULL,"
 		 " acked_at = NULL, result = NULL, digest = NULL,"
 		 " prev_digest = NULL, custodian = NULL, hops = 0,"
-		 " payload = CAST(payload AS BLOB) WHERE id = ?1"},
+		 " payload = CAST(payload AS BLOB) WHERE id = ?1",
+		 NULL},
 	/* The counter of stream (?1, ?2) after a numbering: ?3, never lower. */
 	[Q_OUT_SET_LAST] =
 		{"INSERT INTO semq_stream_out(origin, dest, last_seq)"
@@ -334,7 +368,8 @@ const struct q_text store__q[Q__N] = {
 			" status, next_attempt_at, digest, prev_digest, hops)"
 			" VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10,"
 			" ?11, ?12, ?13, ?14, ?15)"
-			" ON CONFLICT (origin, dest, life, seq) DO NOTHING"},
+			" ON CONFLICT (origin, dest, life, seq) DO NOTHING",
+			NULL},
 	/* Skip-scan over the partial index idx_0031_unsent (dest, origin,
 	 * seq): one seek per stream. Without statistics the planner would
 	 * take idx_0031_due and sort every unsent row, hence INDEXED BY.
@@ -401,23 +436,27 @@ const struct q_text store__q[Q__N] = {
 			     " dest = ?1 AND origin = ?2 AND life > ?3::bigint"
 			     " ORDER BY life LIMIT 1) u"},
 	[Q_OUT_STATUS] = {"SELECT status FROM tb_0031 WHERE origin = ?1"
-			  " AND dest = ?2 AND seq = ?3 AND life = ?4"},
+			  " AND dest = ?2 AND seq = ?3 AND life = ?4",
+			  NULL},
 	/* ?7: the digest, fixed the first time the row is sent (NULL: keep) */
 	[Q_OUT_MARK_SENT] = {"UPDATE tb_0031 SET status = 4,"
 			     " attempts = attempts + 1, sent_at = ?5,"
 			     " next_attempt_at = ?6,"
 			     " digest = COALESCE(digest, ?7)"
 			     " WHERE origin = ?1 AND dest = ?2 AND seq = ?3"
-			     " AND life = ?4 AND status = 0"},
+			     " AND life = ?4 AND status = 0",
+			     NULL},
 	[Q_OUT_MARK_RELAY] = {"UPDATE tb_0031 SET status = 6,"
 			      " next_attempt_at = ?5, custodian = NULL"
 			      " WHERE origin = ?1 AND dest = ?2 AND seq = ?3"
-			      " AND life = ?4 AND status = 4"},
+			      " AND life = ?4 AND status = 4",
+			      NULL},
 	[Q_OUT_MARK_UNSENT] = {"UPDATE tb_0031 SET status = 0,"
 			       " next_attempt_at = ?5, last_error = ?6,"
 			       " custodian = NULL"
 			       " WHERE origin = ?1 AND dest = ?2 AND seq = ?3"
-			       " AND life = ?4 AND status IN (4, 6)"},
+			       " AND life = ?4 AND status IN (4, 6)",
+			       NULL},
 	/* next_attempt_at of a confirmed row is its acked_at: the purge
 	 * deadline runs over idx_0031_due like every other. A cancelled row
 	 * whose tombstone was recorded stays cancelled; one that took effect
@@ -460,14 +499,17 @@ const struct q_text store__q[Q__N] = {
 			" custodian = NULL"
 			" WHERE origin = ?1 AND dest = ?2 AND seq = ?3"
 			" AND life = ?4 AND (status BETWEEN 0 AND 6"
-			" OR (status = -2 AND result IS NULL))"},
+			" OR (status = -2 AND result IS NULL))",
+			NULL},
 	[Q_OUT_IN_DOUBT] = {"SELECT " OUT_COLS_LEN " FROM tb_0031"
 			    " WHERE status IN (4, 6) AND next_attempt_at <= ?1"
-			    " ORDER BY next_attempt_at, id LIMIT ?2"},
+			    " ORDER BY next_attempt_at, id LIMIT ?2",
+			    NULL},
 	[Q_OUT_DEFER] = {"UPDATE tb_0031 SET next_attempt_at = ?5"
 			 " WHERE origin = ?1 AND dest = ?2 AND seq = ?3"
 			 " AND life = ?4 AND (status IN (4, 6) OR"
-			 " (status = -2 AND result IS NULL))"},
+			 " (status = -2 AND result IS NULL))",
+			 NULL},
 	/* A relay's copy (never a row of this node's own) is gone once the
 	 * destination confirmed it; ?5, when given, must be its digest (an
 	 * answer about another message with that id leaves it). */
@@ -482,16 +524,20 @@ const struct q_text store__q[Q__N] = {
 	[Q_OUT_TOMBSTONES] = {"SELECT " OUT_COLS " FROM tb_0031"
 			      " WHERE status = -2 AND next_attempt_at <= ?1"
 			      " AND result IS NULL"
-			      " ORDER BY next_attempt_at, id LIMIT ?2"},
+			      " ORDER BY next_attempt_at, id LIMIT ?2",
+			      NULL},
 	[Q_OUT_PURGE] = {"DELETE FROM tb_0031 WHERE id IN (SELECT id"
 			 " FROM tb_0031 WHERE (status = 100 OR (status = -2"
 			 " AND result IS NOT NULL)) AND next_attempt_at < ?1"
 			 " AND acked_at < ?1 ORDER BY next_attempt_at"
-			 " LIMIT ?2)"},
+			 " LIMIT ?2)",
+			 NULL},
 	[Q_OUT_GET] = {"SELECT " OUT_COLS " FROM tb_0031 WHERE origin = ?1"
-		       " AND dest = ?2 AND seq = ?3 AND life = ?4"},
+		       " AND dest = ?2 AND seq = ?3 AND life = ?4",
+		       NULL},
 	[Q_OUT_DIGEST] = {"SELECT digest, status FROM tb_0031 WHERE origin = ?1"
-			  " AND dest = ?2 AND seq = ?3 AND life = ?4"},
+			  " AND dest = ?2 AND seq = ?3 AND life = ?4",
+			  NULL},
 	/* The key predecessor of row ?1..?4 (its prev_seq in the same
 	 * stream and life): seq, digest, and whether it is still open
 	 * (unconfirmed, or a cancel not answered yet). */
@@ -502,16 +548,20 @@ const struct q_text store__q[Q__N] = {
 			" AND p.dest = r.dest AND p.life = r.life"
 			" AND p.seq = r.prev_seq WHERE r.origin = ?1"
 			" AND r.dest = ?2 AND r.seq = ?3 AND r.life = ?4"
-			" AND r.prev_seq > 0"},
+			" AND r.prev_seq > 0",
+			NULL},
 	/* The row that holds digest ?5 under a later seq than ?3 of its
 	 * stream: where a renumbering moved the message. */
 	[Q_OUT_MOVED] = {"SELECT seq FROM tb_0031 WHERE origin = ?1"
 			 " AND dest = ?2 AND life = ?4 AND seq > ?3"
-			 " AND digest = ?5 LIMIT 1"},
+			 " AND digest = ?5 LIMIT 1",
+			 NULL},
 	[Q_OUT_LIST_ALL] = {"SELECT " OUT_COLS_LEN " FROM tb_0031"
-			    " ORDER BY id DESC LIMIT ?1"},
+			    " ORDER BY id DESC LIMIT ?1",
+			    NULL},
 	[Q_OUT_LIST] = {"SELECT " OUT_COLS_LEN " FROM tb_0031 WHERE status = ?1"
-			" ORDER BY id DESC LIMIT ?2"},
+			" ORDER BY id DESC LIMIT ?2",
+			NULL},
 
 	/* ---- renumbering and stream counters ---- */
 	/* The row ?4 of stream (?1, ?2, life ?3) and the later unconfirmed
@@ -521,10 +571,12 @@ const struct q_text store__q[Q__N] = {
 			 " AND (seq = ?4 OR msg_key = ?5)"
 			 " AND (status BETWEEN 0 AND 8"
 			 " OR (status = -2 AND result IS NULL))"
-			 " ORDER BY seq"},
+			 " ORDER BY seq",
+			 NULL},
 	[Q_OUT_NEXT_SEQ] = {"UPDATE semq_stream_out SET last_seq = last_seq + 1"
 			    " WHERE origin = ?1 AND dest = ?2"
-			    " RETURNING last_seq"},
+			    " RETURNING last_seq",
+			    NULL},
 	/* ?5 new seq, ?6 its prev_seq, ?7 now, ?8 why. A cancelled row keeps
 	 * its status (its tombstone goes out under the new seq). */
 	[Q_OUT_RENUMBER] = {"UPDATE tb_0031 SET seq = ?5, prev_seq = ?6,"
@@ -532,9 +584,11 @@ const struct q_text store__q[Q__N] = {
 			    " END, next_attempt_at = ?7, last_error = ?8,"
 			    " result = NULL, custodian = NULL"
 			    " WHERE origin = ?1 AND dest = ?2 AND seq = ?3"
-			    " AND life = ?4"},
+			    " AND life = ?4",
+			    NULL},
 	[Q_OUT_LAST_SEQ] = {"SELECT last_seq FROM semq_stream_out"
-			    " WHERE origin = ?1 AND dest = ?2"},
+			    " WHERE origin = ?1 AND dest = ?2",
+			    NULL},
 	/* The counter of (?1, ?2) moves up to ?3 (never down): ?4 now,
 	 * ?5 what happened, for semqctl status. */
 	[Q_OUT_RESYNC] =
@@ -560,7 +614,8 @@ const struct q_text store__q[Q__N] = {
 			" GREATEST(seen_high, ?3::bigint) WHERE origin = ?1"
 			" AND dest = ?2"},
 	[Q_OUT_SEEN_GET] = {"SELECT seen_high FROM semq_stream_out"
-			    " WHERE origin = ?1 AND dest = ?2"},
+			    " WHERE origin = ?1 AND dest = ?2",
+			    NULL},
 	/* A filler under seq ?3 that a renumbering gave up: a cancel of
 	 * nothing (no key, no predecessor, no document), digest ?6, sent
 	 * from ?5 on; ?7 says why. */
@@ -585,7 +640,8 @@ const struct q_text store__q[Q__N] = {
 	 * without their life from now on. */
 	[Q_OUT_HIDE_LIFE] = {"UPDATE semq_stream_out SET life_hidden = 1"
 			     " WHERE origin = ?1 AND dest = ?2"
-			     " AND life_hidden = 0"},
+			     " AND life_hidden = 0",
+			     NULL},
 
 	/* ---- a relay's record of the streams it relayed ---- */
 	/* ?4 the seq relayed, ?5 now */
@@ -607,10 +663,12 @@ const struct q_text store__q[Q__N] = {
 			  " WHERE origin = ?1 AND life = ?2"
 			  " ORDER BY dest" BYTES},
 	[Q_RELAY_HIGH] = {"SELECT high_seq FROM semq_stream_relay"
-			  " WHERE origin = ?1 AND dest = ?2 AND life = ?3"},
+			  " WHERE origin = ?1 AND dest = ?2 AND life = ?3",
+			  NULL},
 	[Q_RELAY_CURRENT] = {"SELECT life FROM semq_stream_relay"
 			     " WHERE origin = ?1 AND dest = ?2"
-			     " ORDER BY started_at DESC, life DESC LIMIT 1"},
+			     " ORDER BY started_at DESC, life DESC LIMIT 1",
+			     NULL},
 
 	/* ---- custody (store_custody.c) ---- */
 	/* RelayAck STORED: ?5 the relay, ?6 when to ask it again. A row in
@@ -621,7 +679,8 @@ const struct q_text store__q[Q__N] = {
 				" custodian = ?5, next_attempt_at = ?6"
 				" WHERE origin = ?1 AND dest = ?2 AND seq = ?3"
 				" AND life = ?4 AND (status IN (4, 6)"
-				" OR (status = -2 AND result IS NULL))"},
+				" OR (status = -2 AND result IS NULL))",
+				NULL},
 	/* Cancels due for destination ?3, over idx_0031_tomb. */
 	[Q_OUT_TOMBSTONES_TO] = {"SELECT " OUT_COLS " FROM tb_0031"
 				 " INDEXED BY idx_0031_tomb"
@@ -675,7 +734,8 @@ const struct q_text store__q[Q__N] = {
 		{"UPDATE tb_0031 SET status = 0, result = NULL,"
 		 " next_attempt_at = ?5, last_error = NULL"
 		 " WHERE origin = ?1 AND dest = ?2 AND seq = ?3"
-		 " AND life = ?4 AND status = 8 AND result = 8" NOT_OWN},
+		 " AND life = ?4 AND status = 8 AND result = 8" NOT_OWN,
+		 NULL},
 	/* A relay's copies for destination ?1 that are waiting (unsent,
 	 * unanswered cancels, held as undeliverable): ids only, at most
 	 * ?2, each part over its own index. */
@@ -705,10 +765,12 @@ const struct q_text store__q[Q__N] = {
 	[Q_COPIES_REFUSED] = {"SELECT origin, dest, seq, life, digest, result"
 			      " FROM tb_0031 WHERE status = 8"
 			      " AND result IN (6, 7) AND origin = ?1"
-			      " LIMIT ?2"},
+			      " LIMIT ?2",
+			      NULL},
 	/* When row ?1..?4 was last sent. */
 	[Q_OUT_SENT_AT] = {"SELECT sent_at FROM tb_0031 WHERE origin = ?1"
-			   " AND dest = ?2 AND seq = ?3 AND life = ?4"},
+			   " AND dest = ?2 AND seq = ?3 AND life = ?4",
+			   NULL},
 	/* Custody of origin ?1, and of all origins. */
 	[Q_CUSTODY_USE] =
 		{"SELECT (SELECT COALESCE(sum(messages), 0)"
@@ -739,15 +801,18 @@ const struct q_text store__q[Q__N] = {
 	/* ?1 was connected at ?2. */
 	[Q_DEST_SEEN] = {"INSERT INTO semq_dest(dest, seen_at) VALUES (?1, ?2)"
 			 " ON CONFLICT (dest) DO UPDATE"
-			 " SET seen_at = excluded.seen_at"},
+			 " SET seen_at = excluded.seen_at",
+			 NULL},
 	/* Custody for ?1 at ?2: since when it has been held for while never
 	 * seen (set once), and whether it ever was. */
 	[Q_DEST_NOTE] = {"INSERT INTO semq_dest(dest, first_at) VALUES (?1, ?2)"
 			 " ON CONFLICT (dest) DO UPDATE SET first_at ="
 			 " COALESCE(semq_dest.first_at, excluded.first_at)"
-			 " RETURNING first_at, seen_at"},
+			 " RETURNING first_at, seen_at",
+			 NULL},
 	[Q_DEST_GET] = {"SELECT first_at, seen_at FROM semq_dest"
-			" WHERE dest = ?1"},
+			" WHERE dest = ?1",
+			NULL},
 	/* Destinations never seen, held for since before ?1. */
 	[Q_DEST_UNKNOWN] = {"SELECT dest, first_at FROM semq_dest"
 			    " WHERE seen_at IS NULL AND first_at <= ?1"
@@ -762,21 +827,24 @@ const struct q_text store__q[Q__N] = {
 			     " SET status = -1, tries = tb_0033.tries + 1,"
 			     " last_error = excluded.last_error,"
 			     " discard_reason = NULL,"
-			     " updated_at = excluded.updated_at"},
+			     " updated_at = excluded.updated_at",
+			     NULL},
 	/* Its entry settles (?5 status 2 done or -2 discarded, ?6 reason,
 	 * ?7 now). */
 	[Q_REDO_OWN_SETTLE] = {"UPDATE tb_0033 SET status = ?5,"
 			       " discard_reason = ?6, updated_at = ?7,"
 			       " next_attempt_at = ?7"
 			       " WHERE origin = ?1 AND dest = ?2 AND seq = ?3"
-			       " AND life = ?4 AND status = -1"},
+			       " AND life = ?4 AND status = -1",
+			       NULL},
 	/* redo retry of this node's own undeliverable message ?1..?4: it
 	 * goes out again at ?5. */
 	[Q_OUT_OWN_RESEND] = {"UPDATE tb_0031 SET status = 0, result = NULL,"
 			      " next_attempt_at = ?5,"
 			      " last_error = 'retried by the operator'"
 			      " WHERE origin = ?1 AND dest = ?2 AND seq = ?3"
-			      " AND life = ?4 AND status = 8 AND result = 8"},
+			      " AND life = ?4 AND status = 8 AND result = 8",
+			      NULL},
 
 	/* ---- lives ---- */
 	/* Every (origin, life) this node knows, as a receiver ('in': the
@@ -803,13 +871,17 @@ const struct q_text store__q[Q__N] = {
 			 " AND 1), (SELECT count(*) FROM tb_0031 WHERE"
 			 " origin = ?1 AND life = ?2 AND status <> 100"
 			 " AND NOT (status = -2 AND result IS NOT NULL)" NOT_OWN
-			 ")"},
+			 ")",
+			 NULL},
 	[Q_LIFE_DROP_IN] = {"DELETE FROM semq_stream_in"
-			    " WHERE origin = ?1 AND life = ?2"},
+			    " WHERE origin = ?1 AND life = ?2",
+			    NULL},
 	[Q_LIFE_DROP_RECV] = {"DELETE FROM tb_0030"
-			      " WHERE origin = ?1 AND life = ?2"},
+			      " WHERE origin = ?1 AND life = ?2",
+			      NULL},
 	[Q_LIFE_DROP_RELAY] = {"DELETE FROM semq_stream_relay"
-			       " WHERE origin = ?1 AND life = ?2"},
+			       " WHERE origin = ?1 AND life = ?2",
+			       NULL},
 
 	/* ---- status ---- */
 	/* ?1: this node (an unnumbered row is this node's: migration 0007) */
@@ -843,13 +915,16 @@ const struct q_text store__q[Q__N] = {
 	[Q_TRACE_OWN] = {"SELECT " OUT_COLS_LEN " FROM tb_0031"
 			 " WHERE origin = ?4 AND msg_key = ?1"
 			 " AND (?2 = '' OR dest = ?2) AND created_at >= ?3"
-			 " ORDER BY id DESC LIMIT ?5"},
+			 " ORDER BY id DESC LIMIT ?5",
+			 NULL},
 	[Q_TRACE_IN] = {"SELECT result, ack_status, received_at, via"
 			" FROM tb_0030 WHERE origin = ?1 AND dest = ?2"
-			" AND seq = ?3 AND life = ?4"},
+			" AND seq = ?3 AND life = ?4",
+			NULL},
 	[Q_TRACE_REDO] = {"SELECT id, status, tries, next_attempt_at,"
 			  " last_error FROM tb_0033 WHERE origin = ?1"
-			  " AND dest = ?2 AND seq = ?3 AND life = ?4"},
+			  " AND dest = ?2 AND seq = ?3 AND life = ?4",
+			  NULL},
 
 	/* ---- disk space ---- */
 	/* md5 hex on PostgreSQL: text that TOAST compression cannot shrink,
@@ -863,7 +938,8 @@ const struct q_text store__q[Q__N] = {
 		 " ''), ?1::int) FROM generate_series(0, ?1::int / 32)"
 		 " g)) ON CONFLICT (key) DO UPDATE"
 		 " SET value = excluded.value"},
-	[Q_PROBE_DEL] = {"DELETE FROM semq_meta WHERE key = 'disk_probe'"},
+	[Q_PROBE_DEL] = {"DELETE FROM semq_meta WHERE key = 'disk_probe'",
+			 NULL},
 
 	/* ---- counts without scans (store_stat.c) ---- */
 	/* Every statement below reads O(streams) rows: semq_counts (kept by

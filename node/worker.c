@@ -56,6 +56,10 @@
 #define DISK_FULL_RETRY_MS 2000      /* a full disk is tried this often */
 #define DISK_FULL_PROBE (256 * 1024) /* bytes a retry must be able to write */
 #define BACKLOG_SCAN_MS 1000         /* the oldest unconfirmed row looked up */
+/* lane_stuck()'s longest line: its words (under 64), the plugin's, the
+ * origin's and this node's ids, the message, a number of ms (20 digits). */
+#define STUCK_MAX                                                              \
+	(64 + 3 * SEMQ_ID_MAX + sizeof(((struct plughost_call *)0)->msg) + 20)
 
 /* Upper bounds of the histograms' buckets (worker_stats); +Inf follows. */
 static const uint64_t jobs_bounds[] = {1, 2, 5, 10, 20, 50, 100, 200, 512};
@@ -1165,7 +1169,8 @@ int worker_start(struct worker *w)
 	return SEMQ_OK;
 }
 
-/* Is a call of lane l over its deadline? Then `what` says which. */
+/* Is a call of lane l over its deadline? Then `what` (whatsz bytes; none
+ * when 0) says which. */
 static int lane_stuck(struct worker *w, struct lane *l, char *what,
 		      size_t whatsz)
 {
@@ -1177,10 +1182,11 @@ static int lane_stuck(struct worker *w, struct lane *l, char *what,
 	limit = c.deadline_ms ? c.deadline_ms : w->c->plugin_timeout_ms;
 	if (now - c.started <= limit)
 		return 0;
-	snprintf(what, whatsz,
-		 "plugin '%s' has been handling %s (stream %s -> %s) for "
-		 "%" PRId64 " ms",
-		 c.plugin, c.msg, c.origin, w->c->id, now - c.started);
+	if (whatsz)
+		snprintf(what, whatsz,
+			 "plugin '%s' has been handling %s (stream %s -> %s) "
+			 "for %" PRId64 " ms",
+			 c.plugin, c.msg, c.origin, w->c->id, now - c.started);
 	return 1;
 }
 
@@ -1213,7 +1219,6 @@ int worker_alive(struct worker *w, int64_t within_ms, int64_t *age_ms)
 {
 	struct plughost_call c;
 	int64_t age = mono_us() / 1000 - atomic_load(&w->beat_ms);
-	char what[8];
 
 	if (age_ms)
 		*age_ms = age;
@@ -1221,7 +1226,7 @@ int worker_alive(struct worker *w, int64_t within_ms, int64_t *age_ms)
 		return 1;
 	/* in a plugin call not past its deadline: busy, not hung */
 	return plughost_running(w->lanes[0].ph, &c) &&
-	       !lane_stuck(w, &w->lanes[0], what, sizeof what);
+	       !lane_stuck(w, &w->lanes[0], NULL, 0);
 }
 
 int worker_stuck(struct worker *w, char *what, size_t whatsz)
@@ -1236,7 +1241,7 @@ int worker_degraded(struct worker *w, char *what, size_t whatsz)
 	if (whatsz)
 		what[0] = '\0';
 	for (i = 1; i < w->n_lanes; i++) {
-		char one[400];
+		char one[STUCK_MAX];
 
 		if (!lane_stuck(w, &w->lanes[i], one, sizeof one))
 			continue;

@@ -3,10 +3,11 @@
 # Builds SEMQ's libFuzzer targets (tests/fuzz) with clang, ASan and UBSan in
 # build/fuzz and runs each for a bounded time, printing its executions.
 #
-#   tools/fuzz.sh [--seconds N] [--runs N] [TARGET...]
+#   tools/fuzz.sh [--seconds N] [--runs N] [--werror] [TARGET...]
 #
 #   --seconds N  run each target at most N seconds (default 20)
 #   --runs N     ... and at most N inputs (default: no limit)
+#   --werror     a compiler warning fails the build (-DSEMQ_WERROR=ON; tools/test.sh)
 #   TARGET       frame, config, bill, proto (default: all four)
 #
 # Each target starts from its seeds (tests/fuzz/corpus/TARGET) and the inputs
@@ -21,12 +22,14 @@ root=$(pwd)
 all_targets=(frame config bill proto)
 seconds=20
 runs=-1
+werror=OFF
 targets=()
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--seconds) shift; seconds=${1:-} ;;
 	--runs) shift; runs=${1:-} ;;
-	-h | --help) sed -n '3,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	--werror) werror=ON ;;
+	-h | --help) sed -n '3,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	-*) echo "tools/fuzz.sh: unknown option '$1' (try --help)" >&2; exit 2 ;;
 	*) targets+=("$1") ;;
 	esac
@@ -67,12 +70,12 @@ mkdir -p "$dir"
 jobs=$(nproc 2>/dev/null || echo 2)
 echo "==> configure $dir"
 cmake -S "$root" -B "$dir" -DCMAKE_C_COMPILER=clang -DSEMQ_FUZZ=ON -DSEMQ_TESTS=OFF \
-	-DCMAKE_BUILD_TYPE=RelWithDebInfo >"$dir.configure.log" 2>&1 ||
+	-DSEMQ_WERROR="$werror" -DCMAKE_BUILD_TYPE=RelWithDebInfo >"$dir.configure.log" 2>&1 ||
 	{ cat "$dir.configure.log"; exit 1; }
 echo "==> build $dir"
 cmake --build "$dir" -j "$jobs" --target $(printf 'fuzz_%s ' "${targets[@]}") \
 	>"$dir.build.log" 2>&1 ||
-	{ grep -E 'error|Error' "$dir.build.log" | head -50; exit 1; }
+	{ grep -E 'error|warning|Error' "$dir.build.log" | head -50; exit 1; }
 
 # Temporary files of the targets, in a directory of this run removed at the
 # end (a crashing target leaves its own behind): in memory when there is

@@ -306,7 +306,7 @@ static void open_store(const char *path, const char *node, size_t max_payload,
 }
 
 /* A bare application insert of one message to `dest` with key `key` (NULL
- * binds NULL). Returns 0 or -1; *id_out gets the row id. */
+ * binds NULL). Returns 0 or -1; *id_out gets the row id (-1 on failure). */
 static int app_insert(struct app *db, const char *dest, const char *key,
 		      int64_t *id_out)
 {
@@ -318,8 +318,8 @@ static int app_insert(struct app *db, const char *dest, const char *key,
 		 " VALUES (?1, 2800, ?2, %s)",
 		 BLOB("00"));
 	app_run(db, sql, 2, dest, key, &o);
-	if (o.ok && id_out)
-		*id_out = o.id;
+	if (id_out)
+		*id_out = o.ok ? o.id : -1;
 	if (!o.ok)
 		fprintf(stderr, "app_insert: %s\n", o.msg);
 	return o.ok ? 0 : -1;
