@@ -293,7 +293,9 @@ int semq_utf8_valid(const uint8_t *p, size_t n)
 	return 1;
 }
 
-static void verrf(char *err, size_t errsz, const char *fmt, va_list ap)
+__attribute__((format(printf, 3, 0))) static void verrf(char *err, size_t errsz,
+							const char *fmt,
+							va_list ap)
 {
 	if (err && errsz)
 		vsnprintf(err, errsz, fmt, ap);
