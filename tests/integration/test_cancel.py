@@ -36,6 +36,7 @@ from semqtest import (HarnessError, Pending, check_exactly_once,  # noqa: E402
 # quick reconnects.
 FAST = {"poll_interval": "20ms", "query_after": "2s",
         "reconnect_min": "100ms", "reconnect_max": "500ms"}
+QUERY_AFTER_MS = 2000  # FAST's query_after
 SETTLE_TIMEOUT = 30.0  # a handful of messages reach their final state
 READY_TIMEOUT = 30.0
 RACE_ROUNDS = 24
@@ -127,9 +128,19 @@ def cancel_while_destination_down(t):
     shown = r.semqctl_json("outbound", "show", "2", "--dest", "S")
     assert shown["status_name"] == "cancelled" and \
         shown["result_name"] == "cancelled", shown
-    # Nothing more happens later: a second look after a resend period.
-    time.sleep(2.5)
-    assert journal_seqs(s, "R") == [1, 3], journal_seqs(s, "R")
+    # Nothing more happens later: a second look after a resend period, by
+    # R's own clock. Seq 4 may not leave R before a resend of seq 2 would
+    # be due (deliver_at past row 2's next attempt and a query_after past
+    # its verdict); on the one stream, seq 4 taking effect at S means that
+    # any such resend went first and reached S too.
+    row2 = out_row(r, "S", 2)
+    after = max(row2["next_attempt_at"] or 0,
+                (row2["acked_at"] or 0) + QUERY_AFTER_MS) + 1
+    r.enqueue("S", type=2800, key="L", payload=b"later", deliver_at=after)
+    wait_until(lambda: journal_seqs(s, "R") == [1, 3, 4] or
+               Pending(f"journal seqs {journal_seqs(s, 'R')}"),
+               SETTLE_TIMEOUT, "S: seq 4, held until a resend period past "
+               "seq 2's verdict, took effect", on_timeout=t.logs)
     assert out_row(r, "S", 2)["status"] == -2
     r.stop()
     s.stop()
@@ -208,8 +219,15 @@ def cancel_racing_delivery_is_consistent(t):
                 (rc, out, err)
     seqs = sorted(q for _, q in keys)
     rows = wait_settled(t, r, "S", seqs)
-    # Give late copies a chance to show up before judging the journal.
-    time.sleep(0.5)
+    # Late copies of what R sent before the verdicts are on the link ahead
+    # of a message sent now (one stream, frames in order): once that one
+    # took effect, they have too.
+    (_, _, last), = r.enqueue("S", type=1, key="after", payload=b"after")
+    keys[("R", last)] = "after"
+    wait_until(lambda: last in journal_seqs(s, "R") or
+               Pending(f"journal seqs {journal_seqs(s, 'R')[-3:]}"),
+               SETTLE_TIMEOUT, f"S: seq {last}, sent after every verdict, "
+               "took effect", on_timeout=t.logs)
     journal = journal_seqs(s, "R")
     took, dropped, bad = [], [], []
     for q in seqs:
@@ -223,11 +241,11 @@ def cancel_racing_delivery_is_consistent(t):
                        f"{w['result']}, {n} journal rows")
     assert not bad, "inconsistent outcomes:\n  " + "\n  ".join(bad)
     assert all(q in took for q in refused), (refused, took)
-    check_exactly_once(s, ["R"], len(seqs), keys=keys,
+    check_exactly_once(s, ["R"], last, keys=keys,
                        cancelled=[("R", q) for q in dropped])
-    wait_until(lambda: watermark(s, "R") == len(seqs) or
+    wait_until(lambda: watermark(s, "R") == last or
                Pending(f"confirmed_through {watermark(s, 'R')}"),
-               SETTLE_TIMEOUT, f"S: confirmed_through {len(seqs)} for R",
+               SETTLE_TIMEOUT, f"S: confirmed_through {last} for R",
                on_timeout=t.logs)
     left = r.sql("SELECT count(*) FROM tb_0031 WHERE status IN (0, 4, 6) "
                  "OR (status = -2 AND result IS NULL)")[0][0]

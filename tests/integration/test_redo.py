@@ -143,12 +143,14 @@ def wait_confirmed(t, r, dest, n, timeout=SETTLE_TIMEOUT):
 
 
 def redo_rows(s):
-    """{seq: dict} of S's tb_0033 entries."""
+    """{seq: dict} of S's tb_0033 entries of R's messages (R2's markers,
+    see redo_pass, are not the test's)."""
     cols = ("id", "origin", "seq", "msg_key", "status", "tries", "level",
             "next_attempt_at", "deliver_at", "last_error", "discard_reason",
             "updated_at")
     return {row[2]: dict(zip(cols, row)) for row in s.sql(
-        f"SELECT {', '.join(cols)} FROM tb_0033 ORDER BY seq")}
+        f"SELECT {', '.join(cols)} FROM tb_0033 WHERE origin = 'R' "
+        "ORDER BY seq")}
 
 
 def redo_statuses(s):
@@ -191,6 +193,50 @@ def check_bill(s, got, bill_no, seq, total, minor):
                      for i, (q, p) in enumerate(minor)], (bill_no, lines)
 
 
+def marker_origin(t, s):
+    """A second origin R2 dialling S (before S starts, so S knows it): its
+    messages mark S's redo passes (redo_pass) on a stream of their own."""
+    r2 = t.node("R2", t.certs(["R2"]), listen=False, journal=False,
+                node_options=FAST)
+    connect(r2, s)
+    return r2
+
+
+def redo_pass(t, r2, s, not_before=0):
+    """Waits for a pass of S's redo runner at or after not_before (S's clock,
+    ms) and after now: R2 sends S a message delayed until then and this
+    returns once S ran it from its redo queue, which runs entries in the
+    order they fall due; whatever was due before, or must never run, has
+    had its turn. A marker that reached S after its deliver_at was applied
+    at once, not by the runner (result 0, not 3): then another, delayed
+    twice as long. Returns the marker's handled_at (S's clock)."""
+    delay = 500
+    while True:
+        at = max(now_ms() + delay, not_before + 1)
+        (q,) = send(r2, [("S", OTHER_TYPE, None, b"redo pass", at)])
+
+        def acked():
+            row = r2.sql("SELECT status, result FROM tb_0031 WHERE seq = ? "
+                         "AND dest = 'S'", (q,))
+            return (row and row[0][0] == 100 and row[0]) or Pending(row)
+        _, result = wait_until(acked, SETTLE_TIMEOUT, f"R2: marker {q} "
+                               "confirmed", interval=0.02,
+                               on_timeout=t.logs)
+        if result == RES_SCHEDULED:
+            break
+        assert result == RES_PROCESSED, (q, result)
+        delay *= 2
+
+    def ran():
+        rows = [h for x, h in journal_of(s, "R2") if x == q]
+        return rows or Pending("not yet")
+    (h,) = wait_until(ran, SETTLE_TIMEOUT + (at - now_ms()) / 1000.0,
+                      f"S: R2's marker {q} run from the redo queue",
+                      interval=0.05, on_timeout=t.logs)
+    assert h >= at, f"R2's marker {q} ran {at - h} ms before its deliver_at"
+    return h
+
+
 def ctl(node, *args):
     """semqctl ARGS on node; raises unless it exits 0; returns stdout."""
     rc, out, err = node.semqctl(*args)
@@ -212,6 +258,7 @@ def journal_of(s, origin="R"):
 @test(timeout=120)
 def bills_imported_malformed_dead_then_discarded(t):
     r, s = make_pair(t, bill=True, redo={"levels": "1s,2s", "max_tries": 3})
+    r2 = marker_origin(t, s)
     s.start(timeout=READY_TIMEOUT)
     r.start(timeout=READY_TIMEOUT)
     good = {}  # bill_no -> (payload, total, lines)
@@ -299,10 +346,14 @@ def bills_imported_malformed_dead_then_discarded(t):
     rc, out, err = s.semqctl("redo", "discard", e["id"], "--reason", "again")
     assert rc == 1 and err.strip(), (rc, out, err)
     assert redo_rows(s)[bad_seq]["discard_reason"] == "bad document"
-    time.sleep(0.5)  # a few ticks: nothing runs the discarded entry
+    # Nothing runs the discarded entry: a redo pass after the discard.
+    r2.start(timeout=READY_TIMEOUT)
+    redo_pass(t, r2, s)
     assert len(bills(s)) == 20 and BAD_NO not in bills(s)
+    assert redo_rows(s)[bad_seq]["status"] == RS_DISCARDED
     assert out_rows(r, "S") == want
     r.stop()
+    r2.stop()
     s.stop()
 
 
@@ -331,6 +382,7 @@ def key_chain_rows(make_head, make_doc):
 @test(timeout=120)
 def dead_head_discarded_releases_successors_in_order(t):
     r, s = make_pair(t, bill=True, redo={"levels": "1s,2s", "max_tries": 3})
+    r2 = marker_origin(t, s)
     s.start(timeout=READY_TIMEOUT)
     r.start(timeout=READY_TIMEOUT)
     docs = {}
@@ -356,7 +408,10 @@ def dead_head_discarded_releases_successors_in_order(t):
     res[1] = (100, RES_DEAD)
     res.update({q: (100, RES_PROCESSED) for q in o_seqs})
     assert out_rows(r, "S") == res, out_rows(r, "S")
-    time.sleep(2.5)  # past both redo levels: a dead head stays dead
+    # Past both redo levels (1 s, 2 s) since the head died, by S's clock,
+    # a redo pass: a dead head stays dead, its successors wait.
+    r2.start(timeout=READY_TIMEOUT)
+    redo_pass(t, r2, s, redo_rows(s)[1]["updated_at"] + 3000)
     assert redo_statuses(s) == want, redo_rows(s)
     assert not any(b.startswith("B-K-") for b in bills(s)), bills(s)
 
@@ -387,6 +442,7 @@ def dead_head_discarded_releases_successors_in_order(t):
     assert s.sql("SELECT count(*) FROM bill")[0][0] == 8
     assert out_rows(r, "S") == res
     r.stop()
+    r2.stop()
     s.stop()
 
 
@@ -394,6 +450,7 @@ def dead_head_discarded_releases_successors_in_order(t):
 def dead_head_retried_after_fix_runs_chain_in_order(t):
     r, s = make_pair(t, journal_options={"fail_rate": 1.0, "fail_seed": 7},
                      redo={"levels": "1s", "max_tries": 2})
+    r2 = marker_origin(t, s)
     s.start(timeout=READY_TIMEOUT)
     r.start(timeout=READY_TIMEOUT)
 
@@ -424,9 +481,13 @@ def dead_head_retried_after_fix_runs_chain_in_order(t):
     s.stop()
     s.journal_options = {}
     s.start(timeout=READY_TIMEOUT)
-    time.sleep(1.5)
+    # A redo pass of the restarted S, past the 1 s level since the heads
+    # died (S's clock): they stay dead, the successors wait.
+    r2.start(timeout=READY_TIMEOUT)
+    died = max(e["updated_at"] for e in redo_rows(s).values())
+    redo_pass(t, r2, s, died + 1000)
     assert redo_statuses(s) == want, redo_rows(s)
-    assert s.journal_count() == 0, s.journal_rows()
+    assert journal_of(s) == [], s.journal_rows()
 
     out = s.semqctl_json("redo", "retry", "--all-dead")
     assert out["count"] == 1 + len(o_seqs) and sorted(
@@ -440,9 +501,10 @@ def dead_head_retried_after_fix_runs_chain_in_order(t):
     assert k_order == [1] + k_seqs, k_order
     rc, out, err = s.semqctl("redo", "retry", "--all-dead")
     assert rc == 0 and "nothing to retry" in out, (rc, out, err)
-    time.sleep(0.5)
+    redo_pass(t, r2, s)  # nothing runs a second time
     check_exactly_once(s, ["R"], 9, keys=keys)
     r.stop()
+    r2.stop()
     s.stop()
 
 
@@ -535,6 +597,7 @@ def wait_handled(t, s, seq, deliver_at):
 @test(timeout=120)
 def delayed_messages_run_when_due_even_across_kill9(t):
     r, s = make_pair(t)
+    r2 = marker_origin(t, s)
     s.start(timeout=READY_TIMEOUT)
     r.start(timeout=READY_TIMEOUT)
 
@@ -566,12 +629,14 @@ def delayed_messages_run_when_due_even_across_kill9(t):
     h = wait_handled(t, s, 2, deliver_at)
     print(f"delayed across kill -9: killed {deliver_at - killed_at} ms "
           f"before deliver_at, ran {h - deliver_at} ms after", flush=True)
-    time.sleep(0.5)
+    r2.start(timeout=READY_TIMEOUT)
+    redo_pass(t, r2, s)  # nothing runs a second time
     check_exactly_once(s, ["R"], 2,
                        keys={("R", 1): "late-1", ("R", 2): "late-2"})
     assert out_rows(r, "S") == {1: (100, RES_SCHEDULED),
                                 2: (100, RES_SCHEDULED)}
     r.stop()
+    r2.stop()
     s.stop()
 
 

@@ -21,19 +21,26 @@ ends in the state SPEC §4/§6 describe:
   3. R resends a message P still holds: P keeps one copy. S then starts
      while R is away: S's row (via P, confirm_need 3) has the relay's
      confirmation only, P's copy is gone, and the row is AS_OK (under the
-     watermark) only after R's 810-Response arrives. One effect.
+     watermark) only after R's 810-Response arrives, not after another
+     origin's message settles. One effect.
   4. Forward-only (store_and_forward = no) to two servers S1, S2: forwarded,
      exactly once each; with S2 stopped, R's rows for S2 go back to status 0
-     with last_error "unreachable", backing off, nothing stored at P; they
-     are delivered once S2 is back.
+     with last_error "unreachable", backing off (R's own sent_at and
+     next_attempt_at: reconnect_min doubling to reconnect_max between
+     sends), nothing stored at P; they are delivered once S2 is back.
   5. An in-doubt row (status 6, due now) is resolved by Query/QueryReply
-     through P: while S is down P does not answer for it; once S is up the
-     row ends at 100 without a resend; one journal row.
+     through P: while S is down P does not answer for it (twice; each time
+     a row to S2 in doubt too, asked in the same query, is resolved: P's
+     word on S's row came first); once S is up the row ends at 100
+     without a resend; one journal row.
   6. Trust: a shop R2 with a valid certificate sending Data of origin R1
      through P gets Error FORBIDDEN and nothing is stored at P or S; a
      server without trusted_relay for P refuses Data carried by P.
-  7. drain_rate = 200: P's 1,000 copies take at least ~4 s to reach S (a
-     lower bound only), and all take effect exactly once.
+  7. drain_rate = 200: P's 1,000 copies reach S paced, as S's own clock
+     says (its journal's handled_at against its first log line: the k-th
+     effect no earlier than (k - 200) / 200 s after S started), and all take
+     effect exactly once; with query_after shorter than the drain, the
+     origin's queries do not make it resend past P's pace.
 
 Environment (besides what semqtest.py reads): SEMQ_RELAY_SCALE (default 1)
 multiplies the message counts of 1, 2 and 7, e.g. 0.2 for a sanitizer build;
@@ -43,8 +50,10 @@ Run by ctest as integration_relay, or by hand (NAME selects tests):
   SEMQ_BUILD_DIR=build python3 tests/integration/test_relay.py [NAME]
 """
 
+import calendar
 import os
 import random
+import re
 import socket
 import ssl
 import sys
@@ -54,8 +63,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import wire  # noqa: E402
 from wire import client_context, recv_frame  # noqa: E402
-from relaytest import (BULK_TIMEOUT, PAYLOAD, READY_TIMEOUT,  # noqa: E402
-                       SHORT_TIMEOUT, copies, duplicate_journal_rows,
+from relaytest import (BULK_TIMEOUT, FAST, PAYLOAD,  # noqa: E402
+                       READY_TIMEOUT, SHORT_TIMEOUT, copies, duplicate_journal_rows,
                        enqueue_bulk, link_gone, link_ready, make_relay,
                        out_counts, out_row, reset_row, result_counts,
                        wait_confirmed, wait_held, wait_relay_empty, wait_row,
@@ -88,6 +97,16 @@ DRAIN_RATE = 200  # test 7, messages a second
 KILL_SEND_RATE = max(20, N_KILL // 5)
 
 IO_TIMEOUT = 10.0  # a Python peer waits for an answer or the close
+
+# Test 4: R's backoff for a row a relay refused, with relaytest.FAST's
+# reconnect_min 100 ms and reconnect_max 1 s (proto_confirm.c).
+BACKOFF_ATTEMPTS = 5  # 100, 200, 400, 800 ms, then 1 s
+
+
+def backoff_ms(attempts):
+    """The least wait after a row's attempts-th refused send."""
+    assert (FAST["reconnect_min"], FAST["reconnect_max"]) == ("100ms", "1s")
+    return min(100 * 2 ** (attempts - 1), 1000)
 
 
 def seed_of(what):
@@ -178,7 +197,11 @@ def relay_killed_and_link_cut_while_holding(t):
             "the kill tested nothing"
         kills.append(held)
         print(f"killed -9 P holding {held}/{n} copies", flush=True)
-        time.sleep(0.3)
+        # R notices: its link through the proxy ends (or its dial fails)
+        # before P is back.
+        wait_until(lambda: link_gone(r, "P") or Pending("link up"),
+                   SHORT_TIMEOUT, "R's link to P gone with P",
+                   interval=0.02, on_timeout=t.logs)
         p.start(timeout=READY_TIMEOUT)
         if len(kills) == 1:
             # One cut for certain while P holds copies and R sends: the
@@ -233,7 +256,7 @@ def relay_killed_and_link_cut_while_holding(t):
 
 @test(timeout=120)
 def resend_while_relay_holds_copy(t):
-    p, (r,), (s,), _ = make_relay(t, ["R"], ["S"])
+    p, (r, r2), (s,), _ = make_relay(t, ["R", "R2"], ["S"])
     p.start(timeout=READY_TIMEOUT)
     r.start(timeout=READY_TIMEOUT)
     r.enqueue("S", type=2800, key="bill-1", payload=PAYLOAD)
@@ -261,14 +284,20 @@ def resend_while_relay_holds_copy(t):
     wait_relay_empty(t, p)
     want = [("R", "S", 1, "P", 3, 2, 0)]
     q = ("SELECT origin, dest, seq, via, confirm_need, confirm_got, "
-         "ack_status FROM tb_0030")
+         "ack_status FROM tb_0030 WHERE origin = 'R'")
 
     def relay_confirmed():
         got = s.sql(q)
         return got == want or Pending(f"tb_0030 {got}")
     wait_until(relay_confirmed, SHORT_TIMEOUT, "S: R/S/1 via P, needing "
                "both confirmations, with P's", on_timeout=t.logs)
-    time.sleep(0.5)  # ticks: without R's 810-Response nothing moves
+    # Without R's 810-Response nothing moves: a second origin R2's message
+    # through P settling at S (its watermark at 1) is a pass over every
+    # stream, R's too, after R's row stood as it does.
+    r2.start(timeout=READY_TIMEOUT)
+    r2.enqueue("S", type=2800, key="other-1", payload=PAYLOAD)
+    wait_settled(t, s, "R2", 1)
+    r2.stop()
     assert s.sql(q) == want, s.sql(q)
     assert watermark(s, "R") == 0
 
@@ -276,8 +305,9 @@ def resend_while_relay_holds_copy(t):
     wait_row(t, r, "S", 1, "at 100 with result 0",
              lambda x: x[0] == 100 and x[1] == 0)
     wait_settled(t, s, "R", 1)
-    assert s.journal_count() == 1, s.journal_rows()
-    check_exactly_once(s, ["R"], 1, keys={("R", 1): "bill-1"})
+    assert s.journal_count() == 2, s.journal_rows()
+    check_exactly_once(s, ["R", "R2"], 1,
+                       keys={("R", 1): "bill-1", ("R2", 1): "other-1"})
     assert copies(p) == 0
     for x in (r, s, p):
         x.stop()
@@ -328,12 +358,39 @@ def forward_only_relay_to_two_servers(t):
     why = r.sql("SELECT DISTINCT last_error FROM tb_0031 WHERE dest = 'S2' "
                 "AND seq > ?", (n,))
     print(f"bounced: {why}", flush=True)
-    time.sleep(2.0)
-    # Backoff: a retry loop without it would have made hundreds of
-    # attempts by now (reconnect_min 100 ms doubling to 1 s: about 6).
-    most = r.sql("SELECT max(attempts) FROM tb_0031 WHERE dest = 'S2' AND "
-                 "seq > ?", (n,))[0][0]
-    assert most <= 15, f"R retried S2's rows {most} times in ~2 s"
+    # Backoff, by R's own clock: after its k-th refused attempt a row waits
+    # min(reconnect_min * 2^(k-1), reconnect_max) before the next one, so
+    # the next send (sent_at) comes at least that long after the last.
+    # Waits until every row has been refused BACKOFF_ATTEMPTS times (the
+    # delay reached reconnect_max), checking each refused row as it stands
+    # and the sends seen between polls.
+    seen = {}  # seq -> (attempts, sent_at) last seen
+    early = []  # what broke the backoff (wait_until retries on exceptions)
+
+    def backed_off():
+        rows = r.sql("SELECT seq, status, attempts, sent_at, "
+                     "next_attempt_at FROM tb_0031 WHERE dest = 'S2' AND "
+                     "seq > ?", (n,))
+        for q, st, a, sent, due in rows:
+            if st == 0 and due - sent < backoff_ms(a):
+                early.append(f"R/S2/{q}: next attempt {due - sent} ms "
+                             f"after its send number {a}, less than "
+                             f"{backoff_ms(a)} ms")
+            if q in seen and a > seen[q][0]:
+                a0, sent0 = seen[q]
+                least = sum(backoff_ms(k) for k in range(a0, a))
+                if sent - sent0 < least:
+                    early.append(f"R/S2/{q}: sends {a0} -> {a} within "
+                                 f"{sent - sent0} ms, backing off needs "
+                                 f"{least} ms")
+            seen[q] = (a, sent)
+        least = min(a for _, _, a, _, _ in rows)
+        return bool(early) or least >= BACKOFF_ATTEMPTS or Pending(
+            f"fewest attempts {least}")
+    wait_until(backed_off, SHORT_TIMEOUT, f"R: every row to S2 refused "
+               f"{BACKOFF_ATTEMPTS} times, backing off", interval=0.05,
+               on_timeout=t.logs)
+    assert not early, "R did not back off: " + "; ".join(early[:5])
     assert copies(p) == 0, "a forward-only relay stored copies"
     assert s2.journal_count() == n
 
@@ -353,25 +410,35 @@ def forward_only_relay_to_two_servers(t):
 @test(timeout=120)
 def in_doubt_row_is_queried_through_relay(t):
     n, doubt = 10, 5
-    p, (r,), (s,), _ = make_relay(t, ["R"], ["S"])
+    p, (r,), (s, s2), _ = make_relay(t, ["R"], ["S", "S2"])
     p.start(timeout=READY_TIMEOUT)
     s.start(timeout=READY_TIMEOUT)
+    s2.start(timeout=READY_TIMEOUT)
     r.start(timeout=READY_TIMEOUT)
     keys = enqueue_bulk(r, "S", n, 3)
+    enqueue_bulk(r, "S2", 2, 1)
     wait_confirmed(t, r, "S", n, SHORT_TIMEOUT)
+    wait_confirmed(t, r, "S2", 2, SHORT_TIMEOUT)
     wait_settled(t, s, "R", n)
     before = out_row(r, "S", doubt)
     assert before[:3] == (100, 0, 1), before
 
-    # S is down: R's query reaches P, which must not answer for S.
-    r.stop()
+    # S is down: R's query reaches P, which must not answer for S. A row to
+    # S2 (up) is in doubt too, in the same query on connect: P refuses the
+    # question about S's row at once and passes S2's on, so S2's answer
+    # comes back after P's word on S's row, and R takes frames in order.
+    # Twice (two starts of R, one question each about S's row).
     s.stop()
-    reset_row(r, "S", doubt, 6)
-    r.start(timeout=READY_TIMEOUT)
-    time.sleep(3.0)  # the query on connect and one more (query_after 2 s)
-    assert out_row(r, "S", doubt)[:3] == (6, 0, 1), \
-        f"resolved while S was down: {out_row(r, 'S', doubt)}"
-    assert copies(p) == 0, "P stored a copy of a queried row"
+    for k in (1, 2):
+        r.stop()
+        reset_row(r, "S", doubt, 6)
+        reset_row(r, "S2", k, 6)
+        r.start(timeout=READY_TIMEOUT)
+        wait_row(t, r, "S2", k, "resolved by S2's answer through P",
+                 lambda x: x[0] == 100)
+        assert out_row(r, "S", doubt)[:3] == (6, 0, 1), \
+            f"resolved while S was down: {out_row(r, 'S', doubt)}"
+        assert copies(p) == 0, "P stored a copy of a queried row"
 
     s.start(timeout=READY_TIMEOUT)
     after = wait_row(t, r, "S", doubt, "at status 100",
@@ -506,6 +573,40 @@ def server_without_trust_refuses_relayed_data(t):
 
 # ---- 7. drain_rate ----------------------------------------------------------
 
+def run_started_ms(node):
+    """When node's current run started, by its own clock: the time stamp
+    (ms since the epoch) of the first line it logged after its last start."""
+    text = node.log_text()
+    run = text[text.rindex("---- semqtest: start #"):]
+    for ln in run.splitlines():
+        m = re.match(r"(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)"
+                     r"\.(\d{3})Z ", ln)
+        if m:
+            y, mo, d, h, mi, sec, ms = map(int, m.groups())
+            return calendar.timegm((y, mo, d, h, mi, sec)) * 1000 + ms
+    raise HarnessError(f"{node.id}: no time-stamped line since its start\n"
+                       f"{node.log_tail()}")
+
+
+def check_paced(s, rate):
+    """The drain limiter as S's own clock shows it. P's token bucket holds
+    at most one second's worth (rate) and earns rate a second, and P cannot
+    send S anything before S runs: by S's clock, the k-th effect at S (its
+    journal's handled_at, never before P sent it) comes no earlier than
+    (k - rate) / rate s after S's first log line. A slow machine only makes
+    the effects later. Returns (seconds from S's start to its last effect,
+    to its first)."""
+    s0 = run_started_ms(s)
+    at = [h for (h,) in s.sql("SELECT handled_at FROM journal ORDER BY "
+                              "handled_at")]
+    for k, h in enumerate(at, 1):
+        # k <= rate + rate * (h - s0) / 1000, in integers.
+        assert 1000 * k <= rate * (1000 + h - s0), \
+            f"S took {k} messages within {h - s0} ms of its start at " \
+            f"drain_rate {rate} (at most {rate * (1000 + h - s0) // 1000})"
+    return (at[-1] - s0) / 1000.0, (at[0] - s0) / 1000.0
+
+
 @test(timeout=180)
 def relay_drains_no_faster_than_drain_rate(t):
     n = N_DRAIN
@@ -521,24 +622,16 @@ def relay_drains_no_faster_than_drain_rate(t):
     r.start(timeout=READY_TIMEOUT)
     keys = enqueue_bulk(r, "S", n, 10)
     wait_held(t, p, [r], "S", n)
-    t0 = time.time()
     s.start(timeout=READY_TIMEOUT)
     wait_confirmed(t, r, "S", n, BULK_TIMEOUT)
-    first, last = s.sql("SELECT min(handled_at), max(handled_at) FROM "
-                        "journal")[0]
-    secs = last / 1000.0 - t0
     check_exactly_once(s, ["R"], n, keys=keys)
+    secs, first = check_paced(s, DRAIN_RATE)
     wait_relay_empty(t, p)
     wait_settled(t, s, "R", n)
-    # A token bucket of DRAIN_RATE a second holds at most one second's
-    # worth: n messages need at least (n - DRAIN_RATE) / DRAIN_RATE s.
-    least = (n - DRAIN_RATE) / DRAIN_RATE
     print(f"FIGURES: relay drain_rate={DRAIN_RATE}/s messages={n} "
-          f"seconds={secs:.2f} (first effect {first / 1000.0 - t0:.2f} s "
-          f"after S started) msgs_per_s={n / max(secs, 1e-3):.0f} "
-          f"lower_bound={least:.1f}s", flush=True)
-    assert secs >= least - 0.2, \
-        f"{n} messages drained in {secs:.2f} s at drain_rate {DRAIN_RATE}"
+          f"seconds={secs:.2f} (S's clock from its start; first effect "
+          f"{first:.2f} s) msgs_per_s={n / max(secs, 1e-3):.0f} "
+          f"least={(n - DRAIN_RATE) / DRAIN_RATE:.1f}s", flush=True)
     for x in (r, s, p):
         x.stop()
 
@@ -560,20 +653,15 @@ def origin_queries_do_not_overtake_drain_rate(t):
     r.start(timeout=READY_TIMEOUT)
     keys = enqueue_bulk(r, "S", n, 10)
     wait_held(t, p, [r], "S", n)
-    t0 = time.time()
     s.start(timeout=READY_TIMEOUT)
     wait_confirmed(t, r, "S", n, BULK_TIMEOUT)
-    last = s.sql("SELECT max(handled_at) FROM journal")[0][0]
-    secs = last / 1000.0 - t0
     check_exactly_once(s, ["R"], n, keys=keys)
     resent = r.sql("SELECT count(*) FROM tb_0031 WHERE attempts > 1")[0][0]
-    least = (n - DRAIN_RATE) / DRAIN_RATE
+    secs, _ = check_paced(s, DRAIN_RATE)
     print(f"FIGURES: relay drain_rate={DRAIN_RATE}/s query_after=1s "
           f"messages={n} seconds={secs:.2f} resent_by_origin={resent}",
           flush=True)
     assert resent == 0, f"the origin resent {resent} rows P still held"
-    assert secs >= least - 0.2, \
-        f"{n} messages drained in {secs:.2f} s at drain_rate {DRAIN_RATE}"
     wait_relay_empty(t, p)
     for x in (r, s, p):
         x.stop()
