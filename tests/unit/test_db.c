@@ -669,6 +669,98 @@ static void test_changes(void **state)
 	db_finalize(s);
 }
 
+/*
+ * Deferred writes (db_defer): inside a transaction the next call that waits
+ * reads their outcome — a later read sees them, DB_DEFER_ONE counts a write
+ * that found its row, a failure comes back from the next step naming the
+ * write, and a COMMIT behind a failed write does not commit; ROLLBACK then
+ * ends the transaction. Outside a transaction a write runs at once.
+ */
+static void test_defer(void **state)
+{
+	struct db *d = *state;
+	struct db_stmt *ins = NULL, *up = NULL, *cnt = NULL, *cm = NULL,
+		       *rb = NULL;
+	int64_t missed;
+	int r;
+
+	exec_ok(d, "CREATE TABLE t_df(k BIGINT PRIMARY KEY)");
+	CHECK_OK(d, db_prepare(d, "INSERT INTO t_df VALUES (?1)", &ins));
+	CHECK_OK(d, db_prepare(d,
+			       "INSERT INTO t_df VALUES (?1)"
+			       " ON CONFLICT (k) DO NOTHING",
+			       &up));
+	CHECK_OK(d, db_prepare(d, "SELECT count(*) FROM t_df", &cnt));
+	CHECK_OK(d, db_prepare(d, "COMMIT", &cm));
+	CHECK_OK(d, db_prepare(d, "ROLLBACK", &rb));
+
+	/* Seen by the next read; a row already there is counted. */
+	exec_ok(d, "BEGIN");
+	missed = db_defer_missed(d);
+	db_bind_int64(up, 1, 1);
+	CHECK_OK(d, db_defer(up, "writing k=1", DB_DEFER_ONE));
+	db_bind_int64(up, 1, 2);
+	CHECK_OK(d, db_defer(up, "writing k=2", DB_DEFER_ONE));
+	db_bind_int64(up, 1, 2);
+	CHECK_OK(d, db_defer(up, "writing k=2 again", DB_DEFER_ONE));
+	assert_true(db_in_tx(d));
+	step_row(cnt, d);
+	assert_int_equal(db_col_int64(cnt, 0), 2);
+	db_reset(cnt);
+	assert_int_equal(db_defer_missed(d), missed + 1);
+	step_done(cm, d);
+	db_reset(cm);
+	assert_false(db_in_tx(d));
+	assert_int_equal(q_int(d, "SELECT count(*) FROM t_df"), 2);
+
+	/* A failure comes back, with its name, from the next step. */
+	exec_ok(d, "BEGIN");
+	db_bind_int64(ins, 1, 3);
+	CHECK_OK(d, db_defer(ins, "writing k=3", 0));
+	db_bind_int64(ins, 1, 1);
+	r = db_defer(ins, "writing k=1 twice", 0);
+	if (r == SEMQ_OK) /* PostgreSQL: not read yet */
+		r = db_step(cnt);
+	assert_int_equal(r, SEMQ_ERR_DB);
+	assert_int_equal(db_errclass(d), DB_E_UNIQUE);
+	assert_non_null(strstr(db_errmsg(d), "writing k=1 twice"));
+	db_reset(cnt);
+	assert_true(db_in_tx(d));
+	step_done(rb, d);
+	db_reset(rb);
+	assert_false(db_in_tx(d));
+	assert_int_equal(q_int(d, "SELECT count(*) FROM t_df"), 2);
+
+	/* A COMMIT behind a failed write fails and commits nothing. */
+	exec_ok(d, "BEGIN");
+	db_bind_int64(ins, 1, 4);
+	CHECK_OK(d, db_defer(ins, "writing k=4", 0));
+	db_bind_int64(ins, 1, 2);
+	r = db_defer(ins, "writing k=2 twice", 0);
+	if (r == SEMQ_OK)
+		r = db_step(cm);
+	assert_int_equal(r, SEMQ_ERR_DB);
+	assert_non_null(strstr(db_errmsg(d), "writing k=2 twice"));
+	db_reset(cm);
+	step_done(rb, d);
+	db_reset(rb);
+	assert_false(db_in_tx(d));
+	assert_int_equal(q_int(d, "SELECT count(*) FROM t_df WHERE k = 4"), 0);
+
+	/* Outside a transaction: at once. */
+	db_bind_int64(ins, 1, 5);
+	CHECK_OK(d, db_defer(ins, "writing k=5", 0));
+	CHECK_OK(d, db_sync(d));
+	assert_false(db_in_tx(d));
+	assert_int_equal(q_int(d, "SELECT count(*) FROM t_df WHERE k = 5"), 1);
+
+	db_finalize(ins);
+	db_finalize(up);
+	db_finalize(cnt);
+	db_finalize(cm);
+	db_finalize(rb);
+}
+
 /* db_in_tx follows BEGIN / COMMIT / ROLLBACK, and stays true after a
  * failed statement inside the transaction. */
 static void test_in_tx(void **state)
@@ -1586,6 +1678,7 @@ int main(int argc, char **argv)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_changes, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_in_tx, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_defer, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_err_unique, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_err_check, setup,
