@@ -908,11 +908,13 @@ void dbpg_finalize(struct db_stmt *s)
 			/* In pipeline mode: queued behind the deferred writes
 			 * (skipped if one of them failed; left to the session's
 			 * end when the queue is full, so that no failure is
-			 * read here, where nobody would be told). */
+			 * read here, where nobody would be told). Never in the
+			 * queue's last place: dbpg_defer counts on one free
+			 * place for the write it sends. */
 			char sql[64];
 
 			snprintf(sql, sizeof(sql), "DEALLOCATE %s", ps->name);
-			if (pd->n_defer < DEFER_MAX &&
+			if (pd->n_defer + 1 < DEFER_MAX &&
 			    PQsendQueryParams(pd->conn, sql, 0, NULL, NULL,
 					      NULL, NULL, 0)) {
 				struct deferred *df = &pd->defer[pd->n_defer++];

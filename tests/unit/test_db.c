@@ -761,6 +761,49 @@ static void test_defer(void **state)
 	db_finalize(rb);
 }
 
+/*
+ * A statement freed while deferred writes wait (PostgreSQL: its DEALLOCATE
+ * is queued behind them) never takes the queue's last place: the deferred
+ * write after it still has one, and every write's outcome is read.
+ */
+static void test_defer_full_queue(void **state)
+{
+	struct db *d = *state;
+	struct db_stmt *ins = NULL, *one = NULL, *cm = NULL;
+	int64_t missed;
+	int k;
+
+	exec_ok(d, "CREATE TABLE t_dq(k BIGINT PRIMARY KEY)");
+	CHECK_OK(d, db_prepare(d,
+			       "INSERT INTO t_dq VALUES (?1)"
+			       " ON CONFLICT (k) DO NOTHING",
+			       &ins));
+	CHECK_OK(d, db_prepare(d, "SELECT 1", &one));
+	CHECK_OK(d, db_prepare(d, "COMMIT", &cm));
+	exec_ok(d, "BEGIN");
+	step_row(one, d); /* prepared on the session: freeing it asks */
+	db_reset(one);
+	missed = db_defer_missed(d);
+	/* One less than the driver's queue (64) on PostgreSQL: nothing read. */
+	for (k = 1; k <= 63; k++) {
+		db_bind_int64(ins, 1, k);
+		CHECK_OK(d, db_defer(ins, "writing k", DB_DEFER_ONE));
+	}
+	db_finalize(one);
+	db_bind_int64(ins, 1, 1); /* there already: counted as missed */
+	CHECK_OK(d, db_defer(ins, "writing k=1 again", DB_DEFER_ONE));
+	db_bind_int64(ins, 1, 64);
+	CHECK_OK(d, db_defer(ins, "writing k=64", DB_DEFER_ONE));
+	CHECK_OK(d, db_sync(d));
+	assert_int_equal(db_defer_missed(d), missed + 1);
+	step_done(cm, d);
+	db_reset(cm);
+	assert_false(db_in_tx(d));
+	assert_int_equal(q_int(d, "SELECT count(*) FROM t_dq"), 64);
+	db_finalize(ins);
+	db_finalize(cm);
+}
+
 /* db_in_tx follows BEGIN / COMMIT / ROLLBACK, and stays true after a
  * failed statement inside the transaction. */
 static void test_in_tx(void **state)
@@ -1679,6 +1722,8 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup_teardown(test_changes, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_in_tx, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_defer, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_defer_full_queue, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(test_err_unique, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_err_check, setup,
