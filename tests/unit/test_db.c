@@ -669,6 +669,141 @@ static void test_changes(void **state)
 	db_finalize(s);
 }
 
+/*
+ * Deferred writes (db_defer): inside a transaction the next call that waits
+ * reads their outcome — a later read sees them, DB_DEFER_ONE counts a write
+ * that found its row, a failure comes back from the next step naming the
+ * write, and a COMMIT behind a failed write does not commit; ROLLBACK then
+ * ends the transaction. Outside a transaction a write runs at once.
+ */
+static void test_defer(void **state)
+{
+	struct db *d = *state;
+	struct db_stmt *ins = NULL, *up = NULL, *cnt = NULL, *cm = NULL,
+		       *rb = NULL;
+	int64_t missed;
+	int r;
+
+	exec_ok(d, "CREATE TABLE t_df(k BIGINT PRIMARY KEY)");
+	CHECK_OK(d, db_prepare(d, "INSERT INTO t_df VALUES (?1)", &ins));
+	CHECK_OK(d, db_prepare(d,
+			       "INSERT INTO t_df VALUES (?1)"
+			       " ON CONFLICT (k) DO NOTHING",
+			       &up));
+	CHECK_OK(d, db_prepare(d, "SELECT count(*) FROM t_df", &cnt));
+	CHECK_OK(d, db_prepare(d, "COMMIT", &cm));
+	CHECK_OK(d, db_prepare(d, "ROLLBACK", &rb));
+
+	/* Seen by the next read; a row already there is counted. */
+	exec_ok(d, "BEGIN");
+	missed = db_defer_missed(d);
+	db_bind_int64(up, 1, 1);
+	CHECK_OK(d, db_defer(up, "writing k=1", DB_DEFER_ONE));
+	db_bind_int64(up, 1, 2);
+	CHECK_OK(d, db_defer(up, "writing k=2", DB_DEFER_ONE));
+	db_bind_int64(up, 1, 2);
+	CHECK_OK(d, db_defer(up, "writing k=2 again", DB_DEFER_ONE));
+	assert_true(db_in_tx(d));
+	step_row(cnt, d);
+	assert_int_equal(db_col_int64(cnt, 0), 2);
+	db_reset(cnt);
+	assert_int_equal(db_defer_missed(d), missed + 1);
+	step_done(cm, d);
+	db_reset(cm);
+	assert_false(db_in_tx(d));
+	assert_int_equal(q_int(d, "SELECT count(*) FROM t_df"), 2);
+
+	/* A failure comes back, with its name, from the next step. */
+	exec_ok(d, "BEGIN");
+	db_bind_int64(ins, 1, 3);
+	CHECK_OK(d, db_defer(ins, "writing k=3", 0));
+	db_bind_int64(ins, 1, 1);
+	r = db_defer(ins, "writing k=1 twice", 0);
+	if (r == SEMQ_OK) /* PostgreSQL: not read yet */
+		r = db_step(cnt);
+	assert_int_equal(r, SEMQ_ERR_DB);
+	assert_int_equal(db_errclass(d), DB_E_UNIQUE);
+	assert_non_null(strstr(db_errmsg(d), "writing k=1 twice"));
+	db_reset(cnt);
+	assert_true(db_in_tx(d));
+	step_done(rb, d);
+	db_reset(rb);
+	assert_false(db_in_tx(d));
+	assert_int_equal(q_int(d, "SELECT count(*) FROM t_df"), 2);
+
+	/* A COMMIT behind a failed write fails and commits nothing. */
+	exec_ok(d, "BEGIN");
+	db_bind_int64(ins, 1, 4);
+	CHECK_OK(d, db_defer(ins, "writing k=4", 0));
+	db_bind_int64(ins, 1, 2);
+	r = db_defer(ins, "writing k=2 twice", 0);
+	if (r == SEMQ_OK)
+		r = db_step(cm);
+	assert_int_equal(r, SEMQ_ERR_DB);
+	assert_non_null(strstr(db_errmsg(d), "writing k=2 twice"));
+	db_reset(cm);
+	step_done(rb, d);
+	db_reset(rb);
+	assert_false(db_in_tx(d));
+	assert_int_equal(q_int(d, "SELECT count(*) FROM t_df WHERE k = 4"), 0);
+
+	/* Outside a transaction: at once. */
+	db_bind_int64(ins, 1, 5);
+	CHECK_OK(d, db_defer(ins, "writing k=5", 0));
+	CHECK_OK(d, db_sync(d));
+	assert_false(db_in_tx(d));
+	assert_int_equal(q_int(d, "SELECT count(*) FROM t_df WHERE k = 5"), 1);
+
+	db_finalize(ins);
+	db_finalize(up);
+	db_finalize(cnt);
+	db_finalize(cm);
+	db_finalize(rb);
+}
+
+/*
+ * A statement freed while deferred writes wait (PostgreSQL: its DEALLOCATE
+ * is queued behind them) never takes the queue's last place: the deferred
+ * write after it still has one, and every write's outcome is read.
+ */
+static void test_defer_full_queue(void **state)
+{
+	struct db *d = *state;
+	struct db_stmt *ins = NULL, *one = NULL, *cm = NULL;
+	int64_t missed;
+	int k;
+
+	exec_ok(d, "CREATE TABLE t_dq(k BIGINT PRIMARY KEY)");
+	CHECK_OK(d, db_prepare(d,
+			       "INSERT INTO t_dq VALUES (?1)"
+			       " ON CONFLICT (k) DO NOTHING",
+			       &ins));
+	CHECK_OK(d, db_prepare(d, "SELECT 1", &one));
+	CHECK_OK(d, db_prepare(d, "COMMIT", &cm));
+	exec_ok(d, "BEGIN");
+	step_row(one, d); /* prepared on the session: freeing it asks */
+	db_reset(one);
+	missed = db_defer_missed(d);
+	/* One less than the driver's queue (64) on PostgreSQL: nothing read. */
+	for (k = 1; k <= 63; k++) {
+		db_bind_int64(ins, 1, k);
+		CHECK_OK(d, db_defer(ins, "writing k", DB_DEFER_ONE));
+	}
+	db_finalize(one);
+	db_bind_int64(ins, 1, 1); /* there already: counted as missed */
+	CHECK_OK(d, db_defer(ins, "writing k=1 again", DB_DEFER_ONE));
+	db_bind_int64(ins, 1, 64);
+	CHECK_OK(d, db_defer(ins, "writing k=64", DB_DEFER_ONE));
+	CHECK_OK(d, db_sync(d));
+	assert_int_equal(db_defer_missed(d), missed + 1);
+	step_done(cm, d);
+	db_reset(cm);
+	assert_false(db_in_tx(d));
+	assert_int_equal(q_int(d, "SELECT count(*) FROM t_dq"), 64);
+	db_finalize(ins);
+	db_finalize(cm);
+}
+
 /* db_in_tx follows BEGIN / COMMIT / ROLLBACK, and stays true after a
  * failed statement inside the transaction. */
 static void test_in_tx(void **state)
@@ -1586,6 +1721,9 @@ int main(int argc, char **argv)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_changes, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_in_tx, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_defer, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_defer_full_queue, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(test_err_unique, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_err_check, setup,
