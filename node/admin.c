@@ -937,6 +937,18 @@ static void network_metrics(struct admin *a, struct evbuffer *b)
 		      "refused (the senders keep it) and /health answers "
 		      "503 until a probe commits again.",
 		      worker_disk_full(a->w) ? 1.0 : 0.0);
+		evbuffer_add_printf(
+			b, "# HELP semq_disk_full_probes_total Space probes "
+			   "while the disk is full, every 2 s: failed (still "
+			   "full) or ok (the state ended).\n"
+			   "# TYPE semq_disk_full_probes_total counter\n");
+		evbuffer_add_printf(
+			b,
+			"semq_disk_full_probes_total{result=\"failed\"} "
+			"%" PRIu64 "\n"
+			"semq_disk_full_probes_total{result=\"ok\"} %" PRIu64
+			"\n",
+			s.disk_probes[0], s.disk_probes[1]);
 		gauge(b, "semq_store_workers",
 		      "Store workers applying received messages (1: the "
 		      "store thread itself).",

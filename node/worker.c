@@ -16,7 +16,7 @@
  * DISK_FULL_PROBE bytes (store_probe_space), tried every DISK_FULL_RETRY_MS
  * in a transaction of its own, commits: a batch that happens to write little
  * is not taken for space regained. The probe's row is removed by the next
- * batch.
+ * batch. Every probe is counted (worker_stats disk_probes, a metric).
  *
  * With [node] workers >= 2 the store workers (lanes 1..N, apply_run) run
  * beside it: each takes from the dispatch queue (dispatch.h) the Data frames
@@ -700,11 +700,18 @@ static void set_disk_full(struct worker *w, int full, const char *why)
 			"disk has space again; resuming");
 }
 
-/* While the disk is full: can DISK_FULL_PROBE bytes be committed again? */
+/* While the disk is full: can DISK_FULL_PROBE bytes be committed again?
+ * Counted either way (a failed probe leaves no other trace). */
 static void probe(struct worker *w)
 {
+	int ok;
+
 	w->probed = mono_us();
-	if (store_probe_space(w->st, DISK_FULL_PROBE) != SEMQ_OK)
+	ok = store_probe_space(w->st, DISK_FULL_PROBE) == SEMQ_OK;
+	pthread_mutex_lock(&w->mu);
+	w->stats.disk_probes[ok]++;
+	pthread_mutex_unlock(&w->mu);
+	if (!ok)
 		return;
 	w->probe_left = 1;
 	set_disk_full(w, 0, NULL);

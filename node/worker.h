@@ -141,6 +141,9 @@ struct worker_stats {
 	uint64_t slow_streams;   /* streams taken alone: slow (gauge) */
 	uint64_t relay_forwarded, relay_stored; /* proto_counts */
 	struct worker_hist latency_ms; /* created_at at the origin to receipt */
+	/* Space probes while the disk is full (DISK_FULL_RETRY_MS apart):
+	 * [0] failed (still full), [1] committed (the state ended). */
+	uint64_t disk_probes[2];
 };
 void worker_get_stats(struct worker *w, struct worker_stats *s);
 

@@ -13,8 +13,9 @@ lack of space. Then:
      after R's queries) without acknowledging it; S stays up; R's
      unconfirmed rows are all still in tb_0031 (status 0 or 4, none lost),
      every row R has confirmed is in S's journal, and S's journal does not
-     move for several retry periods (nothing is applied while full, nothing
-     twice);
+     move while S's store thread fails three space probes (three retry
+     periods by S's clock, semq_disk_full_probes_total{result="failed"}):
+     nothing is applied while full, nothing twice;
   2. the filler is deleted while both nodes run: S logs "disk has space
      again; resuming", /health is 200 "ready" again, and without any
      restart every message takes effect exactly once, in key order; every
@@ -34,8 +35,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from semqtest import (HarnessError, Pending, check_exactly_once,  # noqa: E402
-                      connect, run, test, wait_until)
+from semqtest import (HarnessError, Pending, admin_metric,  # noqa: E402
+                      check_exactly_once, connect, run, test, wait_until)
 
 SKIP = 77  # ctest's SKIP_RETURN_CODE for this test
 FS_SIZE = "8m"  # room for a 4 MiB WAL (the checkpoint threshold) once freed
@@ -45,6 +46,7 @@ N_FLOOD = 4000
 N_KEYS = 20
 PAYLOAD = bytes(range(200))
 RETRY_S = 2.0  # worker.c DISK_FULL_RETRY_MS
+PROBES = "semq_disk_full_probes_total"
 
 FAST = {"poll_interval": "20ms", "query_after": "2s",
         "reconnect_min": "100ms", "reconnect_max": "1s"}
@@ -188,7 +190,15 @@ def run_disk_full(t, small):
         raise HarnessError(f"S logged '{FULL_LINE}' {log.count(FULL_LINE)} "
                            f"times, not once:\n{s.log_tail()}")
     j1 = s.journal_count()
-    time.sleep(3 * RETRY_S)
+    # Three failed space probes after j1: the store thread ran its batches
+    # for three retry periods with the disk full, and applied nothing.
+    p1 = admin_metric(s, PROBES, {"result": "failed"})
+
+    def probes_failed():
+        n = admin_metric(s, PROBES, {"result": "failed"})
+        return n >= p1 + 3 or Pending(f"{n - p1:g} failed probes since")
+    wait_until(probes_failed, 20 * RETRY_S, "three failed space probes on S",
+               interval=0.2, on_timeout=t.logs)
     # The network thread refuses the Data R sends while the disk is full:
     # R's resends after its queries (query_after) were answered "not
     # received". When that is depends on how fast S's store thread gets to
@@ -231,9 +241,11 @@ def run_disk_full(t, small):
                  "HAVING count(*) > 1")
     if rows:
         raise HarnessError(f"S applied messages twice while full: {rows[:5]}")
+    if admin_metric(s, PROBES, {"result": "ok"}) != 0:
+        raise HarnessError("a space probe committed while the disk was full")
     print(f"     full: /health 503 disk full, one log line, S journal {j2}"
-          f" (still after {3 * RETRY_S:g} s), R {unconfirmed} of {total} "
-          "rows unconfirmed and kept", flush=True)
+          f" (still after 3 failed space probes), R {unconfirmed} of "
+          f"{total} rows unconfirmed and kept", flush=True)
 
     # 2. Space returns; no restart.
     t0 = time.monotonic()
@@ -245,6 +257,9 @@ def run_disk_full(t, small):
             f"/health {st} {b}")
     wait_until(ready, 30, "S /health 200 ready again", interval=0.2,
                on_timeout=t.logs)
+    if admin_metric(s, PROBES, {"result": "ok"}) != 1:
+        raise HarnessError(f"S's {PROBES}{{result=\"ok\"}} is not 1 after "
+                           "the disk-full state ended")
     if s.log_text().count(BACK_LINE) != 1:
         raise HarnessError(f"S logged '{BACK_LINE}' "
                            f"{s.log_text().count(BACK_LINE)} times, not "
