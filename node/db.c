@@ -159,27 +159,6 @@ void db_reset(struct db_stmt *s)
 	s->busy = 0;
 }
 
-int db_defer(struct db_stmt *s, const char *what, unsigned flags)
-{
-	db_clearerr(s->d);
-	s->busy = 0;
-	if (!what)
-		what = "a deferred write";
-	return IS_PG(s->d) ? dbpg_defer(s, what, flags)
-			   : dblite_defer(s, what, flags);
-}
-
-int64_t db_defer_missed(const struct db *d)
-{
-	return d->missed;
-}
-
-int db_sync(struct db *d)
-{
-	db_clearerr(d);
-	return IS_PG(d) ? dbpg_sync(d) : SEMQ_OK;
-}
-
 int db_stmt_busy(const struct db_stmt *s)
 {
 	return s->busy;

@@ -37,19 +37,6 @@
  *    and leaves db_errmsg() / db_errclass() describing it until the next call.
  *  - Transactions are plain SQL run through statements or db_exec(); the
  *    driver only reports whether one is open (db_in_tx).
- *  - Deferred writes (db_defer): a write whose rows and row count nobody
- *    reads may be sent without waiting for its outcome. PostgreSQL queues
- *    it in libpq's pipeline mode, inside a transaction, and reads its
- *    outcome with the next call that waits for the server anyway (the next
- *    db_step of any statement, db_exec, db_sync), so a run of writes and
- *    the read after them cost one round trip instead of one each. That
- *    call returns the first deferred failure, its message prefixed with
- *    the `what` given to db_defer, and the transaction is then aborted:
- *    the caller rolls it back as after any failed statement. SQLite runs
- *    the write at once (no round trip to save) and returns its outcome.
- *    Nothing deferred is known to be done before a later call succeeded:
- *    a COMMIT is one, so an acknowledgement sent after the commit stays
- *    sent on the word of every write of its transaction.
  */
 #ifndef SEMQ_DB_H
 #define SEMQ_DB_H
@@ -112,9 +99,7 @@ void db_close(struct db *d); /* accepts NULL; finalises nothing: finalise
 enum db_kind db_kind(const struct db *d);
 /* The target for messages (a URL without its password). Borrowed. */
 const char *db_name(const struct db *d);
-/* The native handle for plugins: `sqlite3 *` or `PGconn *`. Borrowed. Use
- * it only after a call that waits for the server (a db_step, db_sync): a
- * PostgreSQL connection with deferred writes is in pipeline mode. */
+/* The native handle for plugins: `sqlite3 *` or `PGconn *`. Borrowed. */
 void *db_handle(struct db *d);
 
 /* Runs SQL text that may hold several statements and returns no rows
@@ -138,24 +123,6 @@ void db_bind_null(struct db_stmt *s, int i);
 int db_step(struct db_stmt *s);
 /* Ready for new bindings and a new run; unread rows are dropped. */
 void db_reset(struct db_stmt *s);
-/*
- * Runs s as bound, a write whose rows are not read, and resets it (DESIGN:
- * deferred writes). SEMQ_OK, or a failure: this write's on SQLite, or on
- * PostgreSQL an earlier deferred one's (or this one's, run at once outside
- * a transaction). `what` (borrowed for the call) names it in errors.
- * DB_DEFER_ONE: the write is meant to change exactly one row; one that
- * changed another number (an INSERT ... ON CONFLICT DO NOTHING that found
- * its row) is no failure but is counted in db_defer_missed() once its
- * outcome is read.
- */
-enum { DB_DEFER_ONE = 1 };
-int db_defer(struct db_stmt *s, const char *what, unsigned flags);
-/* Waits for every deferred write: SEMQ_OK or the first failure. */
-int db_sync(struct db *d);
-/* How many DB_DEFER_ONE writes on this connection, of those whose outcome
- * was read, did not change exactly one row (a counter that only grows:
- * compare it before and after). */
-int64_t db_defer_missed(const struct db *d);
 /* Between the first db_step and db_reset? */
 int db_stmt_busy(const struct db_stmt *s);
 

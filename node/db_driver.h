@@ -33,7 +33,6 @@ struct db {
 	char errmsg[DB_ERRMAX];
 	enum db_errclass errclass;
 	int64_t changes; /* rows written by the last completed write */
-	int64_t missed;  /* DB_DEFER_ONE writes that wrote no row, so far */
 };
 
 /* The first member of every driver's statement. */
@@ -61,7 +60,6 @@ void dblite_bind_blob(struct db_stmt *s, int i, const void *p, size_t n);
 void dblite_bind_null(struct db_stmt *s, int i);
 int dblite_step(struct db_stmt *s);
 void dblite_reset(struct db_stmt *s);
-int dblite_defer(struct db_stmt *s, const char *what, unsigned flags);
 int dblite_col_null(struct db_stmt *s, int c);
 int64_t dblite_col_int64(struct db_stmt *s, int c);
 const char *dblite_col_text(struct db_stmt *s, int c);
@@ -84,8 +82,6 @@ void dbpg_bind_blob(struct db_stmt *s, int i, const void *p, size_t n);
 void dbpg_bind_null(struct db_stmt *s, int i);
 int dbpg_step(struct db_stmt *s);
 void dbpg_reset(struct db_stmt *s);
-int dbpg_defer(struct db_stmt *s, const char *what, unsigned flags);
-int dbpg_sync(struct db *d);
 int dbpg_col_null(struct db_stmt *s, int c);
 int64_t dbpg_col_int64(struct db_stmt *s, int c);
 const char *dbpg_col_text(struct db_stmt *s, int c);

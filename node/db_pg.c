@@ -66,21 +66,6 @@
  *    answered is not sent on its word. (Its rows are visible here at once,
  *    though: a transaction that only reads them commits without waiting
  *    for the standby; docs/OPERATIONS.md says what that leaves open.)
- *  - Deferred writes (db_defer) use libpq's pipeline mode: the first one
- *    inside a transaction enters it, each is sent with
- *    PQsendQueryPrepared and noted (what the store was doing, whether it
- *    must write one row) in `defer`, and nothing is read. The next call
- *    that needs an answer ends the pipeline (pipe_end): a plain
- *    statement's first step is sent behind the writes and the one sync
- *    reads them all, then its own result — one round trip for all; a bulk
- *    statement, a statement not yet prepared in this session, db_exec and
- *    db_sync read the writes first. The first failure is returned, named
- *    by its `what`; the server skips whatever followed it up to the sync
- *    (PGRES_PIPELINE_ABORTED), so a COMMIT behind a failed write is never
- *    run, and the transaction is left aborted for the caller's ROLLBACK (a
- *    ROLLBACK reads the writes first and drops their failure). A write
- *    outside a transaction, or when the queue holds DEFER_MAX, is not left
- *    waiting. A reconnect forgets the queue with the session.
  *  - Every PGresult is cleared where it is consumed or in dbpg_reset() /
  *    dbpg_finalize(); the driver holds at most three per statement (the
  *    current rows, and for a bulk one the rows read ahead and the error that
@@ -127,8 +112,6 @@ enum {
 #define RETRY_MIN_MS 50
 #define RETRY_MAX_MS 1000
 #define RETRY_RESET_MS 10000
-/* Deferred writes sent before the driver reads their outcome anyway. */
-#define DEFER_MAX 64
 
 struct pgstmt;
 
@@ -151,13 +134,6 @@ struct pgdb {
 	/* The command that just ran was a COMMIT whose wait for the
 	 * synchronous standby was cancelled (notice()). */
 	int syncrep_cancelled;
-	/* Deferred writes (db_defer): sent in pipeline mode, their outcome
-	 * not read yet, in the order they were sent. */
-	struct deferred {
-		char what[96]; /* for the error: what the store was doing */
-		int one;       /* DB_DEFER_ONE: must write exactly one row */
-	} defer[DEFER_MAX];
-	unsigned n_defer;
 };
 
 /* How a column is read: decided once per result from its type OID. */
@@ -361,7 +337,6 @@ static int syncrep_check(struct pgdb *pd)
 }
 
 static void read_ahead(struct pgdb *pd);
-static int pipe_end(struct pgdb *pd, PGresult **res);
 
 /* ---- the connection ------------------------------------------------------- */
 
@@ -489,8 +464,6 @@ int dbpg_exec(struct db *d, const char *sql)
 	if (!sql)
 		return db_seterr(d, DB_E_OTHER, "exec: no SQL text");
 	read_ahead(pd);
-	if (pd->n_defer && (r = pipe_end(pd, NULL)) != SEMQ_OK)
-		return r;
 	pd->syncrep_cancelled = 0;
 	res = PQexec(pd->conn, sql);
 	switch (res ? PQresultStatus(res) : PGRES_FATAL_ERROR) {
@@ -569,7 +542,6 @@ int dbpg_reconnect(struct db *d)
 	/* Whatever happens, the server session the statements knew is gone,
 	 * with the rows a bulk statement had not read yet. */
 	pd->gen++;
-	pd->n_defer = 0; /* their outcome went with the transaction */
 	if (pd->streaming) {
 		pd->streaming->run = RUN_ROWS;
 		pd->streaming->ahead = AHEAD_RESET;
@@ -904,26 +876,7 @@ void dbpg_finalize(struct db_stmt *s)
 
 		read_ahead(pd); /* another bulk statement may be streaming */
 		ts = PQtransactionStatus(pd->conn);
-		if (pd->n_defer) {
-			/* In pipeline mode: queued behind the deferred writes
-			 * (skipped if one of them failed; left to the session's
-			 * end when the queue is full, so that no failure is
-			 * read here, where nobody would be told). Never in the
-			 * queue's last place: dbpg_defer counts on one free
-			 * place for the write it sends. */
-			char sql[64];
-
-			snprintf(sql, sizeof(sql), "DEALLOCATE %s", ps->name);
-			if (pd->n_defer + 1 < DEFER_MAX &&
-			    PQsendQueryParams(pd->conn, sql, 0, NULL, NULL,
-					      NULL, NULL, 0)) {
-				struct deferred *df = &pd->defer[pd->n_defer++];
-
-				snprintf(df->what, sizeof(df->what), "%s",
-					 "freeing a statement");
-				df->one = 0;
-			}
-		} else if (ts == PQTRANS_IDLE || ts == PQTRANS_INTRANS) {
+		if (ts == PQTRANS_IDLE || ts == PQTRANS_INTRANS) {
 			char sql[64];
 
 			snprintf(sql, sizeof(sql), "DEALLOCATE %s", ps->name);
@@ -1060,96 +1013,6 @@ static int classify_columns(struct pgstmt *ps)
 	return SEMQ_OK;
 }
 
-/* ---- deferred writes (db_defer) ------------------------------------------ */
-
-/* The failure of a deferred write (res: its result, or NULL: the
- * connection's message), prefixed with what the store was doing. */
-static int defer_fail(struct pgdb *pd, const char *what, const PGresult *res)
-{
-	char msg[DB_ERRMAX];
-
-	pg_fail(pd, res);
-	snprintf(msg, sizeof(msg), "%s", pd->base.errmsg);
-	return db_seterr(&pd->base, pd->base.errclass, "%s (deferred): %s",
-			 what, msg);
-}
-
-/*
- * Ends the pipeline: a sync, then the outcome of every deferred write in
- * the order they were sent, then (res != NULL) the result of the statement
- * sent after them, which *res gets (the caller clears it), then the sync's
- * own result; leaves pipeline mode. Returns the first failure (a write that
- * failed makes the server skip what follows it up to the sync: those come
- * back PGRES_PIPELINE_ABORTED). A pipeline that cannot be left (results
- * that never came) counts as a lost connection: the store reconnects.
- */
-static int pipe_end(struct pgdb *pd, PGresult **res)
-{
-	unsigned i, n = pd->n_defer;
-	int r = SEMQ_OK, synced = 0;
-	PGresult *x;
-
-	pd->n_defer = 0;
-	if (PQpipelineSync(pd->conn) != 1) {
-		r = defer_fail(pd, n ? pd->defer[0].what : "pipeline", NULL);
-		goto out;
-	}
-	for (i = 0; i < n + (res != NULL); i++) {
-		const char *what = i < n ? pd->defer[i].what : NULL;
-		int got = 0;
-
-		while ((x = PQgetResult(pd->conn)) != NULL) {
-			ExecStatusType rs = PQresultStatus(x);
-
-			got = 1;
-			if (rs == PGRES_PIPELINE_ABORTED || r != SEMQ_OK) {
-				PQclear(x);
-				continue;
-			}
-			if (rs != PGRES_COMMAND_OK && rs != PGRES_TUPLES_OK) {
-				r = what ? defer_fail(pd, what, x)
-					 : pg_fail(pd, x);
-				PQclear(x);
-				continue;
-			}
-			note_changes(pd, x);
-			if (!what && !*res) {
-				*res = x; /* the statement sent last */
-				continue;
-			}
-			if (what && pd->defer[i].one && pd->base.changes != 1)
-				pd->base.missed++;
-			PQclear(x);
-		}
-		if (!got) { /* the connection broke: nothing more comes */
-			if (r == SEMQ_OK)
-				r = what ? defer_fail(pd, what, NULL)
-					 : pg_fail(pd, NULL);
-			goto out;
-		}
-	}
-	while ((x = PQgetResult(pd->conn)) != NULL) {
-		synced = PQresultStatus(x) == PGRES_PIPELINE_SYNC;
-		PQclear(x);
-		if (synced)
-			break;
-	}
-	if (!synced && r == SEMQ_OK)
-		r = pg_fail(pd, NULL);
-out:
-	if (PQpipelineStatus(pd->conn) != PQ_PIPELINE_OFF &&
-	    !PQexitPipelineMode(pd->conn) && r == SEMQ_OK)
-		r = db_seterr(&pd->base, DB_E_LOST,
-			      "the pipeline of deferred writes could not be "
-			      "ended: %s",
-			      PQerrorMessage(pd->conn));
-	if (r != SEMQ_OK && res && *res) {
-		PQclear(*res);
-		*res = NULL;
-	}
-	return r;
-}
-
 /* Prepares the statement on this session if it is not yet known there. */
 static int ensure_prepared(struct pgstmt *ps)
 {
@@ -1188,19 +1051,6 @@ static int execute(struct pgstmt *ps)
 		goto out;
 	}
 	read_ahead(pd); /* the connection carries one command at a time */
-	/* Deferred writes wait: read with this statement's result when it
-	 * can go in the same pipeline, else first. A ROLLBACK reads them
-	 * first and drops their failure, which it undoes: sent behind a
-	 * failed write, the server would skip it. */
-	if (pd->n_defer && strcmp(ps->sql, "ROLLBACK") == 0) {
-		(void)pipe_end(pd, NULL);
-		db_clearerr(&pd->base);
-	}
-	if (pd->n_defer && (ps->bulk || ps->gen != pd->gen)) {
-		r = pipe_end(pd, NULL);
-		if (r != SEMQ_OK)
-			goto out;
-	}
 	r = ensure_prepared(ps);
 	if (r != SEMQ_OK)
 		goto out;
@@ -1219,26 +1069,8 @@ static int execute(struct pgstmt *ps)
 		goto out;
 	}
 	pd->syncrep_cancelled = 0;
-	if (pd->n_defer) {
-		if (!PQsendQueryPrepared(pd->conn, ps->name, ps->nparams,
-					 ps->vals, ps->lens, ps->fmts, 1)) {
-			char why[DB_ERRMAX];
-
-			oneline(why, sizeof(why), PQerrorMessage(pd->conn));
-			r = pipe_end(pd, NULL);
-			if (r == SEMQ_OK)
-				r = db_seterr(&pd->base,
-					      classify(pd->conn, NULL), "%s",
-					      why);
-			goto out;
-		}
-		r = pipe_end(pd, &res);
-		if (r != SEMQ_OK)
-			goto out;
-	} else {
-		res = PQexecPrepared(pd->conn, ps->name, ps->nparams, ps->vals,
-				     ps->lens, ps->fmts, 1);
-	}
+	res = PQexecPrepared(pd->conn, ps->name, ps->nparams, ps->vals,
+			     ps->lens, ps->fmts, 1);
 	switch (res ? PQresultStatus(res) : PGRES_FATAL_ERROR) {
 	case PGRES_COMMAND_OK:
 	case PGRES_TUPLES_OK: break;
@@ -1386,77 +1218,6 @@ void dbpg_reset(struct db_stmt *s)
 	ps->bad_param = 0;
 	ps->run = RUN_FRESH;
 	s->busy = 0;
-}
-
-/* db_defer outside a transaction, or of a statement that cannot be queued:
- * run now, rows dropped. */
-static int defer_now(struct db_stmt *s, const char *what, unsigned flags)
-{
-	int rc;
-
-	while ((rc = dbpg_step(s)) == DB_ROW)
-		;
-	if (rc == DB_DONE && (flags & DB_DEFER_ONE) && s->d->changes != 1)
-		s->d->missed++;
-	dbpg_reset(s);
-	if (rc < 0) {
-		char msg[DB_ERRMAX];
-
-		snprintf(msg, sizeof(msg), "%s", s->d->errmsg);
-		db_seterr(s->d, s->d->errclass, "%s: %s", what, msg);
-		return rc;
-	}
-	return SEMQ_OK;
-}
-
-int dbpg_defer(struct db_stmt *s, const char *what, unsigned flags)
-{
-	struct pgstmt *ps = pgstmt_of(s);
-	struct pgdb *pd = pgdb_of(s->d);
-	struct deferred *df;
-	int r;
-
-	read_ahead(pd);
-	/* Only inside a transaction: its COMMIT is then a call that waits,
-	 * and a failure aborts what the caller rolls back anyway. */
-	if (ps->bad || ps->bulk ||
-	    (!pd->n_defer && PQtransactionStatus(pd->conn) != PQTRANS_INTRANS))
-		return defer_now(s, what, flags);
-	if (ps->gen != pd->gen) { /* PQprepare waits: outside the pipeline */
-		if (pd->n_defer && (r = pipe_end(pd, NULL)) != SEMQ_OK)
-			goto out;
-		if ((r = ensure_prepared(ps)) != SEMQ_OK)
-			goto out;
-	}
-	if (!pd->n_defer && !PQenterPipelineMode(pd->conn)) {
-		r = pg_fail(pd, NULL);
-		goto out;
-	}
-	if (!PQsendQueryPrepared(pd->conn, ps->name, ps->nparams, ps->vals,
-				 ps->lens, ps->fmts, 1)) {
-		char why[DB_ERRMAX];
-
-		oneline(why, sizeof(why), PQerrorMessage(pd->conn));
-		r = pipe_end(pd, NULL);
-		if (r == SEMQ_OK)
-			r = db_seterr(&pd->base, classify(pd->conn, NULL),
-				      "%s: %s", what, why);
-		goto out;
-	}
-	df = &pd->defer[pd->n_defer++];
-	snprintf(df->what, sizeof(df->what), "%s", what);
-	df->one = (flags & DB_DEFER_ONE) != 0;
-	r = pd->n_defer < DEFER_MAX ? SEMQ_OK : pipe_end(pd, NULL);
-out:
-	dbpg_reset(s); /* libpq copied the values into its buffer */
-	return r;
-}
-
-int dbpg_sync(struct db *d)
-{
-	struct pgdb *pd = pgdb_of(d);
-
-	return pd->n_defer ? pipe_end(pd, NULL) : SEMQ_OK;
 }
 
 /* The raw value of column c of the current row, or NULL (SQL NULL, no row,

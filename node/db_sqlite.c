@@ -473,26 +473,6 @@ void dblite_reset(struct db_stmt *s)
 	sqlite3_clear_bindings(S(s));
 }
 
-/* db_defer on SQLite: a local call costs no round trip, so it runs now. */
-int dblite_defer(struct db_stmt *s, const char *what, unsigned flags)
-{
-	int rc;
-
-	while ((rc = dblite_step(s)) == DB_ROW)
-		;
-	if (rc == DB_DONE && (flags & DB_DEFER_ONE) && s->d->changes != 1)
-		s->d->missed++;
-	dblite_reset(s);
-	if (rc < 0) {
-		char msg[DB_ERRMAX];
-
-		snprintf(msg, sizeof msg, "%s", s->d->errmsg);
-		db_seterr(s->d, s->d->errclass, "%s: %s", what, msg);
-		return rc;
-	}
-	return SEMQ_OK;
-}
-
 int dblite_col_null(struct db_stmt *s, int c)
 {
 	return sqlite3_column_type(S(s), c) == SQLITE_NULL;

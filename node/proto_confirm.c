@@ -365,6 +365,7 @@ int on_response(struct proto *p, const struct job *j, struct outbox *ob)
 
 	for (i = 0; i < ar->n_ids && r == SEMQ_OK; i++) {
 		struct msgid id;
+		int ok = 0;
 		unsigned bit;
 
 		codec_msgid_from_wire(ar->ids[i], &id);
@@ -388,11 +389,10 @@ int on_response(struct proto *p, const struct job *j, struct outbox *ob)
 		}
 		bit = strcmp(ar->from, id.origin) == 0 ? CONFIRM_ORIGIN
 						       : CONFIRM_RELAY;
-		/* Not asked whether the row became AS_OK (or is gone): so
-		 * the update waits for no answer (a deferred write), and the
-		 * watermarks are looked at after the batch anyway. */
-		r = store_ack_response(p->st, &id, bit, NULL);
-		if (r == SEMQ_OK)
+		r = store_ack_response(p->st, &id, bit, &ok);
+		if (r == SEMQ_DECLINED)
+			r = SEMQ_OK;
+		if (ok)
 			p->wm_dirty = 1;
 	}
 	if (r == SEMQ_OK && p->wm_dirty)

@@ -159,20 +159,6 @@ int store__q_exec(struct store *st, enum q i, const char *what)
 	return SEMQ_OK;
 }
 
-/* The same as a deferred write (node/db.h): on PostgreSQL its outcome comes
- * with the next statement that waits. */
-int store__q_defer(struct store *st, enum q i, const char *what)
-{
-	struct db_stmt *s = q_get(st, i);
-	int rc;
-
-	if (!s)
-		return SEMQ_ERR_DB;
-	rc = db_defer(s, what, 0);
-	q_put(st, i, s);
-	return rc < 0 ? dberr(st, what) : SEMQ_OK;
-}
-
 /* A transaction ended (or begins): nothing is locked or failed in it. */
 static void tx_reset(struct store *st)
 {

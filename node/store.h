@@ -393,9 +393,6 @@ int store_lookup_received(struct store *st, const struct msgid *id,
 /*
  * An 810-Response arrived: confirm_got |= bit; AS_OK once every needed bit is
  * there (*now_ok = 1). SEMQ_DECLINED when the row is gone (already compacted).
- * now_ok NULL: the caller asks neither, so inside a batch the update goes as
- * a deferred write (node/db.h: on PostgreSQL no round trip of its own) and a
- * row that is gone is not told (SEMQ_OK).
  */
 int store_ack_response(struct store *st, const struct msgid *id, unsigned bit,
 		       int *now_ok);

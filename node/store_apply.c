@@ -30,26 +30,18 @@ static int plugin_hit_full(struct store *st, const char *idb)
 }
 
 /*
- * SAVEPOINT semq_apply, with the outcome of every deferred write before it
- * (node/db.h): one round trip on PostgreSQL. After it the plugin may use
- * the native handle.
+ * apply() inside SAVEPOINT semq_apply. *verdict gets OK, RETRY or PERMANENT
+ * (anything else counts as PERMANENT); on a failure the plugin's writes are
+ * rolled back and perr holds its reason (never empty).
  */
-static int sp_take(struct store *st)
-{
-	if (q_defer(st, Q_SP, "savepoint") != SEMQ_OK)
-		return SEMQ_ERR_DB;
-	if (db_sync(st->db) != SEMQ_OK)
-		return dberr(st, "savepoint");
-	return SEMQ_OK;
-}
-
-/* store__apply_sp once its savepoint is taken. */
-static int apply_in_sp(struct store *st, const struct msg *m, unsigned tries,
-		       store_apply_fn apply, void *ctx, char *perr,
-		       size_t perrsz, int *verdict, const char *idb)
+int store__apply_sp(struct store *st, const struct msg *m, unsigned tries,
+		    store_apply_fn apply, void *ctx, char *perr, size_t perrsz,
+		    int *verdict, const char *idb)
 {
 	int v;
 
+	if (q_exec(st, Q_SP, "savepoint") != SEMQ_OK)
+		return SEMQ_ERR_DB;
 	perr[0] = '\0';
 	v = apply(ctx, m, tries, &st->tx, perr, perrsz);
 	perr[perrsz - 1] = '\0';
@@ -66,8 +58,7 @@ static int apply_in_sp(struct store *st, const struct msg *m, unsigned tries,
 	}
 	if (v == SEMQ_PLUGIN_OK) {
 		*verdict = v;
-		/* Deferred: it goes with the next statement of the batch. */
-		return q_defer(st, Q_SP_RELEASE, "release savepoint");
+		return q_exec(st, Q_SP_RELEASE, "release savepoint");
 	}
 	if (v != SEMQ_PLUGIN_RETRY)
 		v = SEMQ_PLUGIN_PERMANENT;
@@ -79,21 +70,6 @@ static int apply_in_sp(struct store *st, const struct msg *m, unsigned tries,
 	if (q_exec(st, Q_SP_UNDO, "rollback to savepoint") != SEMQ_OK)
 		return SEMQ_ERR_DB;
 	return q_exec(st, Q_SP_RELEASE, "release savepoint");
-}
-
-/*
- * apply() inside SAVEPOINT semq_apply. *verdict gets OK, RETRY or PERMANENT
- * (anything else counts as PERMANENT); on a failure the plugin's writes are
- * rolled back and perr holds its reason (never empty).
- */
-int store__apply_sp(struct store *st, const struct msg *m, unsigned tries,
-		    store_apply_fn apply, void *ctx, char *perr, size_t perrsz,
-		    int *verdict, const char *idb)
-{
-	if (sp_take(st) != SEMQ_OK)
-		return SEMQ_ERR_DB;
-	return apply_in_sp(st, m, tries, apply, ctx, perr, perrsz, verdict,
-			   idb);
 }
 
 static int check_receive(struct store *st, const struct msg *m, const char *via,
@@ -136,8 +112,6 @@ int store_receive(struct store *st, const struct msg *m, const char *via,
 	char perr[SEMQ_ERRLEN];
 	const char *key;
 	uint64_t w = 0;
-	int64_t missed;
-	struct probe_row pr;
 	int r = SEMQ_ERR_INTERNAL, own = 0, res = -1, known, found = 0;
 	int busy = 0;
 	int v = SEMQ_PLUGIN_OK;
@@ -164,11 +138,9 @@ int store_receive(struct store *st, const struct msg *m, const char *via,
 			&known);
 	if (r)
 		goto out;
-	r = in_probe(st, m, m->tombstone ? NULL : key, w, &pr);
+	r = in_seen(st, &m->id, w, &found, &res);
 	if (r)
 		goto out;
-	found = pr.seen;
-	res = pr.result;
 	if (found && (res == RES_CONFLICT || res == RES_UNDECIDED)) {
 		r = seterr(st, SEMQ_DECLINED,
 			   res == RES_CONFLICT
@@ -188,9 +160,13 @@ int store_receive(struct store *st, const struct msg *m, const char *via,
 	/* The predecessor with the same key must have been recorded, and be
 	 * the message this one follows (its digest, when both are known). */
 	if (m->prev_seq > 0) {
-		uint64_t have = pr.prev_digest;
+		struct msgid pid = m->id;
+		uint64_t have = 0;
 
-		found = pr.prev_found;
+		pid.seq = m->prev_seq;
+		r = in_get(st, &pid, &found, NULL, &have);
+		if (r)
+			goto out;
 		if (!found && m->prev_seq > w) {
 			res = -1;
 			r = seterr(st, SEMQ_AGAIN,
@@ -208,7 +184,11 @@ int store_receive(struct store *st, const struct msg *m, const char *via,
 			goto out;
 		}
 	}
-	busy = pr.key_busy;
+	if (!m->tombstone && key) {
+		r = redo_key_has(st, Q_REDO_KEY_BUSY, &m->id, key, &busy);
+		if (r)
+			goto out;
+	}
 
 	if (m->tombstone)
 		res = RES_CANCELLED;
@@ -218,33 +198,17 @@ int store_receive(struct store *st, const struct msg *m, const char *via,
 		res = RES_REDO;
 	else
 		res = RES_PROCESSED;
+	r = in_insert(st, m, via, confirm_need, now, res, idb);
+	if (r) {
+		if (r == SEMQ_DUPLICATE)
+			res = RES_DUPLICATE;
+		goto out;
+	}
 	if (!known) {
 		r = stream_create(st, m->id.origin, m->id.dest, m->id.life,
 				  now);
 		if (r)
 			goto out;
-	}
-	/* The row goes deferred (node/db.h); its outcome comes with the
-	 * savepoint before the plugin (one round trip on PostgreSQL), or
-	 * is waited for. No row written: a connection that does not take
-	 * the stream's lock recorded the copy after our check, and the
-	 * unique index settled it — a duplicate, and the batch goes on. */
-	missed = db_defer_missed(st->db);
-	r = in_insert(st, m, via, confirm_need, now, res, idb);
-	if (!r && res == RES_PROCESSED)
-		r = sp_take(st);
-	else if (!r && db_sync(st->db) != SEMQ_OK)
-		r = dberr(st, idb);
-	if (r)
-		goto out;
-	if (db_defer_missed(st->db) != missed) {
-		if (res == RES_PROCESSED)
-			r = q_defer(st, Q_SP_RELEASE, "release savepoint");
-		if (!r)
-			r = seterr(st, SEMQ_DUPLICATE, "%s: already received",
-				   idb);
-		res = RES_DUPLICATE;
-		goto out;
 	}
 
 	switch (res) {
@@ -262,7 +226,7 @@ int store_receive(struct store *st, const struct msg *m, const char *via,
 	default: break;
 	}
 
-	r = apply_in_sp(st, m, 0, apply, ctx, perr, sizeof perr, &v, idb);
+	r = apply_sp(st, m, 0, apply, ctx, perr, sizeof perr, &v, idb);
 	if (r)
 		goto out;
 	if (v == SEMQ_PLUGIN_OK)

@@ -36,10 +36,9 @@ static int stream_w(struct store *st, const char *origin, const char *dest,
 	return r;
 }
 
-/* The stream's entry in the locks this transaction holds, or NULL. */
-static struct stream_id *stream_lock_of(const struct store *st,
-					const char *origin, const char *dest,
-					uint64_t life)
+/* Does this transaction hold the stream's lock already? */
+int store__stream_held(const struct store *st, const char *origin,
+		       const char *dest, uint64_t life)
 {
 	unsigned i;
 
@@ -47,23 +46,12 @@ static struct stream_id *stream_lock_of(const struct store *st,
 		if (st->locked[i].life == life &&
 		    !strcmp(st->locked[i].origin, origin) &&
 		    !strcmp(st->locked[i].dest, dest))
-			return (struct stream_id *)&st->locked[i];
-	return NULL;
+			return 1;
+	return 0;
 }
 
-/* Does this transaction hold the stream's lock already? */
-int store__stream_held(const struct store *st, const char *origin,
-		       const char *dest, uint64_t life)
-{
-	return stream_lock_of(st, origin, dest, life) != NULL;
-}
-
-/* Notes the lock and the watermark read under it: while the lock is held
- * no other instance moves the watermark, so the next message of the
- * stream in this transaction reads it here instead of asking the server
- * (one round trip per message on PostgreSQL). */
 static void stream_remember(struct store *st, const char *origin,
-			    const char *dest, uint64_t life, uint64_t w)
+			    const char *dest, uint64_t life)
 {
 	struct stream_id *l;
 
@@ -73,7 +61,6 @@ static void stream_remember(struct store *st, const char *origin,
 	snprintf(l->origin, sizeof l->origin, "%s", origin);
 	snprintf(l->dest, sizeof l->dest, "%s", dest);
 	l->life = life;
-	l->w = w;
 }
 
 /* Creates the stream's row (watermark 0, started now) unless it exists. */
@@ -103,18 +90,11 @@ int store__stream_create(struct store *st, const char *origin, const char *dest,
 int store__stream_lock(struct store *st, const char *origin, const char *dest,
 		       uint64_t life, int64_t now, uint64_t *w, int *known)
 {
-	struct stream_id *held;
 	struct db_stmt *s;
 	int rc, r;
 
-	if (!st->pg)
+	if (!st->pg || stream_held(st, origin, dest, life))
 		return stream_w(st, origin, dest, life, w, known);
-	held = stream_lock_of(st, origin, dest, life);
-	if (held) {
-		*w = held->w;
-		*known = 1;
-		return SEMQ_OK;
-	}
 	*w = 0;
 	*known = 1;
 	r = store__stream_create(st, origin, dest, life, now);
@@ -135,7 +115,7 @@ int store__stream_lock(struct store *st, const char *origin, const char *dest,
 		r = dberr(st, "locking a stream");
 	q_put(st, Q_W_LOCK, s);
 	if (!r)
-		stream_remember(st, origin, dest, life, *w);
+		stream_remember(st, origin, dest, life);
 	return r;
 }
 
@@ -169,8 +149,8 @@ int store__in_get(struct store *st, const struct msgid *id, int *found,
 	return r;
 }
 
-/* Inserts the tb_0030 row as a deferred write (node/db.h): the caller reads
- * its outcome, and db_defer_missed() tells a row that was there already. */
+/* Inserts the tb_0030 row; SEMQ_DUPLICATE when the unique index has it
+ * (recorded by another connection after our check). */
 int store__in_insert(struct store *st, const struct msg *m, const char *via,
 		     unsigned need, int64_t now, int result, const char *idb)
 {
@@ -188,9 +168,11 @@ int store__in_insert(struct store *st, const struct msg *m, const char *via,
 	db_bind_int64(s, 10, result);
 	db_bind_int64(s, 11, need);
 	bind_digest(s, 12, m->id.digest);
-	rc = db_defer(s, idb, DB_DEFER_ONE);
+	rc = db_step(s);
 	if (rc < 0)
 		r = dberr(st, idb);
+	else if (db_changes(st->db) == 0)
+		r = seterr(st, SEMQ_DUPLICATE, "%s: already received", idb);
 	q_put(st, Q_IN_INSERT, s);
 	return r;
 }
@@ -239,12 +221,16 @@ static int redo_verdict(struct store *st, const struct msgid *id, int *res)
  * RES_DUPLICATE when the seq is at or below w with the row gone and
  * id->digest unknown, RES_UNDECIDED when it is given.
  */
-static int seen_of(struct store *st, const struct msgid *id, uint64_t w,
-		   int found, int res, uint64_t have, int *seen, int *result)
+int store__in_seen(struct store *st, const struct msgid *id, uint64_t w,
+		   int *seen, int *result)
 {
-	int r;
+	uint64_t have = 0;
+	int r, found = 0, res = -1;
 
 	*seen = 0;
+	r = in_get(st, id, &found, &res, &have);
+	if (r)
+		return r;
 	if (found) {
 		*seen = 1;
 		if (have && id->digest && have != id->digest) {
@@ -260,59 +246,6 @@ static int seen_of(struct store *st, const struct msgid *id, uint64_t w,
 		*result = id->digest ? RES_UNDECIDED : RES_DUPLICATE;
 	}
 	return SEMQ_OK;
-}
-
-int store__in_seen(struct store *st, const struct msgid *id, uint64_t w,
-		   int *seen, int *result)
-{
-	uint64_t have = 0;
-	int r, found = 0, res = -1;
-
-	*seen = 0;
-	r = in_get(st, id, &found, &res, &have);
-	if (r)
-		return r;
-	return seen_of(st, id, w, found, res, have, seen, result);
-}
-
-/*
- * store__in_seen of m's id, and what store_receive asks next: whether the
- * row of m's key predecessor (m->prev_seq, 0: none) is there and its
- * digest, and (key not NULL) whether tb_0033 holds an unfinished entry of
- * that key in m's stream — one statement instead of three.
- */
-int store__in_probe(struct store *st, const struct msg *m, const char *key,
-		    uint64_t w, struct probe_row *p)
-{
-	struct db_stmt *s = q_get(st, Q_IN_PROBE);
-	uint64_t have = 0;
-	int rc, r = SEMQ_OK, found = 0, res = -1;
-
-	memset(p, 0, sizeof *p);
-	if (!s)
-		return SEMQ_ERR_DB;
-	bind_id(s, &m->id);
-	db_bind_int64(s, 5, (int64_t)m->prev_seq);
-	db_bind_text(s, 6, key);
-	rc = db_step(s);
-	if (rc == DB_ROW) {
-		found = !db_col_null(s, 0);
-		res = col_int(s, 1);
-		have = db_col_null(s, 2) ? 0 : (uint64_t)db_col_int64(s, 2);
-		p->prev_found = !db_col_null(s, 3);
-		p->prev_digest =
-			db_col_null(s, 4) ? 0 : (uint64_t)db_col_int64(s, 4);
-		p->key_busy = !db_col_null(s, 5);
-	} else if (rc < 0) {
-		r = dberr(st, "reading tb_0030");
-	} else {
-		r = seterr(st, SEMQ_ERR_INTERNAL, "%s: %s", st->name,
-			   "the receipt's probe returned no row");
-	}
-	q_put(st, Q_IN_PROBE, s);
-	if (r)
-		return r;
-	return seen_of(st, &m->id, w, found, res, have, &p->seen, &p->result);
 }
 
 int store_lookup_received(struct store *st, const struct msgid *id,
@@ -384,10 +317,6 @@ int store_ack_response(struct store *st, const struct msgid *id, unsigned bit,
 	}
 	bind_id(s, id);
 	db_bind_int64(s, 5, bit);
-	if (!now_ok) {
-		r = db_defer(s, idb, 0) < 0 ? dberr(st, idb) : SEMQ_OK;
-		goto out;
-	}
 	while ((rc = db_step(s)) == DB_ROW)
 		ok = col_int(s, 0);
 	if (rc < 0) {
@@ -600,40 +529,27 @@ out:
 	return SEMQ_OK;
 }
 
-/* Seqs above the watermark asked at once: a window, so that the rows past
- * the run's end (a backlog not yet confirmed) are not all read — PostgreSQL
- * would send every one of them before the statement could stop. */
-#define RUN_WINDOW 1024
-
 /* The end of the run of AS_OK rows right above w: *nw (w when none). */
 static int run_end(struct store *st, const struct stream_w *sw, uint64_t w,
 		   uint64_t *nw)
 {
-	uint64_t top;
+	struct db_stmt *s = q_get(st, Q_IN_RUN);
 	int rc, r = SEMQ_OK;
 
 	*nw = w;
-	do {
-		struct db_stmt *s = q_get(st, Q_IN_RUN);
-
-		if (!s)
-			return SEMQ_ERR_DB;
-		top = *nw < (uint64_t)INT64_MAX - RUN_WINDOW
-			      ? *nw + RUN_WINDOW
-			      : (uint64_t)INT64_MAX;
-		bind_stream(s, sw->origin, sw->dest, sw->life);
-		db_bind_int64(s, 4, (int64_t)*nw);
-		db_bind_int64(s, 5, (int64_t)top);
-		while ((rc = db_step(s)) == DB_ROW) {
-			if ((uint64_t)db_col_int64(s, 0) != *nw + 1 ||
-			    col_int(s, 1) != AS_OK)
-				break;
-			(*nw)++;
-		}
-		if (rc < 0)
-			r = dberr(st, "advancing a watermark");
-		q_put(st, Q_IN_RUN, s);
-	} while (!r && *nw == top && top < (uint64_t)INT64_MAX);
+	if (!s)
+		return SEMQ_ERR_DB;
+	bind_stream(s, sw->origin, sw->dest, sw->life);
+	db_bind_int64(s, 4, (int64_t)w);
+	while ((rc = db_step(s)) == DB_ROW) {
+		if ((uint64_t)db_col_int64(s, 0) != *nw + 1 ||
+		    col_int(s, 1) != AS_OK)
+			break;
+		(*nw)++;
+	}
+	if (rc < 0)
+		r = dberr(st, "advancing a watermark");
+	q_put(st, Q_IN_RUN, s);
 	return r;
 }
 
@@ -642,16 +558,13 @@ static int run_end(struct store *st, const struct stream_w *sw, uint64_t w,
 static int stream_try_lock(struct store *st, const struct stream_w *sw,
 			   uint64_t *w, int *got)
 {
-	struct stream_id *held;
 	struct db_stmt *s;
 	int rc, r = SEMQ_OK;
 
 	*got = 0;
-	held = stream_lock_of(st, sw->origin, sw->dest, sw->life);
-	if (held) {
+	if (stream_held(st, sw->origin, sw->dest, sw->life)) {
 		*got = 1;
-		*w = held->w;
-		return SEMQ_OK;
+		return stream_w(st, sw->origin, sw->dest, sw->life, w, NULL);
 	}
 	s = q_get(st, Q_W_LOCK_SKIP);
 	if (!s)
@@ -666,7 +579,7 @@ static int stream_try_lock(struct store *st, const struct stream_w *sw,
 	}
 	q_put(st, Q_W_LOCK_SKIP, s);
 	if (!r && *got)
-		stream_remember(st, sw->origin, sw->dest, sw->life, *w);
+		stream_remember(st, sw->origin, sw->dest, sw->life);
 	return r;
 }
 
@@ -700,13 +613,6 @@ static int advance_one(struct store *st, const struct stream_w *sw,
 	q_put(st, Q_W_SET, s);
 	if (rc < 0)
 		return dberr(st, "advancing a watermark");
-	if (st->pg) { /* we hold its lock: the watermark noted with it */
-		struct stream_id *held =
-			stream_lock_of(st, sw->origin, sw->dest, sw->life);
-
-		if (held)
-			held->w = nw;
-	}
 	(*advanced)++;
 	return SEMQ_OK;
 }
@@ -1091,7 +997,6 @@ int store_life_drop(struct store *st, const char *origin, uint64_t life,
 			   origin, lb, origin);
 		goto out;
 	}
-	st->n_locked = 0; /* the rows of the locks noted may go: lock again */
 	r = life_exec(st, Q_LIFE_DROP_IN, origin, life, &gone);
 	if (!r)
 		r = life_exec(st, Q_LIFE_DROP_RELAY, origin, life, &gone);

@@ -157,7 +157,6 @@ enum q {
 	Q_W_LOCK_SKIP, /* PostgreSQL only */
 	/* tb_0030 (an id: ?1 origin, ?2 dest, ?3 seq, ?4 life) */
 	Q_IN_GET,
-	Q_IN_PROBE,
 	Q_IN_INSERT,
 	Q_IN_SET_RESULT,
 	Q_IN_ACK,
@@ -287,7 +286,6 @@ struct stream_id {
 	char origin[SEMQ_ID_MAX + 1];
 	char dest[SEMQ_ID_MAX + 1];
 	uint64_t life;
-	uint64_t w; /* locked[]: its watermark (only we can move it) */
 };
 
 struct store {
@@ -358,7 +356,6 @@ int store__filter_stmt(struct store *st, enum filter_table t,
 struct db_stmt *store__q_get(struct store *st, enum q i);
 void store__q_put(struct store *st, enum q i, struct db_stmt *s);
 int store__q_exec(struct store *st, enum q i, const char *what);
-int store__q_defer(struct store *st, enum q i, const char *what);
 void store__bind_id(struct db_stmt *s, const struct msgid *id);
 /* ?1 origin, ?2 dest, ?3 life: an inbound stream. */
 void store__bind_stream(struct db_stmt *s, const char *origin, const char *dest,
@@ -405,15 +402,6 @@ int store__in_get(struct store *st, const struct msgid *id, int *found,
 		  int *result, uint64_t *digest);
 int store__in_seen(struct store *st, const struct msgid *id, uint64_t w,
 		   int *seen, int *result);
-/* What store_receive asks before recording a message, in one statement. */
-struct probe_row {
-	int seen, result;     /* as store__in_seen */
-	int prev_found;       /* the row of its key predecessor is there */
-	uint64_t prev_digest; /* and its digest (0 = unknown) */
-	int key_busy;         /* tb_0033 holds an unfinished entry of key */
-};
-int store__in_probe(struct store *st, const struct msg *m, const char *key,
-		    uint64_t w, struct probe_row *p);
 int store__in_insert(struct store *st, const struct msg *m, const char *via,
 		     unsigned need, int64_t now, int result, const char *idb);
 int store__in_set_result(struct store *st, const struct msgid *id, int result,
@@ -483,7 +471,6 @@ int64_t store__level_ms(const struct store *st, int level);
 #define each_redo store__each_redo
 #define in_get store__in_get
 #define in_seen store__in_seen
-#define in_probe store__in_probe
 #define in_insert store__in_insert
 #define in_set_result store__in_set_result
 #define keep_row_strs store__keep_row_strs
@@ -494,7 +481,6 @@ int64_t store__level_ms(const struct store *st, int level);
 #define purge_before store__purge_before
 #define out_transition store__out_transition
 #define q_exec store__q_exec
-#define q_defer store__q_defer
 #define q_get store__q_get
 #define q_put store__q_put
 #define redo_insert(st_, ...)                                                  \

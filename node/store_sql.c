@@ -168,20 +168,6 @@ const struct q_text store__q[Q__N] = {
 	[Q_IN_GET] = {"SELECT result, digest FROM tb_0030 WHERE origin = ?1"
 		      " AND dest = ?2 AND seq = ?3 AND life = ?4",
 		      NULL},
-	/* store_receive's three questions in one statement (one round trip
-	 * on PostgreSQL): the row of the id, the row of its key predecessor
-	 * ?5 (0: none), an unfinished tb_0033 entry of its key ?6 (NULL:
-	 * not asked). Always one row. */
-	[Q_IN_PROBE] = {"SELECT s.seq, s.result, s.digest, p.seq, p.digest,"
-			" (SELECT 1 FROM tb_0033 WHERE origin = ?1"
-			" AND dest = ?2 AND life = ?4 AND msg_key = ?6"
-			" AND status BETWEEN -1 AND 1 LIMIT 1)"
-			" FROM (SELECT 1) AS o"
-			" LEFT JOIN tb_0030 AS s ON s.origin = ?1"
-			" AND s.dest = ?2 AND s.seq = ?3 AND s.life = ?4"
-			" LEFT JOIN tb_0030 AS p ON p.origin = ?1"
-			" AND p.dest = ?2 AND p.seq = ?5 AND p.life = ?4",
-			NULL},
 	/* A copy recorded meanwhile by another connection (an instance that
 	 * does not hold the stream's lock) is a duplicate, not an error that
 	 * would abort the batch. */
@@ -217,10 +203,9 @@ const struct q_text store__q[Q__N] = {
 			  " WHERE ack_status = 0 AND received_at < ?1"
 			  " ORDER BY received_at, id LIMIT ?2",
 			  NULL},
-	/* ?5: the top of the window of seqs asked (run_end) */
 	[Q_IN_RUN] = {"SELECT seq, ack_status FROM tb_0030 WHERE origin = ?1"
 		      " AND dest = ?2 AND life = ?3 AND seq > ?4"
-		      " AND seq <= ?5 ORDER BY seq",
+		      " ORDER BY seq",
 		      NULL},
 	/* Rows the watermark passed, received before ?1, at most ?2, from
 	 * the bottom of each stream up to its first row received at or after

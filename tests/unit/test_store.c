@@ -2541,52 +2541,6 @@ static void ack(struct store *st, uint64_t seq, unsigned bit, int want_ok)
 	assert_int_equal(ok, want_ok);
 }
 
-/*
- * A run of AS_OK rows longer than run_end's window of seqs, with a gap in a
- * later window: the watermark goes window after window up to the gap, then
- * to the end. The 810-Responses go as the daemon sends them (now_ok NULL:
- * deferred inside the batch), one of them for a row that never was.
- */
-static void test_watermark_long_run(void **state)
-{
-	struct fx *fx = *state;
-	struct store *st = open_ok(fx, "S1", NULL);
-	struct applier a = {0};
-	struct msg m;
-	struct msgid id;
-	unsigned n = 0;
-	uint64_t w = 0, i;
-	const uint64_t count = 2500, gap = 2100;
-
-	assert_int_equal(store_begin(st), SEMQ_OK);
-	for (i = 1; i <= count; i++) {
-		mkmsg(&m, "R1", "S1", i, NULL, 0);
-		recv_expect(st, &m, &a, NOW, SEMQ_OK, RES_PROCESSED);
-	}
-	assert_int_equal(store_commit(st), SEMQ_OK);
-	assert_int_equal(store_begin(st), SEMQ_OK);
-	for (i = 1; i <= count + 1; i++) {
-		if (i == gap)
-			continue;
-		mkid(&id, "R1", "S1", i);
-		assert_int_equal(
-			store_ack_response(st, &id, CONFIRM_ORIGIN, NULL),
-			SEMQ_OK);
-	}
-	assert_int_equal(store_commit(st), SEMQ_OK);
-	assert_int_equal(store_advance_watermarks(st, &n), SEMQ_OK);
-	assert_int_equal(n, 1);
-	assert_int_equal(store_watermark(st, "R1", "S1", SEMQ_LIFE_LEGACY, &w),
-			 SEMQ_OK);
-	assert_int_equal(w, gap - 1);
-	ack(st, gap, CONFIRM_ORIGIN, 1);
-	assert_int_equal(store_advance_watermarks(st, &n), SEMQ_OK);
-	assert_int_equal(n, 1);
-	assert_int_equal(store_watermark(st, "R1", "S1", SEMQ_LIFE_LEGACY, &w),
-			 SEMQ_OK);
-	assert_int_equal(w, count);
-}
-
 static void test_watermark_gaps(void **state)
 {
 	struct fx *fx = *state;
@@ -5840,116 +5794,6 @@ static void test_pg_connection_lost(void **state)
 	assert_int_equal(q1(st, "SELECT count(*) FROM tb_0030"), 3);
 }
 
-/* Where a batch meets the lost connection (test_pg_lost_mid_batch_*). */
-enum lost_at { LOST_AT_ADVANCE, LOST_AT_RECEIVE, LOST_AT_COMMIT, LOST_AT_ACK };
-
-/*
- * The connection is lost inside a batch while deferred writes wait (the
- * 810-Responses, the savepoint's release): the call that meets it fails,
- * naming the write; the batch is rolled back; the next batch connects again
- * and takes the same messages and the next one, the watermark moves, and
- * every message took effect once.
- */
-static void lost_mid_batch(struct fx *fx, enum lost_at at)
-{
-	struct store *st = open_ok(fx, "S1", NULL);
-	struct applier a = {0};
-	struct msg m;
-	struct msgid id;
-	char err[SEMQ_ERRLEN] = "", sql[96], buf[64];
-	unsigned n = 0;
-	uint64_t w = 0, i;
-	int r = SEMQ_OK, res;
-
-	assert_int_equal(store_begin(st), SEMQ_OK);
-	for (i = 1; i <= 5; i++) {
-		mkmsg(&m, "R1", "S1", i, "k", i - 1);
-		recv_expect(st, &m, &a, NOW, SEMQ_OK, RES_PROCESSED);
-	}
-	assert_int_equal(store_commit(st), SEMQ_OK);
-
-	assert_int_equal(store_begin(st), SEMQ_OK);
-	for (i = 1; i <= 3; i++) {
-		mkid(&id, "R1", "S1", i);
-		assert_int_equal(
-			store_ack_response(st, &id, CONFIRM_ORIGIN, NULL),
-			SEMQ_OK);
-	}
-	mkmsg(&m, "R1", "S1", 6, "k", 5);
-	recv_expect(st, &m, &a, NOW, SEMQ_OK, RES_PROCESSED);
-	for (i = 4; i <= 5; i++) {
-		mkid(&id, "R1", "S1", i);
-		assert_int_equal(
-			store_ack_response(st, &id, CONFIRM_ORIGIN, NULL),
-			SEMQ_OK);
-	}
-	snprintf(sql, sizeof sql, "SELECT pg_terminate_backend(%d, 5000)",
-		 backend_of(st));
-	admin_run(sql);
-	switch (at) {
-	case LOST_AT_ADVANCE: r = store_advance_watermarks(st, &n); break;
-	case LOST_AT_RECEIVE:
-		mkmsg(&m, "R1", "S1", 7, "k", 6);
-		r = store_receive(st, &m, NULL, CONFIRM_ORIGIN, NOW, apply_cb,
-				  &a, &res, err, sizeof err);
-		break;
-	case LOST_AT_COMMIT: r = store_commit(st); break;
-	case LOST_AT_ACK:
-		/* deferred once more: no round trip, so no failure yet */
-		mkid(&id, "R1", "S1", 6);
-		assert_int_equal(
-			store_ack_response(st, &id, CONFIRM_ORIGIN, NULL),
-			SEMQ_OK);
-		r = store_advance_watermarks(st, &n);
-		break;
-	}
-	assert_int_equal(r, SEMQ_ERR_DB);
-	assert_non_null(strstr(store_errmsg(st), "(deferred)"));
-	store_rollback(st);
-
-	assert_int_equal(store_begin(st), SEMQ_OK);
-	for (i = 6; i <= 7; i++) {
-		mkmsg(&m, "R1", "S1", i, "k", i - 1);
-		recv_expect(st, &m, &a, NOW, SEMQ_OK, RES_PROCESSED);
-	}
-	for (i = 1; i <= 7; i++) {
-		mkid(&id, "R1", "S1", i);
-		assert_int_equal(
-			store_ack_response(st, &id, CONFIRM_ORIGIN, NULL),
-			SEMQ_OK);
-	}
-	assert_int_equal(store_advance_watermarks(st, &n), SEMQ_OK);
-	assert_int_equal(n, 1);
-	mkmsg(&m, "R1", "S1", 8, "k", 7);
-	recv_expect(st, &m, &a, NOW, SEMQ_OK, RES_PROCESSED);
-	assert_int_equal(store_commit(st), SEMQ_OK);
-	assert_int_equal(store_watermark(st, "R1", "S1", SEMQ_LIFE_LEGACY, &w),
-			 SEMQ_OK);
-	assert_int_equal(w, 7);
-	assert_string_equal(q1s(st, SEQS("effect", ""), buf, sizeof buf),
-			    "1,2,3,4,5,6,7,8");
-}
-
-static void test_pg_lost_mid_batch_advance(void **state)
-{
-	lost_mid_batch(*state, LOST_AT_ADVANCE);
-}
-
-static void test_pg_lost_mid_batch_receive(void **state)
-{
-	lost_mid_batch(*state, LOST_AT_RECEIVE);
-}
-
-static void test_pg_lost_mid_batch_commit(void **state)
-{
-	lost_mid_batch(*state, LOST_AT_COMMIT);
-}
-
-static void test_pg_lost_mid_batch_ack(void **state)
-{
-	lost_mid_batch(*state, LOST_AT_ACK);
-}
-
 /*
  * A failed statement aborts a PostgreSQL transaction (SQLite keeps it): a
  * plugin that ignores its own failed SQL and returns OK fails the receive,
@@ -7176,7 +7020,6 @@ int main(int argc, char **argv)
 		T(test_purge_by_retention),
 		T(test_enqueue_copy),
 		T(test_watermark_gaps),
-		T(test_watermark_long_run),
 		T(test_fetch_unacked),
 		T(test_trace_reads),
 		T(test_received_list),
@@ -7213,10 +7056,6 @@ int main(int argc, char **argv)
 		T(test_pg_two_instances_redo),
 		T(test_pg_advance_skips_locked),
 		T(test_pg_connection_lost),
-		T(test_pg_lost_mid_batch_advance),
-		T(test_pg_lost_mid_batch_receive),
-		T(test_pg_lost_mid_batch_commit),
-		T(test_pg_lost_mid_batch_ack),
 		T(test_pg_aborted_batch_not_committed),
 		T(test_pg_counts_no_hot_rows),
 	};
