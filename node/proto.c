@@ -497,6 +497,9 @@ void proto_rolled_back(struct proto *p)
 	wheel_free(p->wheel);
 	p->wheel = NULL;
 	p->redo_dirty = 1;
+	/* A watermark the batch advanced is back where it was; proto_tick
+	 * cleared wm_dirty before the commit: look again. */
+	p->wm_dirty = 1;
 	memset(&p->cnt, 0, sizeof p->cnt);
 	p->stored = 0;
 	p->unknown_due = 1;
