@@ -38,7 +38,6 @@
  */
 #include "codec.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -94,21 +93,6 @@ static void budget_free(void *data, void *ptr)
 /* Frees what budget_alloc() made, from any thread. */
 static ProtobufCAllocator frame_allocator = {budget_alloc, budget_free, NULL};
 
-static int fail(char *err, size_t errsz, int code, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
-
-static int fail(char *err, size_t errsz, int code, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (err && errsz) {
-		va_start(ap, fmt);
-		vsnprintf(err, errsz, fmt, ap);
-		va_end(ap);
-	}
-	return code;
-}
-
 /*
  * Writes `s` quoted for a one-line message into buf: printable ASCII as is,
  * other bytes as \xNN, cut after QUOTE_MAX bytes with "...". Returns buf.
@@ -156,11 +140,13 @@ static int check_id(const char *path, const char *v, char *err, size_t errsz)
 	char q[4 * QUOTE_MAX + 16];
 
 	if (!v)
-		return fail(err, errsz, SEMQ_ERR_PROTO, "%s: missing", path);
+		return semq_fail(err, errsz, SEMQ_ERR_PROTO, "%s: missing",
+				 path);
 	if (!semq_id_valid(v))
-		return fail(err, errsz, SEMQ_ERR_PROTO,
-			    "%s: %s is not a node id (1-64 of A-Za-z0-9._-)",
-			    path, quote(v, q, sizeof q));
+		return semq_fail(
+			err, errsz, SEMQ_ERR_PROTO,
+			"%s: %s is not a node id (1-64 of A-Za-z0-9._-)", path,
+			quote(v, q, sizeof q));
 	return SEMQ_OK;
 }
 
@@ -171,12 +157,13 @@ static int check_text(const char *path, const char *v, size_t max, char *err,
 	size_t n;
 
 	if (!v)
-		return fail(err, errsz, SEMQ_ERR_PROTO, "%s: missing", path);
+		return semq_fail(err, errsz, SEMQ_ERR_PROTO, "%s: missing",
+				 path);
 	n = strnlen(v, max + 1);
 	if (n > max)
-		return fail(err, errsz, SEMQ_ERR_PROTO,
-			    "%s: %zu bytes, more than %zu", path, strlen(v),
-			    max);
+		return semq_fail(err, errsz, SEMQ_ERR_PROTO,
+				 "%s: %zu bytes, more than %zu", path,
+				 strlen(v), max);
 	return SEMQ_OK;
 }
 
@@ -194,14 +181,15 @@ static int check_count(const char *path, size_t n, const void *arr, size_t max,
 		       char *err, size_t errsz)
 {
 	if (n == 0)
-		return fail(err, errsz, SEMQ_ERR_PROTO,
-			    "%s: empty (1..%zu entries)", path, max);
+		return semq_fail(err, errsz, SEMQ_ERR_PROTO,
+				 "%s: empty (1..%zu entries)", path, max);
 	if (n > max)
-		return fail(err, errsz, SEMQ_ERR_PROTO,
-			    "%s: %zu entries, more than %zu", path, n, max);
+		return semq_fail(err, errsz, SEMQ_ERR_PROTO,
+				 "%s: %zu entries, more than %zu", path, n,
+				 max);
 	if (!arr)
-		return fail(err, errsz, SEMQ_ERR_PROTO,
-			    "%s: %zu entries but no array", path, n);
+		return semq_fail(err, errsz, SEMQ_ERR_PROTO,
+				 "%s: %zu entries but no array", path, n);
 	return SEMQ_OK;
 }
 
@@ -212,7 +200,8 @@ static int check_msgid(const char *path, const Semq__MsgId *id, char *err,
 	int r;
 
 	if (!id)
-		return fail(err, errsz, SEMQ_ERR_PROTO, "%s: missing", path);
+		return semq_fail(err, errsz, SEMQ_ERR_PROTO, "%s: missing",
+				 path);
 	snprintf(p, sizeof p, "%s.origin", path);
 	if ((r = check_id(p, id->origin, err, errsz)))
 		return r;
@@ -220,9 +209,9 @@ static int check_msgid(const char *path, const Semq__MsgId *id, char *err,
 	if ((r = check_id(p, id->dest, err, errsz)))
 		return r;
 	if (id->seq == 0 || id->seq > (uint64_t)INT64_MAX)
-		return fail(err, errsz, SEMQ_ERR_PROTO,
-			    "%s.seq: %llu (must be 1..2^63-1)", path,
-			    (unsigned long long)id->seq);
+		return semq_fail(err, errsz, SEMQ_ERR_PROTO,
+				 "%s.seq: %llu (must be 1..2^63-1)", path,
+				 (unsigned long long)id->seq);
 	return SEMQ_OK;
 }
 
@@ -243,18 +232,20 @@ static int check_flags(const char *path, int result, int refusal, int dead,
 {
 	if (refusal < SEMQ__REFUSAL__REFUSAL_NONE ||
 	    refusal > SEMQ__REFUSAL__REFUSAL_UNDECIDED)
-		return fail(err, errsz, SEMQ_ERR_PROTO,
-			    "%s.refusal: %d is not a known refusal", path,
-			    refusal);
+		return semq_fail(err, errsz, SEMQ_ERR_PROTO,
+				 "%s.refusal: %d is not a known refusal", path,
+				 refusal);
 	if (refusal && result != SEMQ__RESULT__RESULT_DUPLICATE)
-		return fail(err, errsz, SEMQ_ERR_PROTO,
-			    "%s.refusal: %d with result %d (a refusal comes "
-			    "with DUPLICATE)",
-			    path, refusal, result);
+		return semq_fail(
+			err, errsz, SEMQ_ERR_PROTO,
+			"%s.refusal: %d with result %d (a refusal comes "
+			"with DUPLICATE)",
+			path, refusal, result);
 	if (dead && result != SEMQ__RESULT__RESULT_REDO)
-		return fail(err, errsz, SEMQ_ERR_PROTO,
-			    "%s.dead with result %d (dead comes with REDO)",
-			    path, result);
+		return semq_fail(
+			err, errsz, SEMQ_ERR_PROTO,
+			"%s.dead with result %d (dead comes with REDO)", path,
+			result);
 	return SEMQ_OK;
 }
 
@@ -267,36 +258,37 @@ static int check_hello(const Semq__Hello *h, char *err, size_t errsz)
 	if ((r = check_id("Hello.node_id", h->node_id, err, errsz)))
 		return r;
 	if (h->protocol_version < 1)
-		return fail(err, errsz, SEMQ_ERR_PROTO,
-			    "Hello.protocol_version: %u (must be >= 1)",
-			    (unsigned)h->protocol_version);
+		return semq_fail(err, errsz, SEMQ_ERR_PROTO,
+				 "Hello.protocol_version: %u (must be >= 1)",
+				 (unsigned)h->protocol_version);
 	if ((int)h->role != SEMQ__ROLE__ROLE_EDGE &&
 	    (int)h->role != SEMQ__ROLE__ROLE_RELAY &&
 	    (int)h->role != SEMQ__ROLE__ROLE_SERVER)
-		return fail(err, errsz, SEMQ_ERR_PROTO,
-			    "Hello.role: %d is not EDGE, RELAY or SERVER",
-			    (int)h->role);
+		return semq_fail(err, errsz, SEMQ_ERR_PROTO,
+				 "Hello.role: %d is not EDGE, RELAY or SERVER",
+				 (int)h->role);
 	if (h->max_frame < HELLO_MIN_FRAME)
-		return fail(err, errsz, SEMQ_ERR_PROTO,
-			    "Hello.max_frame: %u (must be >= %d)",
-			    (unsigned)h->max_frame, HELLO_MIN_FRAME);
+		return semq_fail(err, errsz, SEMQ_ERR_PROTO,
+				 "Hello.max_frame: %u (must be >= %d)",
+				 (unsigned)h->max_frame, HELLO_MIN_FRAME);
 	if (!h->instance)
-		return fail(err, errsz, SEMQ_ERR_PROTO,
-			    "Hello.instance: missing");
+		return semq_fail(err, errsz, SEMQ_ERR_PROTO,
+				 "Hello.instance: missing");
 	if (!config_instance_valid(h->instance)) {
 		char q[4 * QUOTE_MAX + 16];
-		return fail(err, errsz, SEMQ_ERR_PROTO,
-			    "Hello.instance: %s is not an instance name "
-			    "(0-%d of A-Za-z0-9._:-)",
-			    quote(h->instance, q, sizeof q), SEMQ_INSTANCE_MAX);
+		return semq_fail(err, errsz, SEMQ_ERR_PROTO,
+				 "Hello.instance: %s is not an instance name "
+				 "(0-%d of A-Za-z0-9._:-)",
+				 quote(h->instance, q, sizeof q),
+				 SEMQ_INSTANCE_MAX);
 	}
 	/* Revision 2: the software's name is shown in logs and listings. */
 	if ((r = check_text("Hello.software", h->software, SOFTWARE_MAX, err,
 			    errsz)))
 		return r;
 	if (!printable(h->software))
-		return fail(err, errsz, SEMQ_ERR_PROTO,
-			    "Hello.software: not printable ASCII");
+		return semq_fail(err, errsz, SEMQ_ERR_PROTO,
+				 "Hello.software: not printable ASCII");
 	return SEMQ_OK;
 }
 
@@ -307,7 +299,8 @@ static int check_message(const char *path, const Semq__Message *m, char *err,
 	int r;
 
 	if (!m)
-		return fail(err, errsz, SEMQ_ERR_PROTO, "%s: missing", path);
+		return semq_fail(err, errsz, SEMQ_ERR_PROTO, "%s: missing",
+				 path);
 	snprintf(p, sizeof p, "%s.origin", path);
 	if ((r = check_id(p, m->origin, err, errsz)))
 		return r;
@@ -316,51 +309,51 @@ static int check_message(const char *path, const Semq__Message *m, char *err,
 		return r;
 	/* Every store keeps a seq as a signed 64-bit integer. */
 	if (m->seq == 0 || m->seq > (uint64_t)INT64_MAX)
-		return fail(err, errsz, SEMQ_ERR_PROTO,
-			    "%s.seq: %llu (must be 1..2^63-1)", path,
-			    (unsigned long long)m->seq);
+		return semq_fail(err, errsz, SEMQ_ERR_PROTO,
+				 "%s.seq: %llu (must be 1..2^63-1)", path,
+				 (unsigned long long)m->seq);
 	if (m->prev_seq >= m->seq)
-		return fail(err, errsz, SEMQ_ERR_PROTO,
-			    "%s.prev_seq: %llu is not below seq %llu", path,
-			    (unsigned long long)m->prev_seq,
-			    (unsigned long long)m->seq);
+		return semq_fail(err, errsz, SEMQ_ERR_PROTO,
+				 "%s.prev_seq: %llu is not below seq %llu",
+				 path, (unsigned long long)m->prev_seq,
+				 (unsigned long long)m->seq);
 	if (m->hops > SEMQ_HOPS_MAX)
-		return fail(err, errsz, SEMQ_ERR_PROTO,
-			    "%s.hops: %u (at most %d)", path, m->hops,
-			    SEMQ_HOPS_MAX);
+		return semq_fail(err, errsz, SEMQ_ERR_PROTO,
+				 "%s.hops: %u (at most %d)", path, m->hops,
+				 SEMQ_HOPS_MAX);
 	snprintf(p, sizeof p, "%s.key", path);
 	if ((r = check_text(p, m->key, SEMQ_KEY_MAX, err, errsz)))
 		return r;
 	/* A key is compared for equality only, but it is text everywhere
 	 * (protobuf string, JSON listings, a PostgreSQL TEXT column). */
 	if (!semq_utf8_valid((const uint8_t *)m->key, strlen(m->key)))
-		return fail(err, errsz, SEMQ_ERR_PROTO, "%s: not UTF-8 text",
-			    p);
+		return semq_fail(err, errsz, SEMQ_ERR_PROTO,
+				 "%s: not UTF-8 text", p);
 	/* prev_seq names the previous message of the same key; a message
 	 * without a key has none. Taken at its word, it would be ordered
 	 * after a message that orders nothing (found by fuzz_proto: such a
 	 * message took effect before its "predecessor"). */
 	if (m->prev_seq && !m->key[0])
-		return fail(
+		return semq_fail(
 			err, errsz, SEMQ_ERR_PROTO,
 			"%s.prev_seq: %llu, but the message has no key "
 			"(prev_seq is the previous message of the same key)",
 			path, (unsigned long long)m->prev_seq);
 	if (m->deliver_at < 0)
-		return fail(err, errsz, SEMQ_ERR_PROTO,
-			    "%s.deliver_at: %lld is negative", path,
-			    (long long)m->deliver_at);
+		return semq_fail(err, errsz, SEMQ_ERR_PROTO,
+				 "%s.deliver_at: %lld is negative", path,
+				 (long long)m->deliver_at);
 	if (m->created_at < 0)
-		return fail(err, errsz, SEMQ_ERR_PROTO,
-			    "%s.created_at: %lld is negative", path,
-			    (long long)m->created_at);
+		return semq_fail(err, errsz, SEMQ_ERR_PROTO,
+				 "%s.created_at: %lld is negative", path,
+				 (long long)m->created_at);
 	if (m->payload.len && !m->payload.data)
-		return fail(err, errsz, SEMQ_ERR_PROTO,
-			    "%s.payload: %zu bytes but no data", path,
-			    m->payload.len);
+		return semq_fail(err, errsz, SEMQ_ERR_PROTO,
+				 "%s.payload: %zu bytes but no data", path,
+				 m->payload.len);
 	snprintf(p, sizeof p, "%s.stored_by", path);
 	if (!m->stored_by)
-		return fail(err, errsz, SEMQ_ERR_PROTO, "%s: missing", p);
+		return semq_fail(err, errsz, SEMQ_ERR_PROTO, "%s: missing", p);
 	if (m->stored_by[0] && (r = check_id(p, m->stored_by, err, errsz)))
 		return r;
 	return SEMQ_OK;
@@ -410,24 +403,26 @@ static int check_relay_ack(const Semq__RelayAck *a, char *err, size_t errsz)
 	if ((int)a->kind != SEMQ__RELAY_ACK__KIND__FORWARDED &&
 	    (int)a->kind != SEMQ__RELAY_ACK__KIND__STORED &&
 	    (int)a->kind != SEMQ__RELAY_ACK__KIND__UNREACHABLE)
-		return fail(err, errsz, SEMQ_ERR_PROTO,
-			    "RelayAck.kind: %d is not FORWARDED, STORED or "
-			    "UNREACHABLE",
-			    (int)a->kind);
+		return semq_fail(
+			err, errsz, SEMQ_ERR_PROTO,
+			"RelayAck.kind: %d is not FORWARDED, STORED or "
+			"UNREACHABLE",
+			(int)a->kind);
 	if ((int)a->reason < SEMQ__RELAY_REFUSAL__RELAY_REFUSAL_NONE ||
 	    (int)a->reason > SEMQ__RELAY_REFUSAL__LOOP)
-		return fail(err, errsz, SEMQ_ERR_PROTO,
-			    "RelayAck.reason: %d is not a known reason",
-			    (int)a->reason);
+		return semq_fail(err, errsz, SEMQ_ERR_PROTO,
+				 "RelayAck.reason: %d is not a known reason",
+				 (int)a->reason);
 	if (a->reason && a->kind != SEMQ__RELAY_ACK__KIND__UNREACHABLE)
-		return fail(err, errsz, SEMQ_ERR_PROTO,
-			    "RelayAck.reason: %d with kind %d (a reason comes "
-			    "only with UNREACHABLE)",
-			    (int)a->reason, (int)a->kind);
+		return semq_fail(
+			err, errsz, SEMQ_ERR_PROTO,
+			"RelayAck.reason: %d with kind %d (a reason comes "
+			"only with UNREACHABLE)",
+			(int)a->reason, (int)a->kind);
 	if (a->about_query && a->kind == SEMQ__RELAY_ACK__KIND__FORWARDED)
-		return fail(err, errsz, SEMQ_ERR_PROTO, "%s",
-			    "RelayAck.about_query with kind FORWARDED (a "
-			    "question is answered STORED or UNREACHABLE)");
+		return semq_fail(err, errsz, SEMQ_ERR_PROTO, "%s",
+				 "RelayAck.about_query with kind FORWARDED (a "
+				 "question is answered STORED or UNREACHABLE)");
 	return check_text("RelayAck.detail", a->detail, TEXT_MAX, err, errsz);
 }
 
@@ -446,19 +441,19 @@ static int check_ack_indication(const Semq__AckIndication *a, char *err,
 
 		snprintf(p, sizeof p, "AckIndication.verdicts[%zu]", i);
 		if (!v)
-			return fail(err, errsz, SEMQ_ERR_PROTO, "%s: missing",
-				    p);
+			return semq_fail(err, errsz, SEMQ_ERR_PROTO,
+					 "%s: missing", p);
 		if (!result_known((int)v->result))
-			return fail(err, errsz, SEMQ_ERR_PROTO,
-				    "%s.result: %d is not a known result", p,
-				    (int)v->result);
+			return semq_fail(err, errsz, SEMQ_ERR_PROTO,
+					 "%s.result: %d is not a known result",
+					 p, (int)v->result);
 		if ((r = check_flags(p, (int)v->result, (int)v->refusal,
 				     v->dead, err, errsz)))
 			return r;
 		if (v->high > (uint64_t)INT64_MAX)
-			return fail(err, errsz, SEMQ_ERR_PROTO,
-				    "%s.high: %llu (must be 0..2^63-1)", p,
-				    (unsigned long long)v->high);
+			return semq_fail(err, errsz, SEMQ_ERR_PROTO,
+					 "%s.high: %llu (must be 0..2^63-1)", p,
+					 (unsigned long long)v->high);
 		snprintf(p, sizeof p, "AckIndication.verdicts[%zu].id", i);
 		if ((r = check_msgid(p, v->id, err, errsz)))
 			return r;
@@ -490,23 +485,23 @@ static int check_query_reply(const Semq__QueryReply *q, char *err, size_t errsz)
 
 		snprintf(p, sizeof p, "QueryReply.answers[%zu]", i);
 		if (!a)
-			return fail(err, errsz, SEMQ_ERR_PROTO, "%s: missing",
-				    p);
+			return semq_fail(err, errsz, SEMQ_ERR_PROTO,
+					 "%s: missing", p);
 		if (!result_known((int)a->result))
-			return fail(err, errsz, SEMQ_ERR_PROTO,
-				    "%s.result: %d is not a known result", p,
-				    (int)a->result);
+			return semq_fail(err, errsz, SEMQ_ERR_PROTO,
+					 "%s.result: %d is not a known result",
+					 p, (int)a->result);
 		if ((r = check_flags(p, (int)a->result, (int)a->refusal,
 				     a->dead, err, errsz)))
 			return r;
 		if (a->high > (uint64_t)INT64_MAX)
-			return fail(err, errsz, SEMQ_ERR_PROTO,
-				    "%s.high: %llu (must be 0..2^63-1)", p,
-				    (unsigned long long)a->high);
+			return semq_fail(err, errsz, SEMQ_ERR_PROTO,
+					 "%s.high: %llu (must be 0..2^63-1)", p,
+					 (unsigned long long)a->high);
 		if (a->refusal && !a->received)
-			return fail(err, errsz, SEMQ_ERR_PROTO,
-				    "%s.refusal: %d but received is false", p,
-				    (int)a->refusal);
+			return semq_fail(err, errsz, SEMQ_ERR_PROTO,
+					 "%s.refusal: %d but received is false",
+					 p, (int)a->refusal);
 		snprintf(p, sizeof p, "QueryReply.answers[%zu].id", i);
 		if ((r = check_msgid(p, a->id, err, errsz)))
 			return r;
@@ -518,8 +513,8 @@ static int check_query_reply(const Semq__QueryReply *q, char *err, size_t errsz)
 static int check_life(const char *path, uint64_t life, char *err, size_t errsz)
 {
 	if (life == SEMQ_LIFE_NONE)
-		return fail(err, errsz, SEMQ_ERR_PROTO,
-			    "%s: 0 (a life is never 0)", path);
+		return semq_fail(err, errsz, SEMQ_ERR_PROTO,
+				 "%s: 0 (a life is never 0)", path);
 	return SEMQ_OK;
 }
 
@@ -534,13 +529,13 @@ static int check_stream_query(const Semq__StreamQuery *q, char *err,
 	    (r = check_life("StreamQuery.life", q->life, err, errsz)))
 		return r;
 	if (q->n_dests > STREAMS_MAX)
-		return fail(err, errsz, SEMQ_ERR_PROTO,
-			    "StreamQuery.dests: %zu entries, more than %d",
-			    q->n_dests, STREAMS_MAX);
+		return semq_fail(err, errsz, SEMQ_ERR_PROTO,
+				 "StreamQuery.dests: %zu entries, more than %d",
+				 q->n_dests, STREAMS_MAX);
 	if (q->n_dests && !q->dests)
-		return fail(err, errsz, SEMQ_ERR_PROTO,
-			    "StreamQuery.dests: %zu entries but no array",
-			    q->n_dests);
+		return semq_fail(err, errsz, SEMQ_ERR_PROTO,
+				 "StreamQuery.dests: %zu entries but no array",
+				 q->n_dests);
 	for (i = 0; i < q->n_dests; i++) {
 		snprintf(p, sizeof p, "StreamQuery.dests[%zu]", i);
 		if ((r = check_id(p, q->dests[i], err, errsz)))
@@ -561,28 +556,31 @@ static int check_stream_state(const Semq__StreamState *st, char *err,
 	    (r = check_id("StreamState.reporter", st->reporter, err, errsz)))
 		return r;
 	if (st->n_streams > STREAMS_MAX)
-		return fail(err, errsz, SEMQ_ERR_PROTO,
-			    "StreamState.streams: %zu entries, more than %d",
-			    st->n_streams, STREAMS_MAX);
+		return semq_fail(
+			err, errsz, SEMQ_ERR_PROTO,
+			"StreamState.streams: %zu entries, more than %d",
+			st->n_streams, STREAMS_MAX);
 	if (st->n_streams && !st->streams)
-		return fail(err, errsz, SEMQ_ERR_PROTO,
-			    "StreamState.streams: %zu entries but no array",
-			    st->n_streams);
+		return semq_fail(
+			err, errsz, SEMQ_ERR_PROTO,
+			"StreamState.streams: %zu entries but no array",
+			st->n_streams);
 	for (i = 0; i < st->n_streams; i++) {
 		const Semq__StreamHigh *h = st->streams[i];
 
 		snprintf(p, sizeof p, "StreamState.streams[%zu]", i);
 		if (!h)
-			return fail(err, errsz, SEMQ_ERR_PROTO, "%s: missing",
-				    p);
+			return semq_fail(err, errsz, SEMQ_ERR_PROTO,
+					 "%s: missing", p);
 		snprintf(p, sizeof p, "StreamState.streams[%zu].dest", i);
 		if ((r = check_id(p, h->dest, err, errsz)))
 			return r;
 		if (h->high > (uint64_t)INT64_MAX)
-			return fail(err, errsz, SEMQ_ERR_PROTO,
-				    "StreamState.streams[%zu].high: %llu (must "
-				    "be 0..2^63-1)",
-				    i, (unsigned long long)h->high);
+			return semq_fail(
+				err, errsz, SEMQ_ERR_PROTO,
+				"StreamState.streams[%zu].high: %llu (must "
+				"be 0..2^63-1)",
+				i, (unsigned long long)h->high);
 	}
 	return SEMQ_OK;
 }
@@ -594,8 +592,8 @@ static int check_trace(const Semq__Trace *t, char *err, size_t errsz)
 	int r;
 
 	if (t->request == 0)
-		return fail(err, errsz, SEMQ_ERR_PROTO, "%s",
-			    "Trace.request: 0 (must be > 0)");
+		return semq_fail(err, errsz, SEMQ_ERR_PROTO, "%s",
+				 "Trace.request: 0 (must be > 0)");
 	if ((r = check_count("Trace.ids", t->n_ids, t->ids, CODEC_TRACE_IDS,
 			     err, errsz)))
 		return r;
@@ -618,7 +616,8 @@ static int check_trace_record(const char *path, const Semq__TraceRecord *t,
 	int r;
 
 	if (!t)
-		return fail(err, errsz, SEMQ_ERR_PROTO, "%s: missing", path);
+		return semq_fail(err, errsz, SEMQ_ERR_PROTO, "%s: missing",
+				 path);
 	snprintf(p, sizeof p, "%s.id", path);
 	if ((r = check_msgid(p, t->id, err, errsz)))
 		return r;
@@ -626,37 +625,41 @@ static int check_trace_record(const char *path, const Semq__TraceRecord *t,
 	if (t->status != SS_UNSEND && t->status != SS_SEND &&
 	    t->status != SS_ACK && t->status != SS_HELD &&
 	    t->status != SS_ACK2 && t->status != SS_CANCELLED)
-		return fail(err, errsz, SEMQ_ERR_PROTO,
-			    "%s: %d is not an outbound status", p,
-			    (int)t->status);
+		return semq_fail(err, errsz, SEMQ_ERR_PROTO,
+				 "%s: %d is not an outbound status", p,
+				 (int)t->status);
 	if (t->result < -1 || t->result > RES_UNDELIVERABLE)
-		return fail(err, errsz, SEMQ_ERR_PROTO,
-			    "%s.result: %d is not a known result", path,
-			    (int)t->result);
+		return semq_fail(err, errsz, SEMQ_ERR_PROTO,
+				 "%s.result: %d is not a known result", path,
+				 (int)t->result);
 	if ((int)t->receipt <
 		    SEMQ__TRACE_RECORD__RECEIPT__RECEIPT_UNSPECIFIED ||
 	    (int)t->receipt > SEMQ__TRACE_RECORD__RECEIPT__NOT_RECEIVED)
-		return fail(err, errsz, SEMQ_ERR_PROTO,
-			    "%s.receipt: %d is not a known receipt", path,
-			    (int)t->receipt);
+		return semq_fail(err, errsz, SEMQ_ERR_PROTO,
+				 "%s.receipt: %d is not a known receipt", path,
+				 (int)t->receipt);
 	if (t->receipt_result > RES_UNDELIVERABLE || t->ack_status > AS_OK)
-		return fail(err, errsz, SEMQ_ERR_PROTO,
-			    "%s.receipt_result %u / ack_status %u: not known",
-			    path, t->receipt_result, t->ack_status);
+		return semq_fail(
+			err, errsz, SEMQ_ERR_PROTO,
+			"%s.receipt_result %u / ack_status %u: not known", path,
+			t->receipt_result, t->ack_status);
 	if (t->redo_id < 0 || t->redo_status < RS_DISCARDED ||
 	    t->redo_status > RS_DONE)
-		return fail(err, errsz, SEMQ_ERR_PROTO,
-			    "%s.redo_id %lld / redo_status %d: not valid", path,
-			    (long long)t->redo_id, (int)t->redo_status);
+		return semq_fail(err, errsz, SEMQ_ERR_PROTO,
+				 "%s.redo_id %lld / redo_status %d: not valid",
+				 path, (long long)t->redo_id,
+				 (int)t->redo_status);
 	if (t->confirmed_through > (uint64_t)INT64_MAX ||
 	    t->high > (uint64_t)INT64_MAX)
-		return fail(err, errsz, SEMQ_ERR_PROTO,
-			    "%s.confirmed_through / high: over 2^63-1", path);
+		return semq_fail(err, errsz, SEMQ_ERR_PROTO,
+				 "%s.confirmed_through / high: over 2^63-1",
+				 path);
 	snprintf(p, sizeof p, "%s.key", path);
 	if ((r = check_text(p, t->key, SEMQ_KEY_MAX, err, errsz)))
 		return r;
 	if (!semq_utf8_valid((const uint8_t *)t->key, strlen(t->key)))
-		return fail(err, errsz, SEMQ_ERR_PROTO, "%s: not UTF-8", p);
+		return semq_fail(err, errsz, SEMQ_ERR_PROTO, "%s: not UTF-8",
+				 p);
 	snprintf(p, sizeof p, "%s.last_error", path);
 	if ((r = check_text(p, t->last_error, TEXT_MAX, err, errsz)))
 		return r;
@@ -680,8 +683,8 @@ static int check_trace_reply(const Semq__TraceReply *t, char *err, size_t errsz)
 	int r;
 
 	if (t->request == 0)
-		return fail(err, errsz, SEMQ_ERR_PROTO, "%s",
-			    "TraceReply.request: 0 (must be > 0)");
+		return semq_fail(err, errsz, SEMQ_ERR_PROTO, "%s",
+				 "TraceReply.request: 0 (must be > 0)");
 	if ((r = check_count("TraceReply.hops", t->n_hops, t->hops,
 			     CODEC_TRACE_HOPS, err, errsz)))
 		return r;
@@ -690,28 +693,29 @@ static int check_trace_reply(const Semq__TraceReply *t, char *err, size_t errsz)
 
 		snprintf(p, sizeof p, "TraceReply.hops[%zu]", i);
 		if (!h)
-			return fail(err, errsz, SEMQ_ERR_PROTO, "%s: missing",
-				    p);
+			return semq_fail(err, errsz, SEMQ_ERR_PROTO,
+					 "%s: missing", p);
 		snprintf(p, sizeof p, "TraceReply.hops[%zu].node", i);
 		if ((r = check_id(p, h->node, err, errsz)))
 			return r;
 		if (!h->instance || !config_instance_valid(h->instance))
-			return fail(err, errsz, SEMQ_ERR_PROTO,
-				    "TraceReply.hops[%zu].instance: not an "
-				    "instance name",
-				    i);
+			return semq_fail(
+				err, errsz, SEMQ_ERR_PROTO,
+				"TraceReply.hops[%zu].instance: not an "
+				"instance name",
+				i);
 		snprintf(p, sizeof p, "TraceReply.hops[%zu].note", i);
 		if ((r = check_text(p, h->note, TEXT_MAX, err, errsz)))
 			return r;
 		if (!printable(h->note))
-			return fail(err, errsz, SEMQ_ERR_PROTO,
-				    "%s: not printable ASCII", p);
+			return semq_fail(err, errsz, SEMQ_ERR_PROTO,
+					 "%s: not printable ASCII", p);
 		if (h->n_records > CODEC_TRACE_IDS ||
 		    (h->n_records && !h->records))
-			return fail(err, errsz, SEMQ_ERR_PROTO,
-				    "TraceReply.hops[%zu].records: %zu "
-				    "entries (0..%d)",
-				    i, h->n_records, CODEC_TRACE_IDS);
+			return semq_fail(err, errsz, SEMQ_ERR_PROTO,
+					 "TraceReply.hops[%zu].records: %zu "
+					 "entries (0..%d)",
+					 i, h->n_records, CODEC_TRACE_IDS);
 		for (k = 0; k < h->n_records; k++) {
 			snprintf(p, sizeof p,
 				 "TraceReply.hops[%zu].records[%zu]", i, k);
@@ -728,8 +732,9 @@ static int check_error(const Semq__Error *e, char *err, size_t errsz)
 	/* CODE_UNSPECIFIED is a value of the enum: a peer may not say why. */
 	if ((int)e->code < SEMQ__ERROR__CODE__CODE_UNSPECIFIED ||
 	    (int)e->code > SEMQ__ERROR__CODE__DEST_UNAVAILABLE)
-		return fail(err, errsz, SEMQ_ERR_PROTO,
-			    "Error.code: %d is not a known code", (int)e->code);
+		return semq_fail(err, errsz, SEMQ_ERR_PROTO,
+				 "Error.code: %d is not a known code",
+				 (int)e->code);
 	return check_text("Error.text", e->text, TEXT_MAX, err, errsz);
 }
 
@@ -775,10 +780,10 @@ static int check_nul(const ProtobufCMessageDescriptor *d, const uint8_t *p,
 		 * writes it back out, where the next hop refuses it: it is
 		 * malformed protobuf, refused here, at the edge. */
 		if (tag >> 3 == 0)
-			return fail(err, errsz, SEMQ_ERR_PROTO,
-				    "%s: a field numbered 0 is not valid "
-				    "protobuf",
-				    path);
+			return semq_fail(err, errsz, SEMQ_ERR_PROTO,
+					 "%s: a field numbered 0 is not valid "
+					 "protobuf",
+					 path);
 		switch (tag & 7) {
 		case 0:
 			if (!(k = rd_varint(p, n, &v)))
@@ -818,9 +823,9 @@ static int check_nul(const ProtobufCMessageDescriptor *d, const uint8_t *p,
 					 fd->name);
 			if (fd->type == PROTOBUF_C_TYPE_STRING) {
 				if (memchr(p, 0, k))
-					return fail(err, errsz, SEMQ_ERR_PROTO,
-						    "%s: contains a NUL byte",
-						    sub);
+					return semq_fail(
+						err, errsz, SEMQ_ERR_PROTO,
+						"%s: contains a NUL byte", sub);
 			} else if ((r = check_nul(fd->descriptor, p, k, sub,
 						  err, errsz))) {
 				return r;
@@ -831,8 +836,8 @@ static int check_nul(const ProtobufCMessageDescriptor *d, const uint8_t *p,
 	}
 	return SEMQ_OK;
 bad:
-	return fail(err, errsz, SEMQ_ERR_PROTO, "%s: frame does not decode",
-		    path);
+	return semq_fail(err, errsz, SEMQ_ERR_PROTO,
+			 "%s: frame does not decode", path);
 }
 
 /* ---- frames ------------------------------------------------------------- */
@@ -843,7 +848,7 @@ int codec_validate(const Semq__Frame *f, char *err, size_t errsz)
 	const void *body = NULL;
 
 	if (!f)
-		return fail(err, errsz, SEMQ_ERR_PROTO, "frame: missing");
+		return semq_fail(err, errsz, SEMQ_ERR_PROTO, "frame: missing");
 	switch (f->body_case) {
 	case SEMQ__FRAME__BODY_HELLO:
 		name = "Hello";
@@ -903,16 +908,17 @@ int codec_validate(const Semq__Frame *f, char *err, size_t errsz)
 		break;
 	default:
 		/* NOT_SET, which is also what a newer body number decodes to. */
-		return fail(err, errsz, SEMQ_ERR_PROTO,
-			    "frame has no known body (case %d)",
-			    (int)f->body_case);
+		return semq_fail(err, errsz, SEMQ_ERR_PROTO,
+				 "frame has no known body (case %d)",
+				 (int)f->body_case);
 	}
 	if (!body)
-		return fail(err, errsz, SEMQ_ERR_PROTO, "%s: missing", name);
+		return semq_fail(err, errsz, SEMQ_ERR_PROTO, "%s: missing",
+				 name);
 	if (f->hops > SEMQ_HOPS_MAX)
-		return fail(err, errsz, SEMQ_ERR_PROTO,
-			    "frame.hops: %u (at most %d)", f->hops,
-			    SEMQ_HOPS_MAX);
+		return semq_fail(err, errsz, SEMQ_ERR_PROTO,
+				 "frame.hops: %u (at most %d)", f->hops,
+				 SEMQ_HOPS_MAX);
 
 	switch (f->body_case) {
 	case SEMQ__FRAME__BODY_HELLO: return check_hello(f->hello, err, errsz);
@@ -947,12 +953,12 @@ int codec_frame_len(const uint8_t hdr[CODEC_HDR], size_t max_frame,
 		     (size_t)hdr[2] << 8 | (size_t)hdr[3];
 
 	if (len == 0)
-		return fail(err, errsz, SEMQ_ERR_PROTO,
-			    "frame length 0 (must be 1..%zu)", max_frame);
+		return semq_fail(err, errsz, SEMQ_ERR_PROTO,
+				 "frame length 0 (must be 1..%zu)", max_frame);
 	if (len > max_frame)
-		return fail(err, errsz, SEMQ_ERR_TOO_BIG,
-			    "frame length %zu is over max_frame %zu", len,
-			    max_frame);
+		return semq_fail(err, errsz, SEMQ_ERR_TOO_BIG,
+				 "frame length %zu is over max_frame %zu", len,
+				 max_frame);
 	*len_out = len;
 	return SEMQ_OK;
 }
@@ -965,8 +971,8 @@ int codec_decode_body(const uint8_t *body, size_t len, Semq__Frame **out,
 
 	*out = NULL;
 	if (!body && len)
-		return fail(err, errsz, SEMQ_ERR_PROTO,
-			    "frame body: %zu bytes but no data", len);
+		return semq_fail(err, errsz, SEMQ_ERR_PROTO,
+				 "frame body: %zu bytes but no data", len);
 	{
 		struct unpack_budget b = {len * UNPACK_FACTOR + UNPACK_SLACK,
 					  0};
@@ -974,11 +980,12 @@ int codec_decode_body(const uint8_t *body, size_t len, Semq__Frame **out,
 
 		f = semq__frame__unpack(&a, len, body);
 		if (!f) {
-			r = fail(err, errsz, SEMQ_ERR_PROTO,
-				 "frame does not decode (%zu bytes)%s", len,
-				 b.refused ? ": it would take more than 16 "
-					     "times its size in memory"
-					   : "");
+			r = semq_fail(
+				err, errsz, SEMQ_ERR_PROTO,
+				"frame does not decode (%zu bytes)%s", len,
+				b.refused ? ": it would take more than 16 "
+					    "times its size in memory"
+					  : "");
 			goto out;
 		}
 	}
@@ -1147,9 +1154,9 @@ int codec_reader_want(struct codec_reader *r, size_t *want, char *err,
 
 	*want = 0;
 	if (!r)
-		return fail(err, errsz, SEMQ_ERR_INVALID, "reader: NULL");
+		return semq_fail(err, errsz, SEMQ_ERR_INVALID, "reader: NULL");
 	if (r->poison)
-		return fail(err, errsz, r->poison, "%s", r->poison_msg);
+		return semq_fail(err, errsz, r->poison, "%s", r->poison_msg);
 	avail = r->end - r->start;
 	if (avail < CODEC_HDR) {
 		*want = CODEC_HDR - avail;
@@ -1158,7 +1165,8 @@ int codec_reader_want(struct codec_reader *r, size_t *want, char *err,
 	rc = codec_frame_len(r->buf + r->start, r->max_frame, &len, msg,
 			     sizeof msg);
 	if (rc)
-		return fail(err, errsz, reader_poison(r, rc, msg), "%s", msg);
+		return semq_fail(err, errsz, reader_poison(r, rc, msg), "%s",
+				 msg);
 	*want = avail - CODEC_HDR < len ? len - (avail - CODEC_HDR) : 0;
 	return SEMQ_OK;
 }
@@ -1172,22 +1180,24 @@ int codec_reader_next(struct codec_reader *r, Semq__Frame **out, char *err,
 
 	*out = NULL;
 	if (!r)
-		return fail(err, errsz, SEMQ_ERR_INVALID, "reader: NULL");
+		return semq_fail(err, errsz, SEMQ_ERR_INVALID, "reader: NULL");
 	if (r->poison)
-		return fail(err, errsz, r->poison, "%s", r->poison_msg);
+		return semq_fail(err, errsz, r->poison, "%s", r->poison_msg);
 	avail = r->end - r->start;
 	if (avail < CODEC_HDR)
 		return SEMQ_AGAIN;
 	rc = codec_frame_len(r->buf + r->start, r->max_frame, &len, msg,
 			     sizeof msg);
 	if (rc)
-		return fail(err, errsz, reader_poison(r, rc, msg), "%s", msg);
+		return semq_fail(err, errsz, reader_poison(r, rc, msg), "%s",
+				 msg);
 	if (avail - CODEC_HDR < len)
 		return SEMQ_AGAIN;
 	rc = codec_decode_body(r->buf + r->start + CODEC_HDR, len, out, msg,
 			       sizeof msg);
 	if (rc)
-		return fail(err, errsz, reader_poison(r, rc, msg), "%s", msg);
+		return semq_fail(err, errsz, reader_poison(r, rc, msg), "%s",
+				 msg);
 	r->start += CODEC_HDR + len;
 	if (r->start == r->end) {
 		r->start = r->end = 0;

@@ -120,8 +120,10 @@ int print_json(json_t *doc);
 typedef const char *(*table_cell_fn)(const void *ctx, size_t i, int col,
 				     int64_t now, char *buf, size_t sz);
 
-/* The capacity after `cap` when an array is full. */
-size_t next_cap(size_t cap);
+/* Room for element n of an array v of *cap elements of `size` bytes: v
+ * itself, or v grown (doubled, 16 at first; *cap updated) when n == *cap.
+ * NULL when out of memory, and v is still the caller's. */
+void *grow(void *v, size_t n, size_t *cap, size_t size);
 /* strdup, NULL for NULL (caller frees). */
 char *dup_or_null(const char *s);
 int strcmp_null(const char *a, const char *b);

@@ -207,10 +207,19 @@ int print_json(json_t *doc)
 	return EXIT_OK;
 }
 
-/* The capacity after `cap` when an array is full. */
-size_t next_cap(size_t cap)
+void *grow(void *v, size_t n, size_t *cap, size_t size)
 {
-	return cap ? cap * 2 : 16;
+	size_t want;
+
+	if (n < *cap)
+		return v;
+	want = *cap ? *cap * 2 : 16;
+	if (want > SIZE_MAX / size)
+		return NULL;
+	v = realloc(v, want * size);
+	if (v)
+		*cap = want;
+	return v;
 }
 
 char *dup_or_null(const char *s)

@@ -46,16 +46,12 @@ static int lives_cb(void *ctx, const struct life_row *lr)
 	struct lives_data *d = ctx;
 	struct life_copy *x;
 
-	if (d->n == d->cap) {
-		size_t cap = next_cap(d->cap);
-		x = realloc(d->v, cap * sizeof *d->v);
-		if (!x) {
-			d->failed = 1;
-			return 1;
-		}
-		d->v = x;
-		d->cap = cap;
+	x = grow(d->v, d->n, &d->cap, sizeof *d->v);
+	if (!x) {
+		d->failed = 1;
+		return 1;
 	}
+	d->v = x;
 	x = &d->v[d->n++];
 	memset(x, 0, sizeof *x);
 	x->origin = strdup(lr->origin);

@@ -169,17 +169,13 @@ static int list_cb(void *ctx, const struct msg *m, const struct out_row *row)
 {
 	struct list_data *d = ctx;
 	struct list_item *it;
-	size_t cap = next_cap(d->cap);
 
 	if (d->dest && strcmp(m->id.dest, d->dest))
 		return 0;
-	if (d->n == d->cap) {
-		it = realloc(d->v, cap * sizeof *d->v);
-		if (!it)
-			goto nomem;
-		d->v = it;
-		d->cap = cap;
-	}
+	it = grow(d->v, d->n, &d->cap, sizeof *d->v);
+	if (!it)
+		goto nomem;
+	d->v = it;
 	it = &d->v[d->n];
 	it->m = *m;
 	it->m.payload = NULL; /* borrowed from the store: not kept */

@@ -60,15 +60,11 @@ static int recv_collect_cb(void *ctx, const struct recv_row *r)
 {
 	struct recv_data *d = ctx;
 	struct recv_item *it;
-	size_t cap = next_cap(d->cap);
 
-	if (d->n == d->cap) {
-		it = realloc(d->v, cap * sizeof *d->v);
-		if (!it)
-			goto nomem;
-		d->v = it;
-		d->cap = cap;
-	}
+	it = grow(d->v, d->n, &d->cap, sizeof *d->v);
+	if (!it)
+		goto nomem;
+	d->v = it;
 	it = &d->v[d->n++];
 	it->id = r->id;
 	it->type = r->type;

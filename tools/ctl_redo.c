@@ -84,15 +84,11 @@ static int redo_collect_cb(void *ctx, const struct msg *m,
 {
 	struct redo_data *d = ctx;
 	struct redo_item *it;
-	size_t cap = next_cap(d->cap);
 
-	if (d->n == d->cap) {
-		it = realloc(d->v, cap * sizeof *d->v);
-		if (!it)
-			goto nomem;
-		d->v = it;
-		d->cap = cap;
-	}
+	it = grow(d->v, d->n, &d->cap, sizeof *d->v);
+	if (!it)
+		goto nomem;
+	d->v = it;
 	it = &d->v[d->n];
 	it->m = *m;
 	it->m.payload = NULL; /* borrowed from the store: not kept */

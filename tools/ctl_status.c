@@ -36,16 +36,12 @@ static struct held_copy *held_add(struct status_data *d, const char *a,
 {
 	struct held_copy *h;
 
-	if (d->n_held == d->cap_held) {
-		size_t cap = d->cap_held ? d->cap_held * 2 : 16;
-		void *v = realloc(d->held, cap * sizeof *d->held);
-		if (!v) {
-			d->failed = 1;
-			return NULL;
-		}
-		d->held = v;
-		d->cap_held = cap;
+	h = grow(d->held, d->n_held, &d->cap_held, sizeof *d->held);
+	if (!h) {
+		d->failed = 1;
+		return NULL;
 	}
+	d->held = h;
 	h = &d->held[d->n_held++];
 	memset(h, 0, sizeof *h);
 	snprintf(h->a, sizeof h->a, "%s", a);
@@ -87,16 +83,12 @@ static int status_dead_cb(void *ctx, const char *dest, const char *relay,
 	struct held_copy *h;
 
 	(void)relay;
-	if (d->n_dead == d->cap_dead) {
-		size_t cap = d->cap_dead ? d->cap_dead * 2 : 8;
-		void *v = realloc(d->dead, cap * sizeof *d->dead);
-		if (!v) {
-			d->failed = 1;
-			return 1;
-		}
-		d->dead = v;
-		d->cap_dead = cap;
+	h = grow(d->dead, d->n_dead, &d->cap_dead, sizeof *d->dead);
+	if (!h) {
+		d->failed = 1;
+		return 1;
 	}
+	d->dead = h;
 	h = &d->dead[d->n_dead++];
 	memset(h, 0, sizeof *h);
 	snprintf(h->a, sizeof h->a, "%s", dest);
@@ -133,15 +125,11 @@ static int status_stat_cb(void *ctx, const struct stat_row *r)
 {
 	struct status_data *d = ctx;
 	struct stat_copy *s;
-	size_t cap = next_cap(d->cap_rows);
 
-	if (d->n_rows == d->cap_rows) {
-		s = realloc(d->rows, cap * sizeof *d->rows);
-		if (!s)
-			goto nomem;
-		d->rows = s;
-		d->cap_rows = cap;
-	}
+	s = grow(d->rows, d->n_rows, &d->cap_rows, sizeof *d->rows);
+	if (!s)
+		goto nomem;
+	d->rows = s;
 	s = &d->rows[d->n_rows];
 	memset(s, 0, sizeof *s);
 	s->table = strdup(r->table ? r->table : "?");
@@ -164,15 +152,11 @@ int status_stream_cb(void *ctx, const char *origin, const char *dest,
 {
 	struct status_data *d = ctx;
 	struct stream_copy *s;
-	size_t cap = next_cap(d->cap_streams);
 
-	if (d->n_streams == d->cap_streams) {
-		s = realloc(d->streams, cap * sizeof *d->streams);
-		if (!s)
-			goto nomem;
-		d->streams = s;
-		d->cap_streams = cap;
-	}
+	s = grow(d->streams, d->n_streams, &d->cap_streams, sizeof *d->streams);
+	if (!s)
+		goto nomem;
+	d->streams = s;
 	s = &d->streams[d->n_streams++];
 	s->origin = dup_or_null(origin);
 	s->dest = dup_or_null(dest);
@@ -190,17 +174,13 @@ static int status_out_cb(void *ctx, const struct out_stream *os)
 {
 	struct status_data *d = ctx;
 	struct out_copy *o;
-	size_t cap = next_cap(d->cap_outs);
 
-	if (d->n_outs == d->cap_outs) {
-		o = realloc(d->outs, cap * sizeof *d->outs);
-		if (!o) {
-			d->failed = 1;
-			return 1;
-		}
-		d->outs = o;
-		d->cap_outs = cap;
+	o = grow(d->outs, d->n_outs, &d->cap_outs, sizeof *d->outs);
+	if (!o) {
+		d->failed = 1;
+		return 1;
 	}
+	d->outs = o;
 	o = &d->outs[d->n_outs++];
 	o->dest = dup_or_null(os->dest);
 	o->note = dup_or_null(os->note);
