@@ -71,7 +71,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import wire  # noqa: E402
-from wire import client_context  # noqa: E402
+from wire import client_context, hello_frame  # noqa: E402
 from semqtest import (HarnessError, Pending, admin_metric,  # noqa: E402
                       check_exactly_once, connect, free_port, log_lines,
                       run, test, wait_log, wait_until)
@@ -158,13 +158,6 @@ def client_hello(certs):
     hello = out.read()
     assert hello[:1] == b"\x16" and len(hello) > 100, hello[:16]
     return hello
-
-
-def hello_frame(node_id):
-    return {"hello": {"node_id": node_id,
-                      "protocol_version": wire.PROTOCOL_VERSION,
-                      "role": wire.ROLE_EDGE, "features": 0,
-                      "max_frame": 1 << 20}}
 
 
 def tls_peer(node, certs, cert_id, rcvbuf=None, source="127.0.0.1"):
