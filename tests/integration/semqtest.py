@@ -1353,9 +1353,15 @@ def instance_node(t, id, instance, certs=None, **kw):
     return n
 
 
-def admin_metric(node, name, labels=None):
-    """The value of metric `name` (with exactly these labels, a dict, when
-    given) from the node's admin /metrics; raises when it is absent."""
+_RAISE = object()
+
+
+def admin_metric(node, name, *, absent=_RAISE, **labels):
+    """The value (a float) of the sample `name` with exactly these labels,
+    in this order (as semqd writes them), e.g. admin_metric(r,
+    "semq_stream_resyncs_total", origin="R", dest="S"), from the node's
+    admin /metrics. When the node has no such sample: `absent` when given
+    (e.g. None, or 0.0 for a counter not yet written), else HarnessError."""
     status, body = node.admin_get("/metrics")
     if status != 200:
         raise HarnessError(f"{node.id}: /metrics answered {status}")
@@ -1365,6 +1371,8 @@ def admin_metric(node, name, labels=None):
     for line in body.splitlines():
         if line.startswith(want + " "):
             return float(line.split()[-1])
+    if absent is not _RAISE:
+        return absent
     raise HarnessError(f"{node.id}: /metrics has no {want}")
 
 

@@ -136,10 +136,6 @@ def deliver(s, r, count=GOOD_COUNT, timeout=120):
     return check_exactly_once(s, ["R"], count, keys=keys)["total"]
 
 
-def metric(node, name, **labels):
-    return admin_metric(node, name, labels or None)
-
-
 # ---- TLS from Python --------------------------------------------------------
 
 def client_hello(certs):
@@ -365,7 +361,7 @@ def sample_handshakes(s, samples, stop):
     """Reads semq_handshakes from S's /metrics until stop is set."""
     while not stop.is_set():
         try:
-            samples.append(metric(s, "semq_handshakes"))
+            samples.append(admin_metric(s, "semq_handshakes"))
         except Exception:
             pass
         stop.wait(0.2)
@@ -389,26 +385,26 @@ def slowloris_one_address(t):
                                args=(s, samples, stop), daemon=True)
     sampler.start()
     try:
-        wait_until(lambda: metric(s, "semq_connections_refused_total",
-                                  reason="handshakes_per_address")
+        wait_until(lambda: admin_metric(s, "semq_connections_refused_total",
+                                        reason="handshakes_per_address")
                    >= n_conns - 16 or Pending(
                        f"{att.opened} opened, {att.closed} closed"),
                    120, "S refusing the attacker's connections")
-        held = metric(s, "semq_handshakes")
+        held = admin_metric(s, "semq_handshakes")
         assert 0 < held <= 16, f"{held} handshakes in progress"
-        wait_until(lambda: metric(s, "semq_handshake_timeouts_total") >= 16
-                   or Pending("fewer"), 60,
+        wait_until(lambda: admin_metric(s, "semq_handshake_timeouts_total")
+                   >= 16 or Pending("fewer"), 60,
                    "the deadline closing the 16 held handshakes")
         delivered = deliver(s, r)
-        deadlines = metric(s, "semq_handshake_timeouts_total")
+        deadlines = admin_metric(s, "semq_handshake_timeouts_total")
         assert att.live() > 0 and att.error is None, \
             f"the attack stopped: {att.live()} live, {att.error!r}"
     finally:
         stop.set()
         sampler.join(5)
         att.stop()
-    refused = metric(s, "semq_connections_refused_total",
-                     reason="handshakes_per_address")
+    refused = admin_metric(s, "semq_connections_refused_total",
+                           reason="handshakes_per_address")
     assert samples and max(samples) <= 17, \
         f"handshakes in progress reached {max(samples)}"  # 16 + R's one
     line = log_lines(s, r"max_handshakes_per_address")
@@ -446,21 +442,21 @@ def slowloris_many_addresses(t):
                                args=(s, samples, stop), daemon=True)
     sampler.start()
     try:
-        wait_until(lambda: metric(s, "semq_connections_evicted_total",
-                                  reason="handshakes") >= 784 - 256
+        wait_until(lambda: admin_metric(s, "semq_connections_evicted_total",
+                                        reason="handshakes") >= 784 - 256
                    or Pending(f"{att.opened} opened, {att.closed} closed"),
                    120, "S dropping the oldest handshakes")
         delivered = deliver(s, r)
         assert att.live() > 0 and att.error is None, \
             f"the attack stopped: {att.live()} live, {att.error!r}"
-        evicted = metric(s, "semq_connections_evicted_total",
-                         reason="handshakes")
+        evicted = admin_metric(s, "semq_connections_evicted_total",
+                               reason="handshakes")
     finally:
         stop.set()
         sampler.join(5)
         att.stop()
-    per_addr = metric(s, "semq_connections_refused_total",
-                      reason="handshakes_per_address")
+    per_addr = admin_metric(s, "semq_connections_refused_total",
+                            reason="handshakes_per_address")
     assert samples and max(samples) <= 256, \
         f"handshakes in progress reached {max(samples)}"
     print(f"FIGURES slowloris_many_addresses: {att.opened} connections "
@@ -541,7 +537,7 @@ def handshake_deadline(t):
     line_hello = wait_log(s, r"peer=X hello from 127\.0\.0\.4:\d+: "
                           r"handshake not finished within 2000 ms .*TLS "
                           r"done", "the Hello-stage deadline")[0]
-    assert metric(s, "semq_handshake_timeouts_total") == 2
+    assert admin_metric(s, "semq_handshake_timeouts_total") == 2
     assert not log_lines(s, r"idle for"), "the idle timer closed one"
 
     # (c) dialled: R dials a listener that takes the TCP connection and
@@ -593,7 +589,7 @@ def slow_reader(t):
     secs = time.monotonic() - t0
     pending = int(re.search(r"none of the (\d+) bytes", line).group(1))
     p.close()
-    assert metric(s, "semq_slow_readers_closed_total") == 1
+    assert admin_metric(s, "semq_slow_readers_closed_total") == 1
     st = s.outbound_status_counts("X")
     assert st.get(100, 0) == 0 and sum(st.values()) == count, st
     # nothing lost: a real X gets every message once
@@ -630,8 +626,8 @@ def per_peer_max_connections_and_deny(t):
     x3 = ready_peer(s, certs, "X")
     assert closed_by_node(x1), "X's oldest connection was not closed"
     assert not closed_by_node(x2, 0.5), "X's second connection was closed"
-    evicted = metric(s, "semq_connections_evicted_total",
-                     reason="connections_per_peer")
+    evicted = admin_metric(s, "semq_connections_evicted_total",
+                           reason="connections_per_peer")
     assert evicted == 1, evicted
     wait_log(s, r"peer=X .*2 connections of 'X' "
              r"\(max_connections_per_peer\): closed the oldest",
@@ -647,8 +643,8 @@ def per_peer_max_connections_and_deny(t):
         how_v = f"{type(e).__name__}"
     wait_log(s, r"peer=V refused: 4 connections are authenticated "
              r"already \(max_connections\)", "the max_connections refusal")
-    assert metric(s, "semq_connections_refused_total",
-                  reason="connections") == 1
+    assert admin_metric(s, "semq_connections_refused_total",
+                        reason="connections") == 1
     try:
         y = ready_peer(s, certs, "Y")
         y.close()
@@ -657,13 +653,13 @@ def per_peer_max_connections_and_deny(t):
             wire.WireError) as e:
         how_y = f"{type(e).__name__}"
     wait_log(s, r"peer=Y refused: 'Y' is in \[tls\] deny", "the deny")
-    assert metric(s, "semq_connections_refused_total",
-                  reason="denied") == 1
+    assert admin_metric(s, "semq_connections_refused_total",
+                        reason="denied") == 1
     assert not log_lines(s, r"peer=Y .*\bready\b"), "Y got to ready"
-    assert metric(s, "semq_connections_authenticated") == 4
+    assert admin_metric(s, "semq_connections_authenticated") == 4
     for sock in (x2, x3, z, w):
         sock.close()
-    wait_until(lambda: metric(s, "semq_connections_authenticated") == 0
+    wait_until(lambda: admin_metric(s, "semq_connections_authenticated") == 0
                or Pending("still connected"), IO_TIMEOUT,
                "S seeing the Python peers go")
     delivered = deliver(s, r, 20)
@@ -695,14 +691,14 @@ def per_address_connections(t):
     except (ssl.SSLError, ConnectionError, EOFError, socket.timeout,
             wire.WireError) as e:
         how = type(e).__name__
-    assert metric(s, "semq_connections_refused_total",
-                  reason="connections_per_address") == 1
+    assert admin_metric(s, "semq_connections_refused_total",
+                        reason="connections_per_address") == 1
     wait_log(s, r"refused a connection from 127\.0\.0\.6:\d+: 2 "
              r"connections from 127\.0\.0\.6 already "
              r"\(max_connections_per_address\)", "the refusal")
     ready_peer(s, certs, "Z", source="127.0.0.7").close()
     x.close()
-    wait_until(lambda: metric(s, "semq_connections_authenticated") <= 1
+    wait_until(lambda: admin_metric(s, "semq_connections_authenticated") <= 1
                or Pending("X still counted"), IO_TIMEOUT, "X gone")
     ready_peer(s, certs, "Z", source="127.0.0.6").close()
     y.close()
@@ -773,8 +769,8 @@ def per_address_ipv6_prefix(t):
         except (ssl.SSLError, ConnectionError, EOFError, socket.timeout,
                 wire.WireError) as e:
             how = type(e).__name__
-        assert metric(s, "semq_connections_refused_total",
-                      reason="connections_per_address") == 1
+        assert admin_metric(s, "semq_connections_refused_total",
+                            reason="connections_per_address") == 1
         ready_peer_v6(s, certs, "Z", addrs[3]).close()
         x.close()
         y.close()
@@ -846,11 +842,11 @@ def emfile(t):
     episodes = log_lines(s, r" net .*accept: Too many open files")
     assert len(episodes) == 1, episodes  # the backlog drained in one
     delivered = deliver(s, r, 20)
-    assert metric(s, "semq_accept_paused") == 0
+    assert admin_metric(s, "semq_accept_paused") == 0
     wait_log(s, r" admin .*accepting connections again, after \d+ failed",
              "the end of the admin port's pause", timeout=30)
-    failures = metric(s, "semq_accept_failures_total")
-    pauses = metric(s, "semq_accept_pauses_total")
+    failures = admin_metric(s, "semq_accept_failures_total")
+    pauses = admin_metric(s, "semq_accept_pauses_total")
     end = log_lines(s, r"accepting connections again")[0]
     print(f"FIGURES emfile: descriptor limit {limit} ({fds} open at "
           f"start), 200 connections held; {held} descriptors open at the "
@@ -939,8 +935,8 @@ def crl_reload(t):
     ca.crl(crl)
     s.proc.send_signal(signal.SIGHUP)
     wait_log(s, r"\[tls\] crl read again \(SIGHUP\)", "the SIGHUP reload")
-    reloads = metric(s, "semq_tls_crl_reloads_total")
-    failures = metric(s, "semq_tls_crl_reload_failures_total")
+    reloads = admin_metric(s, "semq_tls_crl_reloads_total")
+    failures = admin_metric(s, "semq_tls_crl_reload_failures_total")
     delivered = deliver(s, r, 20)
     print(f"FIGURES crl_reload: Y revoked and the CRL file replaced -> "
           f"refused after the 5 s poll; a broken file on SIGHUP -> ERROR, "
@@ -977,8 +973,9 @@ def peer_error_text(t):
                                     "text": "again", "fatal": True}}))
     assert closed_by_node(p)
     p.close()
-    wait_until(lambda: metric(s, "semq_log_lines_suppressed_total",
-                              kind="peer_error") == 6 or Pending("fewer"),
+    wait_until(lambda: admin_metric(s, "semq_log_lines_suppressed_total",
+                                    kind="peer_error") == 6
+               or Pending("fewer"),
                IO_TIMEOUT, "S counting the Errors it did not log")
     lines = log_lines(s, r"peer=X peer reports error")
     assert len(lines) == 1, lines

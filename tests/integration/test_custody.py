@@ -182,7 +182,7 @@ def custody_run(t, n, store):
         assert [(w["dest"], w["relay"], w["messages"]) for w in waiting] \
             == [("S", "P", n)], waiting
     metric = admin_metric(rs[0], "semq_outbound_in_custody",
-                          {"dest": "S", "relay": "P"})
+                          dest="S", relay="P")
     assert metric == n, metric
     for r in rs:
         r.stop()
@@ -255,8 +255,7 @@ def quota_run(t, store):
                  "AND last_error IS NOT NULL LIMIT 1")[0][0]
     assert "relay P: custody quota full" in err, err
     assert "custody of" in p.log_text() and "refused" in p.log_text()
-    refused = admin_metric(p, "semq_relay_refused_total",
-                           {"reason": "quota"})
+    refused = admin_metric(p, "semq_relay_refused_total", reason="quota")
     assert refused and refused > 0, refused
     # The rest waits at the origins (unsent, or sent and about to be
     # refused again): nothing is lost, nothing piles up at P.

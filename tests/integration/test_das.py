@@ -345,7 +345,7 @@ def ready_count(p1, peer, instance=None):
 
 def refused_metric(p1):
     return admin_metric(p1, "semq_connections_refused_total",
-                        {"reason": "dest_unavailable"})
+                        reason="dest_unavailable")
 
 
 def probe_refused(d, cert_id="R9"):

@@ -192,10 +192,10 @@ def run_disk_full(t, small):
     j1 = s.journal_count()
     # Three failed space probes after j1: the store thread ran its batches
     # for three retry periods with the disk full, and applied nothing.
-    p1 = admin_metric(s, PROBES, {"result": "failed"})
+    p1 = admin_metric(s, PROBES, result="failed")
 
     def probes_failed():
-        n = admin_metric(s, PROBES, {"result": "failed"})
+        n = admin_metric(s, PROBES, result="failed")
         return n >= p1 + 3 or Pending(f"{n - p1:g} failed probes since")
     wait_until(probes_failed, 20 * RETRY_S, "three failed space probes on S",
                interval=0.2, on_timeout=t.logs)
@@ -241,7 +241,7 @@ def run_disk_full(t, small):
                  "HAVING count(*) > 1")
     if rows:
         raise HarnessError(f"S applied messages twice while full: {rows[:5]}")
-    if admin_metric(s, PROBES, {"result": "ok"}) != 0:
+    if admin_metric(s, PROBES, result="ok") != 0:
         raise HarnessError("a space probe committed while the disk was full")
     print(f"     full: /health 503 disk full, one log line, S journal {j2}"
           f" (still after 3 failed space probes), R {unconfirmed} of "
@@ -257,7 +257,7 @@ def run_disk_full(t, small):
             f"/health {st} {b}")
     wait_until(ready, 30, "S /health 200 ready again", interval=0.2,
                on_timeout=t.logs)
-    if admin_metric(s, PROBES, {"result": "ok"}) != 1:
+    if admin_metric(s, PROBES, result="ok") != 1:
         raise HarnessError(f"S's {PROBES}{{result=\"ok\"}} is not 1 after "
                            "the disk-full state ended")
     if s.log_text().count(BACK_LINE) != 1:

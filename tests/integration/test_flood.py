@@ -164,10 +164,6 @@ def reset_peak(pid):
         return False
 
 
-def metric(node, name, **labels):
-    return admin_metric(node, name, labels or None)
-
-
 def peer_entry(node, peer_id):
     """The /peers entry of peer_id's connection (the first one), or None."""
     status, body = node.admin_get("/peers")
@@ -667,7 +663,7 @@ def flood(t, store):
         wait_until(lambda: x.check() and not x.control and not x.wbuf or
                    Pending("X still writing"), STEP_TIMEOUT,
                    "X's AckResponses written")
-        assert metric(s, "semq_read_pauses_total") == 0
+        assert admin_metric(s, "semq_read_pauses_total") == 0
         hwm_reset = reset_peak(s.pid)
         base = proc_status(s.pid)
         baseline = base["VmRSS"] if hwm_reset else base["VmHWM"]
@@ -763,10 +759,10 @@ def flood(t, store):
         x.check()
         end = proc_status(s.pid)
         total_growth = end["VmHWM"] - baseline
-        pauses = metric(s, "semq_read_pauses_total")
+        pauses = admin_metric(s, "semq_read_pauses_total")
         assert pauses >= 1, f"semq_read_pauses_total {pauses}"
-        wait_until(lambda: metric(s, "semq_connections_paused") == 0 and
-                   metric(s, "semq_store_queue_bytes") == 0 or
+        wait_until(lambda: admin_metric(s, "semq_connections_paused") == 0 and
+                   admin_metric(s, "semq_store_queue_bytes") == 0 or
                    Pending("still queued or paused"), STEP_TIMEOUT,
                    "S's queue empty, nothing paused")
         assert SANITIZED or total_growth < bound, \

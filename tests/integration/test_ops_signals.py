@@ -35,9 +35,9 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from semqtest import (Certs, Pending, check_exactly_once,  # noqa: E402
-                      dead_port, log_lines, make_certs, run, test,
-                      wait_log, wait_until)
+from semqtest import (Certs, Pending, admin_metric,  # noqa: E402
+                      check_exactly_once, dead_port, log_lines, make_certs,
+                      run, test, wait_log, wait_until)
 
 FAST = {"reconnect_min": "100ms", "reconnect_max": "500ms"}
 
@@ -120,22 +120,13 @@ def systemd_notify_watchdog_journal(t):
         notify.close()
 
 
-def metric(node, name, **labels):
-    """The value of one sample of node's /metrics (0 when absent)."""
-    status, body = node.admin_get("/metrics")
-    assert status == 200, (status, body)
-    want = ",".join(f'{k}="{v}"' for k, v in labels.items())
-    for ln in body.splitlines():
-        if ln.startswith(f"{name}{{{want}}} ") or (
-                not labels and ln.startswith(f"{name} ")):
-            return float(ln.rsplit(" ", 1)[1])
-    return 0.0
-
-
 def wait_metric(node, name, at_least=1, **labels):
+    """Waits until node's sample name{labels} is at least at_least (0
+    while it is absent)."""
+    def value():
+        return admin_metric(node, name, absent=0.0, **labels)
     return wait_until(
-        lambda: metric(node, name, **labels) >= at_least or Pending(
-            f"{metric(node, name, **labels)}"),
+        lambda: value() >= at_least or Pending(f"{value()}"),
         10, f"{node.id}: {name}{labels} >= {at_least}",
         on_timeout=node.log_tail)
 

@@ -119,8 +119,7 @@ _wire_field("Message", 15, ("hops", "uint32", False))
 # ---- logs and metrics -------------------------------------------------------
 
 def loop_refusals(node):
-    return admin_metric(node, "semq_relay_refused_total",
-                        {"reason": "loop"})
+    return admin_metric(node, "semq_relay_refused_total", reason="loop")
 
 
 # ---- TLS from Python --------------------------------------------------------

@@ -55,8 +55,8 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from semqtest import (HarnessError, Pending, connect, run,  # noqa: E402
-                      test, wait_until)
+from semqtest import (HarnessError, Pending, admin_metric,  # noqa: E402
+                      connect, run, test, wait_until)
 from pgharness import Pg, PgNode, db_name_for  # noqa: E402
 
 SCALE = float(os.environ.get("SEMQ_RESTORE_SCALE", "1"))
@@ -199,16 +199,6 @@ def wait_journal(t, s, want, what):
         n = took_effect(s, want)
         return n == len(want) or Pending(f"{n} of {len(want)}")
     wait_until(done, TIMEOUT, f"S: {what}", interval=0.1, on_timeout=t.logs)
-
-
-def metric(node, name, labels=""):
-    """The value of one sample of /metrics, e.g. metric(r,
-    "semq_stream_resyncs_total", '{origin="R",dest="S"}'); None if absent."""
-    status, body = node.admin_get("/metrics")
-    if status != 200:
-        raise HarnessError(f"{node.id}: /metrics answered {status}")
-    m = re.search(rf"^{re.escape(name + labels)} (\d+)$", body, re.M)
-    return int(m.group(1)) if m else None
 
 
 # ---- topologies ---------------------------------------------------------------
@@ -412,8 +402,8 @@ def scenario(t, topo, event, store="sqlite"):
         r_lives = {x["life"] for x in lives if x["origin"] == "R"}
         assert len(r_lives) == 2, lives
         assert "RESYNC" not in status, status
-        resyncs = metric(r, "semq_stream_resyncs_total",
-                         '{origin="R",dest="S"}')
+        resyncs = admin_metric(r, "semq_stream_resyncs_total",
+                               absent=None, origin="R", dest="S")
         assert resyncs == 0, resyncs
     else:
         errors = [ln for ln in r.log_text().splitlines()
@@ -421,8 +411,8 @@ def scenario(t, topo, event, store="sqlite"):
         assert errors and "R->S" in errors[0], errors
         assert re.search(r"^RESYNC R->S: ", status, re.M), status
         # kept in the database: the kill -9 does not reset it
-        resyncs = metric(r, "semq_stream_resyncs_total",
-                         '{origin="R",dest="S"}')
+        resyncs = admin_metric(r, "semq_stream_resyncs_total",
+                               absent=None, origin="R", dest="S")
         assert resyncs and resyncs >= 1, resyncs
         print(f"     {errors[0].split(' proto ', 1)[-1][:220]}", flush=True)
     renumbered = r.sql("SELECT count(*) FROM tb_0031 WHERE last_error LIKE "
@@ -435,7 +425,7 @@ def scenario(t, topo, event, store="sqlite"):
           f"took_effect_after={took_effect(s, after)} duplicates={dups} "
           f"lost_timeline={len(phase2)} "
           f"lost_timeline_took_effect={took_effect(s, phase2)} "
-          f"renumbered={renumbered} fillers={fillers} resyncs={resyncs} "
+          f"renumbered={renumbered} fillers={fillers} resyncs={resyncs:g} "
           f"watermark={last}",
           flush=True)
     for n in (r, s, p):

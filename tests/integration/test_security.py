@@ -43,12 +43,12 @@ import ssl
 import struct
 import sys
 import threading
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import wire  # noqa: E402
-from wire import client_context  # noqa: E402
+from wire import (client_context, data_frame, hello_frame,  # noqa: E402
+                  message)
 from semqtest import (HarnessError, Pending, check_exactly_once,  # noqa: E402
                       connect, make_certs, run, test, wait_until)
 
@@ -259,24 +259,6 @@ class Peer:
                                f"{IO_TIMEOUT:g} s")
         except (ssl.SSLError, ConnectionError):
             return  # an unclean close is a close
-
-
-def hello_frame(node_id, version=wire.PROTOCOL_VERSION):
-    return {"hello": {"node_id": node_id, "protocol_version": version,
-                      "role": wire.ROLE_EDGE, "features": 0,
-                      "max_frame": 1 << 20}}
-
-
-def message(origin="X", dest="S", seq=1, key="k", payload=b"hostile",
-            **kw):
-    m = {"origin": origin, "dest": dest, "seq": seq, "type": 7, "key": key,
-         "payload": payload, "created_at": int(time.time() * 1000)}
-    m.update(kw)
-    return m
-
-
-def data_frame(*messages):
-    return {"data": {"messages": list(messages) or [message()]}}
 
 
 def ready_peer(s, certs, node_id="X"):

@@ -40,7 +40,6 @@ Run by ctest as integration_tls_hardening, or by hand:
 """
 
 import os
-import random
 import re
 import shutil
 import socket
@@ -264,23 +263,18 @@ class SClient:
                 pass
 
 
-def hello_frame(node_id):
-    """The Hello of a current node (wire revision 2, a life of its own),
-    so that S has nothing to warn about but what a test provokes."""
-    return wire.frame({"hello": {"node_id": node_id, "protocol_version":
-                                 wire.PROTOCOL_VERSION,
-                                 "role": wire.ROLE_EDGE, "features": 0,
-                                 "max_frame": 1 << 20,
-                                 "life": random.getrandbits(63) | 2,
-                                 "wire_revision": wire.WIRE_REVISION,
-                                 "software": "tls-hardening-test"}})
+def hello_bytes(node_id):
+    """The framed Hello of a current node (wire.hello_frame with a
+    software name), so that S has nothing to warn about but what a test
+    provokes."""
+    return wire.frame(wire.hello_frame(node_id,
+                                       software="tls-hardening-test"))
 
 
-def data_frame(origin, seq, key):
-    return wire.frame({"data": {"messages": [{
-        "origin": origin, "dest": "S", "seq": seq, "type": 7, "key": key,
-        "payload": b"after key update %d" % seq,
-        "created_at": int(time.time() * 1000)}]}})
+def data_bytes(origin, seq, key):
+    """A framed Data of one message origin/S/seq."""
+    return wire.frame(wire.data_frame(wire.message(
+        origin, seq=seq, key=key, payload=b"after key update %d" % seq)))
 
 
 def acked(frames, origin, seq):
@@ -316,7 +310,7 @@ def tls13_key_update_keeps_link_healthy(t):
     try:
         c.wait_for(lambda: b"New, TLSv1.3, Cipher" in c.stdout(),
                    "TLS 1.3 handshake")
-        c.write(hello_frame("X"))
+        c.write(hello_bytes("X"))
         c.wait_for(lambda: any(k == "hello" for k, _ in c.frames()),
                    "the node's Hello")
         wait_log(s, r"\bpeer=X ready \(accepted", "X ready")
@@ -333,7 +327,7 @@ def tls13_key_update_keeps_link_healthy(t):
             if i > 1:
                 key_update(b"K\n", i + 1)
             keys[("X", i)] = f"x{i % 3}"
-            c.write(data_frame("X", i, keys[("X", i)]))
+            c.write(data_bytes("X", i, keys[("X", i)]))
             c.wait_for(lambda: acked(c.frames(), "X", i) or Pending(
                 [k for k, _ in c.frames()]),
                 f"810-Indication of X/S/{i} after key update {i + 1}")
@@ -530,7 +524,7 @@ def plaintext_is_refused(t):
     each."""
     certs, s, r = setup(t)
     attempts = [
-        ("SEMQ frames", hello_frame("X") + data_frame("X", 1, "k"),
+        ("SEMQ frames", hello_bytes("X") + data_bytes("X", 1, "k"),
          "wrong version number"),
         ("HTTP request", b"GET / HTTP/1.0\r\n\r\n", "http request"),
     ]

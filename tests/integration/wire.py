@@ -30,9 +30,11 @@ table must follow proto/semq.proto when that file changes (a field only
 added there is decoded as unknown here until it is added to SCHEMA).
 """
 
+import random
 import socket
 import ssl
 import struct
+import time
 
 __all__ = [
     "WireError", "SCHEMA", "BODIES", "PROTOCOL_VERSION",
@@ -46,7 +48,7 @@ __all__ = [
     "RELAY_FORWARDED", "RELAY_STORED", "RELAY_UNREACHABLE",
     "encode_varint", "decode_varint", "encode_tag", "encode_message",
     "decode_message", "encode_frame", "decode_frame", "frame",
-    "read_frame", "recv_exactly",
+    "read_frame", "recv_exactly", "hello_frame", "message", "data_frame",
 ]
 
 PROTOCOL_VERSION = 1
@@ -410,6 +412,39 @@ def read_frame(sock, max_frame=64 << 20):
     if n > max_frame:
         raise WireError(f"frame length {n} over {max_frame}")
     return recv_exactly(sock, n)
+
+
+# ---- bodies a test peer sends ---------------------------------------------
+
+def hello_frame(node_id, version=PROTOCOL_VERSION, *, software=None):
+    """The body dict of an edge peer's Hello (wrap it with frame()):
+    node_id, protocol `version`, no features, max_frame 1 MiB, and no life
+    or wire revision. With `software`, the Hello of a current node, so that
+    the node has nothing to warn about but what a test provokes: wire
+    revision WIRE_REVISION, a life of its own (random, with the bit of
+    value 2 set: never 0 nor LIFE_LEGACY) and that software name."""
+    hello = {"node_id": node_id, "protocol_version": version,
+             "role": ROLE_EDGE, "features": 0, "max_frame": 1 << 20}
+    if software is not None:
+        hello.update(life=random.getrandbits(63) | 2,
+                     wire_revision=WIRE_REVISION, software=software)
+    return {"hello": hello}
+
+
+def message(origin="X", dest="S", seq=1, key="k", payload=b"hostile",
+            **fields):
+    """A Message dict of type 7 created now; `fields` add or override
+    fields (e.g. stored_by)."""
+    m = {"origin": origin, "dest": dest, "seq": seq, "type": 7, "key": key,
+         "payload": payload, "created_at": int(time.time() * 1000)}
+    m.update(fields)
+    return m
+
+
+def data_frame(*messages):
+    """The body dict of a Data frame of these message dicts (wrap it with
+    frame()); with none, of one message() with its defaults."""
+    return {"data": {"messages": list(messages) or [message()]}}
 
 
 # ---- a peer's side of a connection, for tests that speak as a node ---------
