@@ -156,13 +156,6 @@ def client_hello(certs):
     return hello
 
 
-def hello_frame(node_id):
-    return {"hello": {"node_id": node_id,
-                      "protocol_version": wire.PROTOCOL_VERSION,
-                      "role": wire.ROLE_EDGE, "features": 0,
-                      "max_frame": 1 << 20}}
-
-
 def tls_peer(node, certs, cert_id, rcvbuf=None, source="127.0.0.1"):
     """A TLS connection to node as cert_id, handshake done."""
     raw = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -181,7 +174,7 @@ def tls_peer(node, certs, cert_id, rcvbuf=None, source="127.0.0.1"):
 def ready_peer(node, certs, cert_id, rcvbuf=None, source="127.0.0.1"):
     """A TLS peer whose Hello exchange with node is done."""
     p = tls_peer(node, certs, cert_id, rcvbuf, source)
-    p.sendall(wire.frame(hello_frame(cert_id)))
+    p.sendall(wire.frame(wire.hello_frame(cert_id)))
     kind, body = wire.decode_frame(wire.read_frame(p))
     assert kind == "hello" and body["node_id"] == node.id, (kind, body)
     return p
@@ -512,7 +505,7 @@ def handshake_deadline(t):
 
     # (b) the Hello, after a complete TLS handshake
     p = tls_peer(s, certs, "X", source="127.0.0.4")
-    frame = wire.frame(hello_frame("X"))
+    frame = wire.frame(wire.hello_frame("X"))
     t0, sent, closed = time.monotonic(), 0, False
     p.settimeout(0.3)
     while sent < len(frame) and time.monotonic() - t0 < IO_TIMEOUT:
@@ -730,7 +723,7 @@ def ready_peer_v6(node, certs, cert_id, source):
     except BaseException:
         raw.close()
         raise
-    p.sendall(wire.frame(hello_frame(cert_id)))
+    p.sendall(wire.frame(wire.hello_frame(cert_id)))
     kind, body = wire.decode_frame(wire.read_frame(p))
     assert kind == "hello" and body["node_id"] == node.id, (kind, body)
     return p

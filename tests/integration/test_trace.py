@@ -232,9 +232,7 @@ def raw_trace(p, certs, as_id, origin, dest, seq):
                                    timeout=IO_TIMEOUT)
     try:
         sock = client_context(certs, as_id).wrap_socket(raw)
-        sock.sendall(wire.frame({"hello": {
-            "node_id": as_id, "protocol_version": wire.PROTOCOL_VERSION,
-            "role": wire.ROLE_EDGE, "features": 0, "max_frame": 1 << 20}}))
+        sock.sendall(wire.frame(wire.hello_frame(as_id)))
         kind, h = recv_frame(sock)
         assert kind == "hello" and h["node_id"] == "P", (kind, h)
         assert h["features"] & 4, h  # FEATURE_TRACE
