@@ -215,7 +215,11 @@ int store_fetch_sendable(struct store *st, const char *dest, int64_t now,
  * four transitions also when there is no such row; store_errmsg says which). */
 int store_mark_sent(struct store *st, const struct msgid *id, int64_t now,
 		    int64_t query_at);
-/* 4 -> 6: a relay forwarded or stored it. SEMQ_DECLINED if not in 4. */
+/* 4 -> 6: a relay forwarded or stored it. SEMQ_DECLINED if not in 4.
+ * This and store_mark_unsent, store_defer and store_mark_custody act on the
+ * message whose digest id carries: when id->digest and the row's digest are
+ * both known and differ, the row is another message under that id (a
+ * filler of a seq a renumbering gave up) and is left as it is (DECLINED). */
 int store_mark_relay_acked(struct store *st, const struct msgid *id,
 			   int64_t now, int64_t query_at);
 /* 4/6 -> 0: send again at retry_at (not received, unreachable); err text is

@@ -12,7 +12,8 @@
 int store_mark_custody(struct store *st, const struct msgid *id,
 		       const char *relay, int64_t next_at)
 {
-	const struct targ a[] = {TT(relay), TI(next_at)};
+	const struct targ a[] = {TT(relay), TI(next_at),
+				 TD(id ? id->digest : 0)};
 	int r;
 
 	if (!st)
@@ -20,7 +21,7 @@ int store_mark_custody(struct store *st, const struct msgid *id,
 	r = check_node(st, "mark custody: relay", relay, SEMQ_ID_MAX + 1);
 	if (r)
 		return r;
-	return out_transition(st, Q_OUT_MARK_CUSTODY, id, a, 2, "mark custody",
+	return out_transition(st, Q_OUT_MARK_CUSTODY, id, a, 3, "mark custody",
 			      "4, 6 or an unanswered -2", NULL);
 }
 

@@ -831,19 +831,20 @@ int store_mark_sent(struct store *st, const struct msgid *id, int64_t now,
 int store_mark_relay_acked(struct store *st, const struct msgid *id,
 			   int64_t now, int64_t query_at)
 {
-	const struct targ a[] = {TI(query_at)};
+	const struct targ a[] = {TI(query_at), TD(id ? id->digest : 0)};
 
 	(void)now;
-	return out_transition(st, Q_OUT_MARK_RELAY, id, a, 1,
+	return out_transition(st, Q_OUT_MARK_RELAY, id, a, 2,
 			      "mark relay-acked", "4", NULL);
 }
 
 int store_mark_unsent(struct store *st, const struct msgid *id,
 		      int64_t retry_at, const char *error)
 {
-	const struct targ a[] = {TI(retry_at), TT(error)};
+	const struct targ a[] = {TI(retry_at), TT(error),
+				 TD(id ? id->digest : 0)};
 
-	return out_transition(st, Q_OUT_MARK_UNSENT, id, a, 2, "mark unsent",
+	return out_transition(st, Q_OUT_MARK_UNSENT, id, a, 3, "mark unsent",
 			      "4 or 6", NULL);
 }
 
@@ -917,9 +918,9 @@ int store_fetch_in_doubt(struct store *st, int64_t now, unsigned limit,
 
 int store_defer(struct store *st, const struct msgid *id, int64_t next_at)
 {
-	const struct targ a[] = {TI(next_at)};
+	const struct targ a[] = {TI(next_at), TD(id ? id->digest : 0)};
 
-	return out_transition(st, Q_OUT_DEFER, id, a, 1, "defer",
+	return out_transition(st, Q_OUT_DEFER, id, a, 2, "defer",
 			      "4, 6 or unanswered -2", NULL);
 }
 

@@ -41,6 +41,18 @@
 	" AND origin <> (SELECT value FROM semq_meta WHERE key = 'node_id')"
 
 /*
+ * A peer's word about an id (a RelayAck, a "not received" answer, a defer)
+ * is about the message whose digest it carries: ?n, when given, must be the
+ * row's. Another message under that id -- the filler of a seq a renumbering
+ * gave up, or a message of this database's own timeline -- is left as it
+ * is. A digest of 0 (bound as NULL: a revision-1 peer, or a row never sent)
+ * matches any. The casts type the parameter for PostgreSQL.
+ */
+#define DIGEST_IS(n)                                                           \
+	" AND (CAST(?" #n " AS BIGINT) IS NULL OR digest IS NULL"              \
+	" OR digest = CAST(?" #n " AS BIGINT))"
+
+/*
  * OUT_COLS and REDO_COLS with the payload's length in place of the payload,
  * for the scans and listings that never use the bytes (the wheel's refill,
  * the in-doubt scan, semqctl's and /redo's listings): store.c's col_msg
@@ -449,13 +461,14 @@ const struct q_text store__q[Q__N] = {
 	[Q_OUT_MARK_RELAY] = {"UPDATE tb_0031 SET status = 6,"
 			      " next_attempt_at = ?5, custodian = NULL"
 			      " WHERE origin = ?1 AND dest = ?2 AND seq = ?3"
-			      " AND life = ?4 AND status = 4",
+			      " AND life = ?4 AND status = 4" DIGEST_IS(6),
 			      NULL},
 	[Q_OUT_MARK_UNSENT] = {"UPDATE tb_0031 SET status = 0,"
 			       " next_attempt_at = ?5, last_error = ?6,"
 			       " custodian = NULL"
 			       " WHERE origin = ?1 AND dest = ?2 AND seq = ?3"
-			       " AND life = ?4 AND status IN (4, 6)",
+			       " AND life = ?4"
+			       " AND status IN (4, 6)" DIGEST_IS(7),
 			       NULL},
 	/* next_attempt_at of a confirmed row is its acked_at: the purge
 	 * deadline runs over idx_0031_due like every other. A cancelled row
@@ -508,7 +521,7 @@ const struct q_text store__q[Q__N] = {
 	[Q_OUT_DEFER] = {"UPDATE tb_0031 SET next_attempt_at = ?5"
 			 " WHERE origin = ?1 AND dest = ?2 AND seq = ?3"
 			 " AND life = ?4 AND (status IN (4, 6) OR"
-			 " (status = -2 AND result IS NULL))",
+			 " (status = -2 AND result IS NULL))" DIGEST_IS(6),
 			 NULL},
 	/* A relay's copy (never a row of this node's own) is gone once the
 	 * destination confirmed it; ?5, when given, must be its digest (an
@@ -674,13 +687,14 @@ const struct q_text store__q[Q__N] = {
 	/* RelayAck STORED: ?5 the relay, ?6 when to ask it again. A row in
 	 * flight or passed on becomes 6 in its custody; an unanswered cancel
 	 * stays a cancel, held there. */
-	[Q_OUT_MARK_CUSTODY] = {"UPDATE tb_0031 SET status = CASE WHEN"
-				" status = -2 THEN -2 ELSE 6 END,"
-				" custodian = ?5, next_attempt_at = ?6"
-				" WHERE origin = ?1 AND dest = ?2 AND seq = ?3"
-				" AND life = ?4 AND (status IN (4, 6)"
-				" OR (status = -2 AND result IS NULL))",
-				NULL},
+	[Q_OUT_MARK_CUSTODY] =
+		{"UPDATE tb_0031 SET status = CASE WHEN"
+		 " status = -2 THEN -2 ELSE 6 END,"
+		 " custodian = ?5, next_attempt_at = ?6"
+		 " WHERE origin = ?1 AND dest = ?2 AND seq = ?3"
+		 " AND life = ?4 AND (status IN (4, 6)"
+		 " OR (status = -2 AND result IS NULL))" DIGEST_IS(7),
+		 NULL},
 	/* Cancels due for destination ?3, over idx_0031_tomb. */
 	[Q_OUT_TOMBSTONES_TO] = {"SELECT " OUT_COLS " FROM tb_0031"
 				 " INDEXED BY idx_0031_tomb"

@@ -4129,6 +4129,90 @@ static void test_origin_custody_outside_window(void **state)
 }
 
 /*
+ * A RelayAck is about the message whose digest it carries. The relay's
+ * STORED for messages that a refusal in the same batch renumbered (their
+ * acks were on the wire already) arrives when their old seqs hold the
+ * fillers that take their place: the fillers are other messages, so they
+ * are not taken into custody (which would keep them from the destination
+ * for custody_query_after, its watermark stuck below them) but sent at
+ * once. STORED with a filler's own digest does take the filler into
+ * custody.
+ */
+static void test_origin_relay_ack_of_renumbered(void **state)
+{
+	struct fx *fx = *state;
+	const int64_t cq = fx->c.custody_query_after_ms;
+	const int64_t qa = fx->c.query_after_ms;
+	const Semq__Message *msgs[8];
+	uint64_t life, dg[4], fd2;
+	char buf[SEMQ_ID_MAX + 1];
+	struct msgid fid;
+	struct vspec vs;
+	struct out_view v;
+	size_t n, i, fillers = 0;
+
+	sender_via_p1(fx, 1000, 2);
+	life = store_life(fx->st);
+	for (i = 1; i <= 4; i++)
+		assert_int_equal(enqueue_key(fx, "S9", "K", "k"), i);
+	batch(fx, T0);
+	n = data_to(fx, 5, msgs, 8);
+	assert_int_equal(n, 4);
+	for (i = 0; i < 4; i++)
+		dg[i] = msgs[i]->digest;
+
+	/* P1 holds another message under 1 (and has seen up to 2); its
+	 * STORED for 2, 3 and 4 follows in the same batch. */
+	memset(&vs, 0, sizeof vs);
+	vs.origin = "R1";
+	vs.dest = "S9";
+	vs.seq = 1;
+	vs.life = life;
+	vs.digest = dg[0];
+	vs.result = SEMQ__RESULT__RESULT_DUPLICATE;
+	vs.refusal = SEMQ__REFUSAL__REFUSAL_CONFLICT;
+	vs.high = 2;
+	push_verdict(fx, 5, "P1", &vs);
+	for (i = 1; i < 4; i++)
+		push_relay_ack2(fx, 5, "P1", SEMQ__RELAY_ACK__KIND__STORED, 0,
+				0, "R1", "S9", i + 1, life, dg[i], "");
+	batch(fx, T0 + 10);
+
+	/* 1..4 went to 5..8; 2, 3 and 4 hold fillers, none in custody, all
+	 * sent in this batch and asked about after query_after */
+	n = data_to(fx, 5, msgs, 8);
+	for (i = 0; i < n; i++)
+		if (msgs[i]->tombstone)
+			fillers++;
+	assert_int_equal(fillers, 3);
+	assert_int_equal(n, 7);
+	for (i = 2; i <= 4; i++) {
+		v = out_of(fx, "R1", "S9", i);
+		assert_int_equal(v.status, SS_CANCELLED);
+		assert_int_equal(v.result, -1);
+		assert_int_equal(v.next_at, T0 + 10 + qa);
+		assert_string_equal(
+			custodian_of(fx, "R1", "S9", i, buf, sizeof buf), "");
+	}
+
+	/* STORED with the filler's own digest: in custody */
+	memset(&fid, 0, sizeof fid);
+	snprintf(fid.origin, sizeof fid.origin, "R1");
+	snprintf(fid.dest, sizeof fid.dest, "S9");
+	fid.life = life;
+	fid.seq = 2;
+	fd2 = semq_filler_digest(&fid);
+	push_relay_ack2(fx, 5, "P1", SEMQ__RELAY_ACK__KIND__STORED, 0, 0, "R1",
+			"S9", 2, life, fd2, "");
+	batch(fx, T0 + 20);
+	v = out_of(fx, "R1", "S9", 2);
+	assert_int_equal(v.status, SS_CANCELLED);
+	assert_int_equal(v.next_at, T0 + 20 + cq);
+	assert_string_equal(custodian_of(fx, "R1", "S9", 2, buf, sizeof buf),
+			    "P1");
+}
+
+/*
  * RelayAck FORWARDED: 6 without a custodian, in flight — it counts in the
  * window; STORED for such a row later takes it into custody and frees its
  * place.
@@ -4969,6 +5053,8 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(
 			test_origin_custody_outside_window, setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_origin_relay_ack_of_renumbered, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_origin_forwarded_in_window,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_relay_hop_limit, setup,
