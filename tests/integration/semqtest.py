@@ -282,12 +282,15 @@ class Pending:
 
 
 def wait_until(predicate, timeout=10.0, what="condition", interval=0.05,
-               on_timeout=None):
+               on_timeout=None, progress=False):
     """Polls predicate() until it returns a truthy value, which is returned.
     An exception from predicate counts as "not yet" (and is reported as the
     last observed value). After `timeout` seconds raises HarnessError naming
     `what` and the last value observed; on_timeout() (if given) adds context,
-    e.g. a node's log tail."""
+    e.g. a node's log tail. With progress=True the timeout counts from the
+    last change of what predicate observed (a Pending count going down):
+    work that moves on is waited for however slow the machine, work that
+    stopped fails after `timeout` (the test's own limit bounds the rest)."""
     deadline = time.monotonic() + timeout
     last = "(never evaluated)"
     while True:
@@ -295,13 +298,18 @@ def wait_until(predicate, timeout=10.0, what="condition", interval=0.05,
             v = predicate()
             if v:
                 return v
-            last = repr(v)
+            seen = repr(v)
         except Exception as e:  # e.g. a table not created yet
-            last = f"{type(e).__name__}: {e}"
+            seen = f"{type(e).__name__}: {e}"
+        if progress and seen != last:
+            deadline = time.monotonic() + timeout
+        last = seen
         if time.monotonic() >= deadline:
             break
         time.sleep(interval)
-    msg = f"timed out after {timeout:g} s waiting for {what}; last observed: "
+    msg = (f"timed out after {timeout:g} s "
+           f"{'without progress ' if progress else ''}waiting for {what}; "
+           "last observed: ")
     msg += last
     if on_timeout:
         try:
@@ -663,9 +671,11 @@ class Node:
         if not self.alive():
             raise HarnessError(f"{self.id}: semqd is not running, so its "
                                "new rows stay unnumbered")
-        wait_until(lambda: self.sql("SELECT count(*) FROM tb_0031 WHERE "
-                                    "seq IS NULL")[0][0] == 0, timeout,
-                   f"{self.id}: semqd numbering its new rows")
+        def none_left():
+            n = self.sql("SELECT count(*) FROM tb_0031 WHERE seq IS NULL")
+            return n[0][0] == 0 or Pending(f"{n[0][0]} rows unnumbered")
+        wait_until(none_left, timeout,
+                   f"{self.id}: semqd numbering its new rows", progress=True)
 
     def numbered(self, ids, timeout=30.0):
         """(origin, dest, seq) of tb_0031 rows `ids`, waiting for the
@@ -678,10 +688,12 @@ class Node:
         def done():
             rows.clear()
             rows.update((r[0], r[1:]) for r in self.sql(q, tuple(ids)))
-            return all(r[2] is not None for r in rows.values())
+            left = sum(1 for r in rows.values() if r[2] is None)
+            return left == 0 or Pending(f"{left} rows unnumbered")
         if ids and self.alive():
             wait_until(done, timeout,
-                       f"{self.id}: semqd numbering its new rows")
+                       f"{self.id}: semqd numbering its new rows",
+                       progress=True)
         else:
             done()
         return [tuple(rows[i]) for i in ids]

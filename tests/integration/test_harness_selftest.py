@@ -562,6 +562,29 @@ def wait_until_returns_value_or_names_what_timed_out(t):
                   "waiting for 5 rows; last observed: 2 rows")
 
 
+@test
+def wait_until_progress_waits_while_work_moves(t):
+    # 40 polls at least 10 ms apart take longer than the 0.2 s limit: only
+    # progress=True, which counts from the last change, sees the count down
+    left = {"n": 40}
+
+    def count_down():
+        left["n"] -= 1
+        return left["n"] == 0 or Pending(f"{left['n']} left")
+    expect_raises(lambda: wait_until(count_down, 0.2, "the count down",
+                                     interval=0.01),
+                  "timed out after 0.2 s waiting for the count down")
+    left["n"] = 40
+    assert wait_until(count_down, 0.2, "the count down", interval=0.01,
+                      progress=True)
+    # stopped: fails after the limit, saying so
+    expect_raises(lambda: wait_until(lambda: Pending("3 left"), 0.2,
+                                     "the count down", interval=0.01,
+                                     progress=True),
+                  "timed out after 0.2 s without progress waiting for the "
+                  "count down; last observed: 3 left")
+
+
 # ---- check_exactly_once -----------------------------------------------------
 
 def make_journal(path, rows):
