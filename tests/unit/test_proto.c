@@ -2180,6 +2180,22 @@ struct vspec {
 	uint64_t high;
 };
 
+/* R1's message dest/seq (life, digest) refused: the refuser holds another
+ * message under that seq and has seen the stream up to `high`. */
+static void conflict_of(struct vspec *vs, const char *dest, uint64_t seq,
+			uint64_t life, uint64_t digest, uint64_t high)
+{
+	memset(vs, 0, sizeof *vs);
+	vs->origin = "R1";
+	vs->dest = dest;
+	vs->seq = seq;
+	vs->life = life;
+	vs->digest = digest;
+	vs->result = SEMQ__RESULT__RESULT_DUPLICATE;
+	vs->refusal = SEMQ__REFUSAL__REFUSAL_CONFLICT;
+	vs->high = high;
+}
+
 static void push_verdict(struct fx *fx, uint64_t conn, const char *peer,
 			 const struct vspec *vs)
 {
@@ -2476,15 +2492,7 @@ static void test_origin_renumbers_on_conflict(void **state)
 	assert_int_equal(out_of(fx, "R1", "S1", 2).status, SS_ACK2);
 
 	/* S1 holds another message under seq 1 and has seen up to 10. */
-	memset(&vs, 0, sizeof vs);
-	vs.origin = "R1";
-	vs.dest = "S1";
-	vs.seq = 1;
-	vs.life = life;
-	vs.digest = dg[1];
-	vs.result = SEMQ__RESULT__RESULT_DUPLICATE;
-	vs.refusal = SEMQ__REFUSAL__REFUSAL_CONFLICT;
-	vs.high = 10;
+	conflict_of(&vs, "S1", 1, life, dg[1], 10);
 	push_verdict(fx, 7, "S1", &vs);
 	batch(fx, T0 + 20);
 	/* Renumbered: 1 -> 11, 3 -> 12 (key K); 2 (confirmed, key L) and 4
@@ -2656,15 +2664,7 @@ static void test_relay_conflict_and_take_back(void **state)
 
 	/* S1 refuses the copy: held here, the refusal goes to R1, nothing
 	 * is confirmed to S1. */
-	memset(&vs, 0, sizeof vs);
-	vs.origin = "R1";
-	vs.dest = "S1";
-	vs.seq = 1;
-	vs.life = LIFE_R1;
-	vs.digest = d1;
-	vs.result = SEMQ__RESULT__RESULT_DUPLICATE;
-	vs.refusal = SEMQ__REFUSAL__REFUSAL_CONFLICT;
-	vs.high = 5;
+	conflict_of(&vs, "S1", 1, LIFE_R1, d1, 5);
 	push_verdict(fx, 9, "S1", &vs);
 	batch(fx, T0 + 20);
 	assert_int_equal(out_of(fx, "R1", "S1", 1).status, SS_HELD);
@@ -2730,15 +2730,7 @@ static void test_origin_asks_predecessor_first(void **state)
 		dg[i + 1] = msgs[i]->digest;
 
 	/* S1 refuses 2 (its prev_seq 1 holds another message there). */
-	memset(&vs, 0, sizeof vs);
-	vs.origin = "R1";
-	vs.dest = "S1";
-	vs.seq = 2;
-	vs.life = life;
-	vs.digest = dg[2];
-	vs.result = SEMQ__RESULT__RESULT_DUPLICATE;
-	vs.refusal = SEMQ__REFUSAL__REFUSAL_CONFLICT;
-	vs.high = 2;
+	conflict_of(&vs, "S1", 2, life, dg[2], 2);
 	push_verdict(fx, 7, "S1", &vs);
 	batch(fx, T0 + 10);
 	assert_int_equal(out_of(fx, "R1", "S1", 1).status, SS_SEND);
@@ -2843,15 +2835,7 @@ static void test_origin_fills_given_up_seqs(void **state)
 	dg1 = msgs[0]->digest;
 
 	/* S1 holds another message under 1 and has seen up to 2. */
-	memset(&vs, 0, sizeof vs);
-	vs.origin = "R1";
-	vs.dest = "S1";
-	vs.seq = 1;
-	vs.life = life;
-	vs.digest = dg1;
-	vs.result = SEMQ__RESULT__RESULT_DUPLICATE;
-	vs.refusal = SEMQ__REFUSAL__REFUSAL_CONFLICT;
-	vs.high = 2;
+	conflict_of(&vs, "S1", 1, life, dg1, 2);
 	push_verdict(fx, 7, "S1", &vs);
 	batch(fx, T0 + 10);
 	/* 1..4 -> 5..8; no filler at 1 (S1 holds the lost timeline's
@@ -4163,15 +4147,7 @@ static void test_origin_relay_ack_of_renumbered(void **state)
 
 	/* P1 holds another message under 1 (and has seen up to 2); its
 	 * STORED for 2, 3 and 4 follows in the same batch. */
-	memset(&vs, 0, sizeof vs);
-	vs.origin = "R1";
-	vs.dest = "S9";
-	vs.seq = 1;
-	vs.life = life;
-	vs.digest = dg[0];
-	vs.result = SEMQ__RESULT__RESULT_DUPLICATE;
-	vs.refusal = SEMQ__REFUSAL__REFUSAL_CONFLICT;
-	vs.high = 2;
+	conflict_of(&vs, "S9", 1, life, dg[0], 2);
 	push_verdict(fx, 5, "P1", &vs);
 	for (i = 1; i < 4; i++)
 		push_relay_ack2(fx, 5, "P1", SEMQ__RELAY_ACK__KIND__STORED, 0,
