@@ -2180,6 +2180,19 @@ struct vspec {
 	uint64_t high;
 };
 
+/* The digest of R1's filler under dest/seq of life. */
+static uint64_t filler_of(const char *dest, uint64_t life, uint64_t seq)
+{
+	struct msgid id;
+
+	memset(&id, 0, sizeof id);
+	snprintf(id.origin, sizeof id.origin, "R1");
+	snprintf(id.dest, sizeof id.dest, "%s", dest);
+	id.life = life;
+	id.seq = seq;
+	return semq_filler_digest(&id);
+}
+
 /* R1's message dest/seq (life, digest) refused: the refuser holds another
  * message under that seq and has seen the stream up to `high`. */
 static void conflict_of(struct vspec *vs, const char *dest, uint64_t seq,
@@ -2820,7 +2833,6 @@ static void test_origin_fills_given_up_seqs(void **state)
 	uint64_t dg1, life, fd2, fd3, fd4;
 	const int cancelled = RES_CANCELLED;
 	const uint64_t three = 3;
-	struct msgid fid;
 	struct vspec vs;
 	size_t n, i;
 
@@ -2843,16 +2855,9 @@ static void test_origin_fills_given_up_seqs(void **state)
 	 * above the counter: it may count R1's own messages) */
 	assert_false(out_of(fx, "R1", "S1", 1).found);
 	assert_true(out_of(fx, "R1", "S1", 2).found);
-	memset(&fid, 0, sizeof fid);
-	snprintf(fid.origin, sizeof fid.origin, "R1");
-	snprintf(fid.dest, sizeof fid.dest, "S1");
-	fid.life = life;
-	fid.seq = 2;
-	fd2 = semq_filler_digest(&fid);
-	fid.seq = 3;
-	fd3 = semq_filler_digest(&fid);
-	fid.seq = 4;
-	fd4 = semq_filler_digest(&fid);
+	fd2 = filler_of("S1", life, 2);
+	fd3 = filler_of("S1", life, 3);
+	fd4 = filler_of("S1", life, 4);
 	n = data_to(fx, 7, msgs, 8);
 	assert_int_equal(n, 7);
 	for (i = 0; i < n; i++) {
@@ -4130,7 +4135,6 @@ static void test_origin_relay_ack_of_renumbered(void **state)
 	const Semq__Message *msgs[8];
 	uint64_t life, dg[4], fd2;
 	char buf[SEMQ_ID_MAX + 1];
-	struct msgid fid;
 	struct vspec vs;
 	struct out_view v;
 	size_t n, i, fillers = 0;
@@ -4172,12 +4176,7 @@ static void test_origin_relay_ack_of_renumbered(void **state)
 	}
 
 	/* STORED with the filler's own digest: in custody */
-	memset(&fid, 0, sizeof fid);
-	snprintf(fid.origin, sizeof fid.origin, "R1");
-	snprintf(fid.dest, sizeof fid.dest, "S9");
-	fid.life = life;
-	fid.seq = 2;
-	fd2 = semq_filler_digest(&fid);
+	fd2 = filler_of("S9", life, 2);
 	push_relay_ack2(fx, 5, "P1", SEMQ__RELAY_ACK__KIND__STORED, 0, 0, "R1",
 			"S9", 2, life, fd2, "");
 	batch(fx, T0 + 20);
