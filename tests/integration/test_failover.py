@@ -11,17 +11,19 @@ journal plugin, reaches them through the multi-host URL
 `postgresql://semq@/semq?host=A,B&port=PA,PB&target_session_attrs=read-write`
 (tools/pgcluster.sh url). Four shops R1..R4 on SQLite dial S1.
 
-  1. failover: 20,000 documents, 5,000 per shop over 50 keys each, inserted
-     at once. When 35 % of them are in the journal (polled, not timed) the
-     primary is killed -9 (tools/pgcluster.sh kill: all of its processes at
-     once, as when its machine dies). Once S1 has logged a reconnect attempt
-     that found no server taking writes (its store backs off and keeps
-     serving), B is promoted (tools/pgcluster.sh promote). Then every
-     document must be confirmed at its origin (status 100) and the journal
-     on the new primary must hold each (origin, dest, seq) exactly once, in
-     key order: lost 0, duplicates 0; every journal row that was visible on
-     A before the kill is on B. S1 ran through it all as one process and
-     stops cleanly. It prints one line:
+  1. failover: 20,000 documents, 5,000 per shop over 50 keys each: 4,000
+     per shop inserted at once; when 35 % of all of them are in the journal
+     (polled, not timed) the primary is killed -9 (tools/pgcluster.sh kill:
+     all of its processes at once, as when its machine dies), and the last
+     1,000 per shop are inserted after the kill, so that the new primary
+     has work however fast S1 went before it. Once S1 has logged a
+     reconnect attempt that found no server taking writes (its store backs
+     off and keeps serving), B is promoted (tools/pgcluster.sh promote).
+     Then every document must be confirmed at its origin (status 100) and
+     the journal on the new primary must hold each (origin, dest, seq)
+     exactly once, in key order: lost 0, duplicates 0; every journal row
+     that was visible on A before the kill is on B. S1 ran through it all
+     as one process and stops cleanly. It prints one line:
 
        FAILOVER: documents=20000 killed_at=N (P%) carried_over=M
          promoted_after=Xs takeover=Ys confirmed_after=Zs lost=0
@@ -179,8 +181,10 @@ def failover_run(t, label, per_origin, behind=None):
         keyed = behind != "async"
         # (2, 3) in three waves: before the pause, after it (so that S1 has
         # work while the standby is paused), after the kill (so that there
-        # is work for the new primary whatever the speed).
-        wave = per_origin if not behind else per_origin // 3
+        # is work for the new primary whatever the speed); (1) in two, the
+        # second after the kill, for the same reason.
+        wave = per_origin - per_origin // 5 if not behind \
+            else per_origin // 3
         keys = enqueue(rs, wave, keyed)
         sent = wave
 
@@ -222,7 +226,7 @@ def failover_run(t, label, per_origin, behind=None):
         killed_ms = int(time.time() * 1000) + 1
         if behind:
             b.resume()
-            keys = enqueue(rs, per_origin - sent, keyed, sent)
+        keys = enqueue(rs, per_origin - sent, keyed, sent)
 
         # No primary: S1 keeps running, tries, backs off.
         def no_primary_seen():
