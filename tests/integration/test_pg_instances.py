@@ -15,7 +15,9 @@ streams to S1 over the connected instances.
      before the first message. In the 2-instance run the instance with the
      most work left on its streams is killed -9 at 40 % of the journal and
      stays down (its unfinished streams must move to the survivor); in the
-     3-instance run the same kill is followed by a restart 3 s later. Each
+     3-instance run the same kill is followed by a restart 3 s later. In
+     both, a fifth of each shop's messages is inserted after the kill, so
+     that its streams have work left however fast the instances went. Each
      run checks: every message took effect exactly once (one journal row per
      (origin, dest, seq)), in key order per stream; every shop row at 100;
      P1's tb_0031 empty; no tb_0033 entry other than done; every tb_0030 row
@@ -192,12 +194,14 @@ class Deployment:
 
     def enqueue(self, counts, nkeys, start=0):
         """The applications: counts[origin] messages on each shop in one
-        transaction each, the i-th (from start) with key i % nkeys[origin].
-        Returns {(origin, seq): key} of every message sent to S1 so far."""
+        transaction each, the i-th (from start, or start[origin]) with key
+        i % nkeys[origin]. Returns {(origin, seq): key} of every message
+        sent to S1 so far."""
         keys = {}
         for r in self.rs:
+            first = start[r.id] if isinstance(start, dict) else start
             rows = [("S1", 1, f"{r.id}-k{i % nkeys[r.id]:03d}", PAYLOAD)
-                    for i in range(start, start + counts[r.id])]
+                    for i in range(first, first + counts[r.id])]
             c = r.connect_db(readonly=False)
             try:
                 with c:
@@ -359,7 +363,11 @@ def spread_run(t, n, kill=None):
     counts = split(N_MESSAGES, ORIGINS)
     total = N_MESSAGES
     t0 = time.time()
-    keys = d.enqueue(counts, split(N_KEYS, ORIGINS))
+    nkeys = split(N_KEYS, ORIGINS)
+    # with a kill, a fifth of each shop's messages waits for it: the
+    # streams have work left then, however fast the instances went
+    tail = {o: counts[o] // 5 if kill else 0 for o in ORIGINS}
+    keys = d.enqueue({o: counts[o] - tail[o] for o in ORIGINS}, nkeys)
 
     # (victim, t_kill, seconds to its session's end, journal rows just
     # before the kill, rows_by_instance once its session had ended)
@@ -385,6 +393,8 @@ def spread_run(t, n, kill=None):
             t_kill = time.time()
             gone = session_gone(d, victim)
             killed = (victim, t_kill, gone, got, d.rows_by_instance())
+            keys = d.enqueue(tail, nkeys, start={
+                o: counts[o] - tail[o] for o in ORIGINS})
         if killed and kill == "restart" and not restarted and \
                 time.time() >= killed[1] + RESTART_AFTER:
             mark = ready_count(d.p1, "S1", killed[0].instance)
