@@ -48,8 +48,10 @@ runs across both plugins.
      (1,000 each over 25 keys, types 1 and 2 alternating) to S1 with three
      instances up before the shops connect (P1 refuses nobody). When 40 %
      of the documents have taken effect, the instance with the most work
-     left on its streams is killed -9; once another instance has applied a
-     document of one of its streams, it is started again. At the end: every
+     left on its streams is killed -9, and the last fifth of each shop's
+     documents is inserted (so that its streams have work left however fast
+     the instances went); once another instance has applied a document of
+     one of its streams, it is started again. At the end: every
      type-1 document exactly once in the journal, in key order per stream;
      every type-2 document in the export table, exactly the ones sent; no
      shop row ever seen in status 6 (sampled all along), every one at 100;
@@ -471,9 +473,13 @@ def five_shops_three_instances_one_killed(t):
         wait_until(lambda: ready_count(d.p1, r.id) > 0, 20,
                    f"P1 ready link from {r.id}", on_timeout=d.logs)
     t0 = time.time()
+    # a fifth of each shop's documents waits for the kill: the victim's
+    # streams have work left then, however fast the instances went
+    per_shop = N_DOCS // len(ORIGINS)
+    tail = per_shop // 5
     for r in d.rs:
-        d.enqueue(r, N_DOCS // len(ORIGINS), N_KEYS)
-    counts = d.counts()
+        d.enqueue(r, per_shop - tail, N_KEYS)
+    counts = {o: per_shop for o in ORIGINS}
     names = [s.instance for s in d.insts]
     owner = {o: stream_instance(o, "S1", names) for o in ORIGINS}
 
@@ -496,6 +502,8 @@ def five_shops_three_instances_one_killed(t):
             victim.kill()
             t_kill, at_kill = time.time(), got
             assert got < N_DOCS, "the run was over before the kill"
+            for r in d.rs:
+                d.enqueue(r, tail, N_KEYS)
         if victim is not None and restarted is None:
             # another instance took one of the victim's streams over
             mine = [o for o in ORIGINS if owner[o] == victim.instance]
