@@ -317,7 +317,8 @@ class PgNode(Node):
 
     def wait_ready(self, timeout=30.0):
         """Running, migrated (tb_0031 exists), the journal plugin's table
-        created (when it is loaded), listening where configured."""
+        created (when it is loaded), listening where configured, its start
+        line written."""
         def ready():
             if not self.alive():
                 raise HarnessError(
@@ -329,7 +330,9 @@ class PgNode(Node):
                     return False
             if not self.pg.has_table("tb_0031"):
                 return False
-            return not self.journal or self.pg.has_table("journal")
+            if self.journal and not self.pg.has_table("journal"):
+                return False
+            return self.started_line()
         deadline = time.monotonic() + timeout
         while True:
             try:

@@ -757,6 +757,8 @@ host, port = cp["node"]["listen"].rsplit(":", 1)
 ls = socket.socket(); ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 ls.bind((host, int(port))); ls.listen(4)
 print("fake semqd %s up" % cp["node"]["id"], file=sys.stderr, flush=True)
+print("INFO  main   semqd 0.0.0-fake: node %s (the start line wait_ready "
+      "waits for)" % cp["node"]["id"], file=sys.stderr, flush=True)
 stop = []
 signal.signal(signal.SIGTERM, lambda *a: stop.append(1))
 if os.environ.get("FAKE_STUBBORN"):
