@@ -389,8 +389,11 @@ def spread_run(t, n, kill=None):
                 done[o] = done.get(o, 0) + v
             victim = max(d.insts, key=lambda s: sum(
                 counts[o] - done[o] for (i, o) in by if i == s.app_name))
-            victim.kill()
+            # stamped before the signal: the victim's sockets close before
+            # kill() has reaped it, and the other instances may take its
+            # streams over at once
             t_kill = time.time()
+            victim.kill()
             gone = session_gone(d, victim)
             killed = (victim, t_kill, gone, got, d.rows_by_instance())
             keys = d.enqueue(tail, nkeys, start={
