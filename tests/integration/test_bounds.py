@@ -392,8 +392,12 @@ def slowloris_one_address(t):
                    >= n_conns - 16 or Pending(
                        f"{att.opened} opened, {att.closed} closed"),
                    120, "S refusing the attacker's connections")
-        held = admin_metric(s, "semq_handshakes")
-        assert 0 < held <= 16, f"{held} handshakes in progress"
+        # the 16 slots empty together at the deadline and fill again at the
+        # attacker's next reopen: wait for them held, then bound them
+        held = wait_until(lambda: (lambda n: n if n > 0 else Pending(
+            "no handshake held"))(admin_metric(s, "semq_handshakes")), 30,
+            "the attacker's handshakes held")
+        assert held <= 16, f"{held} handshakes in progress"
         wait_until(lambda: admin_metric(s, "semq_handshake_timeouts_total")
                    >= 16 or Pending("fewer"), 60,
                    "the deadline closing the 16 held handshakes")
