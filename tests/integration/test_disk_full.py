@@ -184,7 +184,10 @@ def run_disk_full(t, small):
     wait_until(full, 90, "S /health 503 disk full", interval=0.2,
                on_timeout=t.logs)
 
-    # 1. While full.
+    # 1. While full. (The store thread sets the state /health reads, then
+    # writes its line: wait for the line.)
+    wait_until(lambda: FULL_LINE in s.log_text() or Pending("no line"), 30,
+               f"S's log: '{FULL_LINE}'", interval=0.05, on_timeout=t.logs)
     log = s.log_text()
     if log.count(FULL_LINE) != 1 or "disk full (" not in log:
         raise HarnessError(f"S logged '{FULL_LINE}' {log.count(FULL_LINE)} "
