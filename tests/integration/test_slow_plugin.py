@@ -196,7 +196,9 @@ def slow_key_postgresql(t):
     assert "longer than [plugin journal] deadline" in log and "R01/S1/" in log and \
         "stream R01 -> S1" in log, \
         "the watchdog did not log the slow call with its message and stream"
-    assert health and "R01 -> S1" in health[0], (
+    # (another call past the 1 s deadline on a loaded machine may be the
+    # first degraded sample; the slow stream's must be among them)
+    assert any("R01 -> S1" in h for h in health), (
         f"/health never said degraded with the stream: {health[:1]}")
     redo = dict(s.sql("SELECT status, count(*) FROM tb_0033 GROUP BY "
                       "status"))
