@@ -493,6 +493,10 @@ def metrics_match_tables(t):
                or Pending(s.redo_status_counts()), SETTLE_TIMEOUT,
                "S: one dead and one delayed entry", on_timeout=t.logs)
 
+    # S's stream from R settled: watermark 42, every receipt acknowledged
+    # (R's last acknowledgements may still be on the way when R is done).
+    wait_until(lambda: s.settled("R", 42, "S"), SETTLE_TIMEOUT,
+               "S: R's stream settled at 42", on_timeout=t.logs)
     # Queue depths: equal to the tables once the nodes are idle (acks and
     # compaction run on their own schedule, so compare until they agree).
     for n in (r, s):
