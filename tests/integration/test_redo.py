@@ -608,7 +608,9 @@ def delayed_messages_run_when_due_even_across_kill9(t):
     r.start(timeout=READY_TIMEOUT)
     r2.start(timeout=READY_TIMEOUT)
 
-    deliver_at = now_ms() + 3000
+    # The delays must outlast the send and its acknowledgement (and, below,
+    # the kill) on a loaded, sanitized build: several seconds of margin.
+    deliver_at = now_ms() + 8000
     assert send(r, [("S", OTHER_TYPE, "late-1", b"close order 1",
                      deliver_at)]) == [1]
     status, result, acked_at = wait_acked(t, r, 1)
@@ -621,7 +623,7 @@ def delayed_messages_run_when_due_even_across_kill9(t):
           f" ms before, ran {h - deliver_at} ms after", flush=True)
 
     # Across a crash: S dies right after acknowledging.
-    deliver_at = now_ms() + 4000
+    deliver_at = now_ms() + 10000
     assert send(r, [("S", OTHER_TYPE, "late-2", b"close order 2",
                      deliver_at)]) == [2]
     status, result, acked_at = wait_acked(t, r, 2)
