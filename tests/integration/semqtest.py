@@ -711,8 +711,12 @@ class Node:
             rows.clear()
             rows.update((r[0], r[1:]) for r in self.sql(q, tuple(ids)))
             left = sum(1 for r in rows.values() if r[2] is None)
+            if left and waiting and not self.alive():
+                raise HarnessError(f"{self.id}: semqd stopped with {left} "
+                                   "of the rows unnumbered")
             return left == 0 or Pending(f"{left} rows unnumbered")
-        if ids and self.alive():
+        waiting = bool(ids) and self.alive()
+        if waiting:
             wait_until(done, timeout,
                        f"{self.id}: semqd numbering its new rows",
                        progress=True)
